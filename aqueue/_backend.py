@@ -1,0 +1,100 @@
+"""The few event-loop primitives the queues need, for asyncio and trio.
+
+The queues park on one *waker* per wait: a one-shot object the waiter awaits and any
+thread may set. On asyncio it is a future, set directly on the loop's thread or through
+``call_soon_threadsafe`` from others; on trio a ``trio.Event``, set through the trio
+token from other threads. Setting a waker only *notifies*: the woken task re-checks the
+queue itself, so a waiter cancelled after being woken loses nothing (it passes the
+wake-up on instead).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+__all__ = ["Waker", "checkpoint", "in_event_loop", "make_waker"]
+
+_get_running_loop = asyncio._get_running_loop  # returns None instead of raising
+
+
+def _current_trio_token() -> Any:
+    trio = sys.modules.get("trio")
+    if trio is None:  # trio cannot be running if it was never imported
+        return None
+    try:
+        return trio.lowlevel.current_trio_token()
+    except RuntimeError:
+        return None
+
+
+def in_event_loop() -> bool:
+    """True when called from a thread that is running an asyncio or trio event loop."""
+    return _get_running_loop() is not None or _current_trio_token() is not None
+
+
+def checkpoint() -> Awaitable[None]:
+    """One cancellation and scheduling point on the current event loop."""
+    if _get_running_loop() is not None:
+        return asyncio.sleep(0)
+    import trio
+
+    return trio.lowlevel.checkpoint()
+
+
+class Waker:
+    """A one-shot notification a task awaits and any thread may set."""
+
+    __slots__ = ("_set_here", "_set_remote", "_thread", "wait")
+
+    wait: Callable[[], Awaitable[Any]]
+
+    def set(self) -> None:
+        """Notify the waiting task (from any thread)."""
+        if threading.get_ident() == self._thread:
+            self._set_here()
+        else:
+            try:
+                self._set_remote()
+            except RuntimeError:  # the event loop is gone: nobody left to wake
+                pass
+
+
+def _set_future(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def make_waker() -> Waker:
+    """Create a waker bound to the running event loop (asyncio or trio)."""
+    w = Waker()
+    w._thread = threading.get_ident()
+    loop = _get_running_loop()
+    if loop is not None:
+        fut: asyncio.Future[None] = loop.create_future()
+
+        def wait() -> Awaitable[Any]:
+            return fut
+
+        w.wait = wait
+        w._set_here = lambda: _set_future(fut)
+        w._set_remote = lambda: loop.call_soon_threadsafe(_set_future, fut)
+        return w
+    import trio
+
+    event = trio.Event()
+    token = trio.lowlevel.current_trio_token()
+    w.wait = event.wait
+    w._set_here = event.set
+
+    def set_remote() -> None:
+        try:
+            token.run_sync_soon(event.set)
+        except trio.RunFinishedError:
+            pass
+
+    w._set_remote = set_remote
+    return w

@@ -1,0 +1,268 @@
+"""The four queue kinds. They differ only in their element spec and storage."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from ._base import QueueBase
+from ._errors import ElementSpecError
+from ._spec import ElementSpec, normalize_dtypes, normalize_shapes
+from ._storage import (
+    DequeStorage,
+    HeapStorage,
+    ListPoolStorage,
+    PoolStorage,
+    RingStorage,
+    Storage,
+)
+
+__all__ = ["FIFOQueue", "PaddingFIFOQueue", "PriorityQueue", "RandomShuffleQueue"]
+
+
+def _check_int(value: Any, what: str, owner: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ElementSpecError(f"{owner}: {what} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ElementSpecError(f"{owner}: {what} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def _check_name(name: Any, default: str) -> str:
+    if name is None:
+        return default
+    if not isinstance(name, str):
+        raise ElementSpecError(f"queue name must be a str, got {type(name).__name__}")
+    return name
+
+
+def _names(names: Any, count: int, owner: str) -> tuple[str, ...] | None:
+    if names is None:
+        return None
+    items = [names] if isinstance(names, str) else list(names)
+    if len(items) != count:
+        raise ElementSpecError(
+            f"{owner}: names has {len(items)} entries but dtypes has {count} components"
+        )
+    if not all(isinstance(n, str) for n in items) or len(set(items)) != len(items):
+        raise ElementSpecError(f"{owner}: names must be distinct strings, got {items!r}")
+    return tuple(items)
+
+
+def _spec(
+    kind: str,
+    name: str,
+    dtypes: Any,
+    shapes: Any,
+    names: Any,
+    *,
+    allow_unknown_dims: bool = False,
+    require_shapes: bool = False,
+) -> ElementSpec:
+    owner = f"{kind} '{name}'"
+    dts = normalize_dtypes(dtypes, owner=owner)
+    if not dts:
+        raise ElementSpecError(f"{owner}: dtypes must name at least one component")
+    if require_shapes and shapes is None:
+        raise ElementSpecError(f"{owner}: shapes are required (use None for unknown dimensions)")
+    shp = normalize_shapes(shapes, len(dts), owner=owner, allow_unknown_dims=allow_unknown_dims)
+    return ElementSpec(dts, shp, _names(names, len(dts), owner), owner=owner)
+
+
+class FIFOQueue(QueueBase):
+    """A first-in first-out queue of numpy elements.
+
+    Args:
+        capacity: maximum number of elements held.
+        dtypes: one dtype, or one per component.
+        shapes: one fully defined shape, or one per component; None leaves shapes
+            undeclared (elements may differ in shape, batch dequeues are refused).
+        names: component names; elements are then dicts with exactly these keys.
+        name: used in error messages and reports (default ``"fifo_queue"``).
+
+    With declared shapes the elements live in one preallocated array per component of
+    shape ``(capacity, *shape)``.
+    """
+
+    _default_name = "fifo_queue"
+
+    def __init__(
+        self,
+        capacity: int,
+        dtypes: Any,
+        shapes: Any = None,
+        names: Any = None,
+        *,
+        name: str | None = None,
+    ) -> None:
+        qname = _check_name(name, self._default_name)
+        kind = type(self).__name__
+        capacity = _check_int(capacity, "capacity", f"{kind} '{qname}'", 1)
+        spec = _spec(kind, qname, dtypes, shapes, names)
+        storage: Storage
+        if spec.shapes is not None:
+            storage = RingStorage(capacity, spec.dtypes, spec.shapes)  # type: ignore[arg-type]
+        else:
+            storage = DequeStorage(spec.dtypes, pad=False)
+        super().__init__(capacity, spec, storage, name=qname)
+
+
+class PaddingFIFOQueue(QueueBase):
+    """A FIFO queue whose shapes may have None dimensions, padded in batch dequeues.
+
+    ``dequeue`` returns an element as enqueued; ``dequeue_many``/``dequeue_up_to`` pad
+    every None dimension to the largest in the batch, with 0 (numbers) or ``""``
+    (strings and objects). Ranks are fixed and known dimensions are checked.
+    """
+
+    _default_name = "padding_fifo_queue"
+
+    def __init__(
+        self,
+        capacity: int,
+        dtypes: Any,
+        shapes: Any,
+        names: Any = None,
+        *,
+        name: str | None = None,
+    ) -> None:
+        qname = _check_name(name, self._default_name)
+        kind = type(self).__name__
+        capacity = _check_int(capacity, "capacity", f"{kind} '{qname}'", 1)
+        spec = _spec(kind, qname, dtypes, shapes, names, allow_unknown_dims=True, require_shapes=True)
+        storage: Storage
+        if spec.fully_defined:
+            storage = RingStorage(capacity, spec.dtypes, spec.shapes)  # type: ignore[arg-type]
+        else:
+            storage = DequeStorage(spec.dtypes, pad=True)
+        super().__init__(capacity, spec, storage, name=qname)
+
+
+class RandomShuffleQueue(QueueBase):
+    """A queue that dequeues elements in uniformly random order.
+
+    Args:
+        capacity: maximum number of elements held.
+        min_after_dequeue: while the queue is open, a dequeue only takes elements that
+            leave at least this many behind (0 <= min_after_dequeue < capacity); closing
+            the queue lifts the floor so it can drain.
+        dtypes, shapes, names, name: as for FIFOQueue.
+        seed: seeds the queue's own ``numpy.random.Generator``; with a seed the output
+            order is a pure function of the sequence of operations.
+    """
+
+    _default_name = "random_shuffle_queue"
+
+    def __init__(
+        self,
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: Any,
+        shapes: Any = None,
+        names: Any = None,
+        *,
+        seed: int | None = None,
+        name: str | None = None,
+    ) -> None:
+        qname = _check_name(name, self._default_name)
+        kind = type(self).__name__
+        owner = f"{kind} '{qname}'"
+        capacity = _check_int(capacity, "capacity", owner, 1)
+        mad = _check_int(min_after_dequeue, "min_after_dequeue", owner, 0)
+        if mad >= capacity:
+            raise ElementSpecError(
+                f"{owner}: min_after_dequeue must be < capacity ({capacity}), got {mad}"
+            )
+        if seed is not None:
+            seed = _check_int(seed, "seed", owner, 0)
+        spec = _spec(kind, qname, dtypes, shapes, names)
+        rng = np.random.default_rng(seed)
+        storage: Storage
+        if spec.shapes is not None:
+            storage = PoolStorage(capacity, spec.dtypes, spec.shapes, rng)  # type: ignore[arg-type]
+        else:
+            storage = ListPoolStorage(spec.dtypes, rng)
+        super().__init__(capacity, spec, storage, name=qname, min_after_dequeue=mad)
+        self._seed = seed
+
+    @property
+    def min_after_dequeue(self) -> int:
+        """Elements a dequeue leaves behind while the queue is open."""
+        return self._min_after
+
+    @property
+    def seed(self) -> int | None:
+        """The seed given at creation, or None."""
+        return self._seed
+
+
+class PriorityQueue(QueueBase):
+    """A queue that dequeues elements in ascending int64 priority.
+
+    An element is ``(priority, *components)``; ``dtypes`` and ``shapes`` describe the
+    components only. Equal priorities come out in arrival order. A batch dequeue of
+    ``n <= capacity`` waits until ``n`` elements are present, so the batch is globally
+    sorted; elements come back as ``(priorities, *components)``.
+    """
+
+    _default_name = "priority_queue"
+
+    def __init__(
+        self,
+        capacity: int,
+        dtypes: Any,
+        shapes: Any = None,
+        *,
+        name: str | None = None,
+    ) -> None:
+        qname = _check_name(name, self._default_name)
+        kind = type(self).__name__
+        owner = f"{kind} '{qname}'"
+        capacity = _check_int(capacity, "capacity", owner, 1)
+        dts = normalize_dtypes(dtypes, owner=owner)
+        shp = normalize_shapes(shapes, len(dts), owner=owner, allow_unknown_dims=False)
+        all_dtypes = (np.dtype(np.int64), *dts)
+        all_shapes = None if shp is None else ((), *shp)
+        spec = _PrioritySpec(all_dtypes, all_shapes, None, owner=owner)
+        super().__init__(capacity, spec, HeapStorage(all_dtypes), name=qname)
+
+
+class _PrioritySpec(ElementSpec):
+    """Element spec whose component 0 is the int64 scalar priority."""
+
+    __slots__ = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._single = False
+        self._one_fast = False
+
+    def _convert(self, i: int, value: Any) -> Any:
+        if i == 0:
+            arr = np.asarray(value)
+            if arr.dtype.kind not in "iu" or not np.can_cast(arr.dtype, np.int64, "same_kind"):
+                raise ElementSpecError(
+                    f"{self.owner}: priority (component 0) must be int64-compatible, got dtype "
+                    f"{arr.dtype}"
+                )
+            try:
+                return np.asarray(value, dtype=np.int64)
+            except OverflowError as exc:
+                raise ElementSpecError(f"{self.owner}: priority {value!r} does not fit int64") from exc
+        return super()._convert(i, value)
+
+    def _check_shape(self, i: int, arr: Any, batch: int | None, value: Any) -> None:
+        if i == 0 and self.shapes is None:
+            want = 1 if batch is not None else 0
+            if arr.ndim != want:
+                raise ElementSpecError(
+                    f"{self.owner}: priority (component 0) must be a scalar per element, "
+                    f"got shape {arr.shape}"
+                )
+            return
+        super()._check_shape(i, arr, batch, value)
+
+    def _label(self, i: int) -> str:
+        return "priority (component 0)" if i == 0 else f"component {i}"

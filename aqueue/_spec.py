@@ -1,0 +1,319 @@
+"""Element specifications: what one queue element is, and how user data becomes one.
+
+An element is a fixed number of *components*; component ``i`` has dtype ``dtypes[i]``
+and, when shapes are declared, shape ``shapes[i]`` (``None`` entries mean "any size",
+allowed only by PaddingFIFOQueue). The user-facing *form* of an element depends on
+the spec alone:
+
+- one unnamed component  -> the bare value,
+- several unnamed        -> a tuple in component order,
+- ``names`` given        -> a dict with exactly those keys.
+
+A batch has the same form with a leading batch dimension on every component.
+
+Conversion rules (checked before anything touches a queue, so a rejected element
+changes nothing):
+
+- numpy arrays and numpy scalars are accepted when numpy's ``'safe'`` casting
+  converts them to the declared dtype (any dtype converts to ``object``);
+- Python scalars and (nested) lists are converted to the declared dtype when they
+  are of the same kind, or integers/booleans going into a wider numeric kind;
+  out-of-range integers are rejected, never wrapped.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any, Union
+
+import numpy as np
+import numpy.typing as npt
+
+from ._errors import ElementSpecError
+
+__all__ = ["ElementSpec", "Shape", "normalize_dtypes", "normalize_shapes"]
+
+Shape = tuple[Union[int, None], ...]
+Components = tuple[Any, ...]  # one numpy array (or scalar) per component
+
+# Python-value kinds that may go into a declared dtype kind (besides same-kind casts).
+_PY_KIND_WIDENING = {"b": "biufc", "i": "iufc", "u": "iufc", "f": "fc", "c": "c"}
+
+
+def normalize_dtypes(dtypes: Any, *, owner: str) -> tuple[np.dtype[Any], ...]:
+    """Turn one dtype or a sequence of dtypes into a tuple of ``np.dtype``."""
+    items = list(dtypes) if isinstance(dtypes, (list, tuple)) else [dtypes]
+    out = []
+    for i, d in enumerate(items):
+        try:
+            out.append(np.dtype(d))
+        except TypeError as exc:
+            raise ElementSpecError(
+                f"{owner}: dtypes[{i}] must be something numpy.dtype() accepts, got {d!r}"
+            ) from exc
+    return tuple(out)
+
+
+def _is_one_shape(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(
+        d is None or isinstance(d, numbers.Integral) for d in value
+    )
+
+
+def normalize_shapes(
+    shapes: Any, count: int, *, owner: str, allow_unknown_dims: bool
+) -> tuple[Shape, ...] | None:
+    """Turn ``shapes`` (None, one shape, or a sequence of shapes) into a tuple of shapes.
+
+    As in TensorFlow, a tuple whose entries are all ints or None is *one* shape:
+    ``()`` is one scalar component and ``(32, 32)`` one 32x32 component.
+    """
+    if shapes is None:
+        return None
+    if _is_one_shape(shapes) and not (count == 0 and len(shapes) == 0):
+        items: list[Any] = [shapes]
+    elif isinstance(shapes, (list, tuple)):
+        items = list(shapes)
+    else:
+        raise ElementSpecError(
+            f"{owner}: shapes must be None, one shape or a sequence of shapes, got {shapes!r}"
+        )
+    if len(items) != count:
+        raise ElementSpecError(
+            f"{owner}: shapes has {len(items)} entries but dtypes has {count} components"
+        )
+    out: list[Shape] = []
+    for i, shape in enumerate(items):
+        if not _is_one_shape(shape):
+            raise ElementSpecError(
+                f"{owner}: shapes[{i}] must be a tuple of ints or None, got {shape!r}"
+            )
+        dims: list[int | None] = []
+        for d in shape:
+            if d is None:
+                if not allow_unknown_dims:
+                    raise ElementSpecError(
+                        f"{owner}: shapes[{i}] = {tuple(shape)!r} is not fully defined; "
+                        "use PaddingFIFOQueue for None dimensions"
+                    )
+                dims.append(None)
+            elif int(d) < 0:
+                raise ElementSpecError(f"{owner}: shapes[{i}] has a negative dimension {d}")
+            else:
+                dims.append(int(d))
+        out.append(tuple(dims))
+    return tuple(out)
+
+
+def _fmt_shape(shape: Sequence[int | None]) -> str:
+    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+class ElementSpec:
+    """Validates and converts elements and batches for one queue.
+
+    Args:
+        dtypes: one dtype per component.
+        shapes: one shape per component, or None when shapes are not declared.
+        names: component names, or None.
+        owner: the queue's description for error messages, e.g. ``"FIFOQueue 'q'"``.
+    """
+
+    __slots__ = ("_one_fast", "_single", "dtypes", "names", "owner", "shapes")
+
+    def __init__(
+        self,
+        dtypes: tuple[np.dtype[Any], ...],
+        shapes: tuple[Shape, ...] | None,
+        names: tuple[str, ...] | None,
+        *,
+        owner: str,
+    ) -> None:
+        self.dtypes = dtypes
+        self.shapes = shapes
+        self.names = names
+        self.owner = owner
+        self._single = names is None and len(dtypes) == 1
+        # Fast path: one component, shape fully declared, not object.
+        self._one_fast = (
+            self._single
+            and shapes is not None
+            and None not in shapes[0]
+            and dtypes[0] != np.dtype(object)
+        )
+
+    @property
+    def fully_defined(self) -> bool:
+        """True when every component has a declared shape without None dimensions."""
+        return self.shapes is not None and all(None not in s for s in self.shapes)
+
+    # -- forms -------------------------------------------------------------------------
+
+    def _split(self, value: Any, what: str) -> tuple[Any, ...]:
+        """Split a user element/batch into per-component values (no conversion)."""
+        if self.names is not None:
+            if not isinstance(value, Mapping):
+                raise ElementSpecError(
+                    f"{self.owner}: {what} must be a dict with keys {list(self.names)}, "
+                    f"got {type(value).__name__}"
+                )
+            if set(value.keys()) != set(self.names):
+                missing = [n for n in self.names if n not in value]
+                extra = [k for k in value if k not in self.names]
+                raise ElementSpecError(
+                    f"{self.owner}: {what} keys must be exactly {list(self.names)}; "
+                    f"missing {missing}, unexpected {extra}"
+                )
+            return tuple(value[n] for n in self.names)
+        if isinstance(value, Mapping):
+            raise ElementSpecError(
+                f"{self.owner}: got a dict but the queue has no component names; "
+                f"pass {'the bare value' if self._single else 'a tuple'}"
+            )
+        if self._single:
+            return (value,)
+        if not isinstance(value, (tuple, list)) or len(value) != len(self.dtypes):
+            got = (
+                f"a {type(value).__name__} of length {len(value)}"
+                if isinstance(value, (tuple, list))
+                else type(value).__name__
+            )
+            raise ElementSpecError(
+                f"{self.owner}: {what} must be a tuple of {len(self.dtypes)} components, got {got}"
+            )
+        return tuple(value)
+
+    def pack(self, comps: Sequence[Any]) -> Any:
+        """Return ``comps`` in the user-facing form."""
+        if self.names is not None:
+            return dict(zip(self.names, comps))
+        if self._single:
+            return comps[0]
+        return tuple(comps)
+
+    def _label(self, i: int) -> str:
+        if self.names is not None:
+            return f"component {i} ('{self.names[i]}')"
+        return f"component {i}"
+
+    # -- conversion --------------------------------------------------------------------
+
+    def _convert(self, i: int, value: Any) -> npt.NDArray[Any]:
+        dt = self.dtypes[i]
+        if isinstance(value, (np.ndarray, np.generic)):
+            arr = np.asarray(value)
+            if arr.dtype == dt:
+                return arr
+            if dt.kind == "O" or np.can_cast(arr.dtype, dt, "safe"):
+                return arr.astype(dt)
+            raise ElementSpecError(
+                f"{self.owner}: {self._label(i)} expected dtype {dt} (numpy 'safe' cast), "
+                f"got {arr.dtype}"
+            )
+        if dt.kind == "O":
+            try:
+                arr = np.empty((), dtype=object)
+                if isinstance(value, (list, tuple)):
+                    return np.array(value, dtype=object)
+                arr[()] = value
+                return arr
+            except ValueError as exc:
+                raise ElementSpecError(
+                    f"{self.owner}: {self._label(i)} could not be converted to an object array: {exc}"
+                ) from exc
+        try:
+            probe = np.asarray(value)
+        except (ValueError, TypeError) as exc:
+            raise ElementSpecError(
+                f"{self.owner}: {self._label(i)} could not be converted to {dt}: {exc}"
+            ) from exc
+        pk = probe.dtype.kind
+        if pk in "SU" or dt.kind in "SU":
+            allowed = pk == dt.kind and bool(np.can_cast(probe.dtype, dt, "safe"))
+        else:
+            allowed = dt.kind in _PY_KIND_WIDENING.get(pk, "")
+        if not allowed:
+            raise ElementSpecError(
+                f"{self.owner}: {self._label(i)} expected dtype {dt}, got Python data of dtype "
+                f"{probe.dtype}"
+            )
+        try:
+            return np.asarray(value, dtype=dt)
+        except (OverflowError, ValueError, TypeError) as exc:
+            raise ElementSpecError(
+                f"{self.owner}: {self._label(i)} could not be converted to {dt}: {exc}"
+            ) from exc
+
+    def _check_shape(self, i: int, arr: npt.NDArray[Any], batch: int | None, value: Any) -> None:
+        if self.shapes is None:
+            if batch is not None and arr.ndim == 0:
+                raise ElementSpecError(
+                    f"{self.owner}: {self._label(i)} of a batch needs a leading batch dimension, "
+                    "got a scalar"
+                )
+            return
+        expected = self.shapes[i]
+        shape = arr.shape
+        if batch is not None:
+            if arr.ndim == 0:
+                raise ElementSpecError(
+                    f"{self.owner}: {self._label(i)} of a batch needs a leading batch dimension, "
+                    f"expected shape {_fmt_shape((None, *expected))}, got a scalar"
+                )
+            shape = shape[1:]
+        ok = len(shape) == len(expected) and all(
+            e is None or e == g for e, g in zip(expected, shape)
+        )
+        if not ok:
+            exp = (None, *expected) if batch is not None else expected
+            hint = ""
+            if self._single and isinstance(value, tuple) and len(value) == 1:
+                hint = " (a single-component queue takes the bare value, not a 1-tuple)"
+            raise ElementSpecError(
+                f"{self.owner}: {self._label(i)} expected shape {_fmt_shape(exp)}, "
+                f"got {_fmt_shape(arr.shape)}{hint}"
+            )
+
+    def element(self, value: Any) -> Components:
+        """Validate and convert one element into a tuple of arrays."""
+        if self._one_fast and type(value) is np.ndarray:
+            dt = self.dtypes[0]
+            if value.dtype == dt and value.shape == self.shapes[0]:  # type: ignore[index]
+                return (value,)
+        parts = self._split(value, "element")
+        out = []
+        for i, part in enumerate(parts):
+            arr = self._convert(i, part)
+            self._check_shape(i, arr, None, value)
+            out.append(arr)
+        return tuple(out)
+
+    def batch(self, value: Any) -> tuple[Components, int]:
+        """Validate and convert a batch; return its components and its size."""
+        if self._one_fast and type(value) is np.ndarray:
+            dt = self.dtypes[0]
+            if value.dtype == dt and value.ndim >= 1 and value.shape[1:] == self.shapes[0]:  # type: ignore[index]
+                return (value,), value.shape[0]
+        parts = self._split(value, "batch")
+        out = []
+        sizes: list[int] = []
+        for i, part in enumerate(parts):
+            arr = self._convert(i, part)
+            self._check_shape(i, arr, 0, value)
+            out.append(arr)
+            sizes.append(arr.shape[0])
+        if len(set(sizes)) > 1:
+            detail = ", ".join(f"{self._label(i)} has {s}" for i, s in enumerate(sizes))
+            raise ElementSpecError(f"{self.owner}: batch components disagree on batch size: {detail}")
+        return tuple(out), (sizes[0] if sizes else 0)
+
+    def empty_batch(self) -> Any:
+        """An empty batch (leading dimension 0) in user form."""
+        assert self.shapes is not None
+        return self.pack(
+            [
+                np.empty((0, *(0 if d is None else d for d in s)), dtype=dt)
+                for dt, s in zip(self.dtypes, self.shapes)
+            ]
+        )
