@@ -42,7 +42,7 @@ def checkpoint() -> Awaitable[None]:
         return asyncio.sleep(0)
     import trio
 
-    return trio.lowlevel.checkpoint()
+    return trio.lowlevel.checkpoint()  # noqa: ASYNC105 - the caller awaits it
 
 
 class Waker:
@@ -50,7 +50,16 @@ class Waker:
 
     __slots__ = ("_set_here", "_set_remote", "_thread", "wait")
 
-    wait: Callable[[], Awaitable[Any]]
+    def __init__(
+        self,
+        wait: Callable[[], Awaitable[Any]],
+        set_here: Callable[[], Any],
+        set_remote: Callable[[], Any],
+    ) -> None:
+        self.wait = wait
+        self._set_here = set_here
+        self._set_remote = set_remote
+        self._thread = threading.get_ident()
 
     def set(self) -> None:
         """Notify the waiting task (from any thread)."""
@@ -70,25 +79,18 @@ def _set_future(fut: asyncio.Future[None]) -> None:
 
 def make_waker() -> Waker:
     """Create a waker bound to the running event loop (asyncio or trio)."""
-    w = Waker()
-    w._thread = threading.get_ident()
     loop = _get_running_loop()
     if loop is not None:
         fut: asyncio.Future[None] = loop.create_future()
-
-        def wait() -> Awaitable[Any]:
-            return fut
-
-        w.wait = wait
-        w._set_here = lambda: _set_future(fut)
-        w._set_remote = lambda: loop.call_soon_threadsafe(_set_future, fut)
-        return w
+        return Waker(
+            lambda: fut,
+            lambda: _set_future(fut),
+            lambda: loop.call_soon_threadsafe(_set_future, fut),
+        )
     import trio
 
     event = trio.Event()
     token = trio.lowlevel.current_trio_token()
-    w.wait = event.wait
-    w._set_here = event.set
 
     def set_remote() -> None:
         try:
@@ -96,5 +98,4 @@ def make_waker() -> Waker:
         except trio.RunFinishedError:
             pass
 
-    w._set_remote = set_remote
-    return w
+    return Waker(event.wait, event.set, set_remote)

@@ -383,7 +383,7 @@ class QueueBase:
                 f"{type(self).__name__} '{self._name}'.{what} requires the components to have "
                 "declared shapes; pass shapes= when creating the queue"
             )
-        return n
+        return int(n)
 
     # -- drivers -------------------------------------------------------------------------
 
@@ -444,7 +444,7 @@ class QueueBase:
             return f"queue '{self._name}': earlier dequeues are waiting"
         return (
             f"queue '{self._name}' cannot supply {w.n} element(s) now "
-            f"(size {self._storage.size}, min_after_dequeue {self._min_after if not self._closed else 0})"
+            f"(size {self._storage.size}, floor {0 if self._closed else self._min_after})"
         )
 
     def _put_nowait(self, w: _Waiter) -> None:
@@ -482,7 +482,8 @@ class QueueBase:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise TimeoutError(
-                        f"BlockingQueue.{what}() on queue '{self._name}' timed out after {timeout} s"
+                        f"BlockingQueue.{what}() on queue '{self._name}' "
+                        f"timed out after {timeout} s"
                     )
                 w.event.wait(remaining)
                 with self._lock:
@@ -697,7 +698,7 @@ class _ElementIterator:
 class _BatchIterator:
     """The iterator returned by ``q.batches(n)`` (a class, not an async generator)."""
 
-    __slots__ = ("_queue", "_n", "_smaller")
+    __slots__ = ("_n", "_queue", "_smaller")
 
     def __init__(self, queue: QueueBase, n: int, smaller: bool) -> None:
         self._queue = queue
@@ -714,4 +715,3 @@ class _BatchIterator:
             return await self._queue.dequeue_many(self._n)
         except OutOfRangeError:
             raise StopAsyncIteration from None
-

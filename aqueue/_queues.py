@@ -103,7 +103,7 @@ class FIFOQueue(QueueBase):
         spec = _spec(kind, qname, dtypes, shapes, names)
         storage: Storage
         if spec.shapes is not None:
-            storage = RingStorage(capacity, spec.dtypes, spec.shapes)  # type: ignore[arg-type]
+            storage = RingStorage(capacity, spec.dtypes, spec.shapes)
         else:
             storage = DequeStorage(spec.dtypes, pad=False)
         super().__init__(capacity, spec, storage, name=qname)
@@ -131,10 +131,12 @@ class PaddingFIFOQueue(QueueBase):
         qname = _check_name(name, self._default_name)
         kind = type(self).__name__
         capacity = _check_int(capacity, "capacity", f"{kind} '{qname}'", 1)
-        spec = _spec(kind, qname, dtypes, shapes, names, allow_unknown_dims=True, require_shapes=True)
+        spec = _spec(
+            kind, qname, dtypes, shapes, names, allow_unknown_dims=True, require_shapes=True
+        )
         storage: Storage
-        if spec.fully_defined:
-            storage = RingStorage(capacity, spec.dtypes, spec.shapes)  # type: ignore[arg-type]
+        if spec.fully_defined and spec.shapes is not None:
+            storage = RingStorage(capacity, spec.dtypes, spec.shapes)
         else:
             storage = DequeStorage(spec.dtypes, pad=True)
         super().__init__(capacity, spec, storage, name=qname)
@@ -181,7 +183,7 @@ class RandomShuffleQueue(QueueBase):
         rng = np.random.default_rng(seed)
         storage: Storage
         if spec.shapes is not None:
-            storage = PoolStorage(capacity, spec.dtypes, spec.shapes, rng)  # type: ignore[arg-type]
+            storage = PoolStorage(capacity, spec.dtypes, spec.shapes, rng)
         else:
             storage = ListPoolStorage(spec.dtypes, rng)
         super().__init__(capacity, spec, storage, name=qname, min_after_dequeue=mad)
@@ -250,7 +252,9 @@ class _PrioritySpec(ElementSpec):
             try:
                 return np.asarray(value, dtype=np.int64)
             except OverflowError as exc:
-                raise ElementSpecError(f"{self.owner}: priority {value!r} does not fit int64") from exc
+                raise ElementSpecError(
+                    f"{self.owner}: priority {value!r} does not fit int64"
+                ) from exc
         return super()._convert(i, value)
 
     def _check_shape(self, i: int, arr: Any, batch: int | None, value: Any) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping, Sequence
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -34,7 +34,7 @@ from ._errors import ElementSpecError
 
 __all__ = ["ElementSpec", "Shape", "normalize_dtypes", "normalize_shapes"]
 
-Shape = tuple[Union[int, None], ...]
+Shape = tuple[int | None, ...]
 Components = tuple[Any, ...]  # one numpy array (or scalar) per component
 
 # Python-value kinds that may go into a declared dtype kind (besides same-kind casts).
@@ -107,7 +107,12 @@ def normalize_shapes(
 
 
 def _fmt_shape(shape: Sequence[int | None]) -> str:
-    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+    return (
+        "("
+        + ", ".join("?" if d is None else str(d) for d in shape)
+        + ("," if len(shape) == 1 else "")
+        + ")"
+    )
 
 
 class ElementSpec:
@@ -220,7 +225,8 @@ class ElementSpec:
                 return arr
             except ValueError as exc:
                 raise ElementSpecError(
-                    f"{self.owner}: {self._label(i)} could not be converted to an object array: {exc}"
+                    f"{self.owner}: {self._label(i)} could not be converted to an "
+                    f"object array: {exc}"
                 ) from exc
         try:
             probe = np.asarray(value)
@@ -305,7 +311,9 @@ class ElementSpec:
             sizes.append(arr.shape[0])
         if len(set(sizes)) > 1:
             detail = ", ".join(f"{self._label(i)} has {s}" for i, s in enumerate(sizes))
-            raise ElementSpecError(f"{self.owner}: batch components disagree on batch size: {detail}")
+            raise ElementSpecError(
+                f"{self.owner}: batch components disagree on batch size: {detail}"
+            )
         return tuple(out), (sizes[0] if sizes else 0)
 
     def empty_batch(self) -> Any:

@@ -101,8 +101,11 @@ class Storage:
         return self.assemble([self.take_chunk(n)])
 
 
-def _alloc(slots: int, dtypes: Sequence[np.dtype[Any]], shapes: Sequence[Shape]) -> list[npt.NDArray[Any]]:
-    return [np.empty((slots, *shape), dtype=dt) for dt, shape in zip(dtypes, shapes)]
+def _alloc(
+    slots: int, dtypes: Sequence[np.dtype[Any]], shapes: Sequence[Shape]
+) -> list[npt.NDArray[Any]]:
+    # Shapes reaching a preallocated storage are fully defined (no None).
+    return [np.empty((slots, *shape), dtype=dt) for dt, shape in zip(dtypes, shapes)]  # type: ignore[arg-type]
 
 
 def _concat(chunks: Sequence[Components], ncomp: int) -> Components:
@@ -114,7 +117,9 @@ def _concat(chunks: Sequence[Components], ncomp: int) -> Components:
 class RingStorage(Storage):
     """Preallocated FIFO ring of fixed-shape elements (see the module docstring)."""
 
-    def __init__(self, capacity: int, dtypes: Sequence[np.dtype[Any]], shapes: Sequence[Shape]) -> None:
+    def __init__(
+        self, capacity: int, dtypes: Sequence[np.dtype[Any]], shapes: Sequence[Shape]
+    ) -> None:
         self._dtypes = tuple(dtypes)
         self._shapes = tuple(shapes)
         self._slots = max(capacity, 1)
@@ -290,7 +295,9 @@ def _pad_value(dt: np.dtype[Any]) -> Any:
     return 0
 
 
-def _stack(elements: Sequence[Components], dtypes: Sequence[np.dtype[Any]], pad: bool) -> Components:
+def _stack(
+    elements: Sequence[Components], dtypes: Sequence[np.dtype[Any]], pad: bool
+) -> Components:
     """Stack per-element tuples into batch components, padding None dimensions if asked."""
     out = []
     for i, dt in enumerate(dtypes):
@@ -305,7 +312,8 @@ def _stack(elements: Sequence[Components], dtypes: Sequence[np.dtype[Any]], pad:
             target = tuple(max(p.shape[d] for p in parts) for d in range(parts[0].ndim))
             batch = np.full((len(parts), *target), _pad_value(dt), dtype=dt)
             for j, p in enumerate(parts):
-                batch[(j, *(slice(0, s) for s in p.shape))] = p
+                region = (j, *(slice(0, s) for s in p.shape))
+                batch[region] = p  # type: ignore[index]
             out.append(batch)
         elif parts:
             out.append(np.stack(parts))
