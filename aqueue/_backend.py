@@ -39,7 +39,7 @@ def in_event_loop() -> bool:
 def checkpoint() -> Awaitable[None]:
     """One cancellation and scheduling point on the current event loop."""
     if _get_running_loop() is not None:
-        return asyncio.sleep(0)
+        return asyncio.sleep(0)  # measured faster than a bare generator yield
     import trio
 
     return trio.lowlevel.checkpoint()  # noqa: ASYNC105 - the caller awaits it

@@ -249,6 +249,9 @@ class _PrioritySpec(ElementSpec):
                     f"{self.owner}: priority (component 0) must be int64-compatible, got dtype "
                     f"{arr.dtype}"
                 )
+            # uint64 -> int64 is a same-kind cast that would wrap large values silently.
+            if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+                raise ElementSpecError(f"{self.owner}: priority {value!r} does not fit int64")
             try:
                 return np.asarray(value, dtype=np.int64)
             except OverflowError as exc:

@@ -125,7 +125,7 @@ class ElementSpec:
         owner: the queue's description for error messages, e.g. ``"FIFOQueue 'q'"``.
     """
 
-    __slots__ = ("_one_fast", "_single", "dtypes", "names", "owner", "shapes")
+    __slots__ = ("_dtype0", "_one_fast", "_shape0", "_single", "dtypes", "names", "owner", "shapes")
 
     def __init__(
         self,
@@ -140,6 +140,8 @@ class ElementSpec:
         self.names = names
         self.owner = owner
         self._single = names is None and len(dtypes) == 1
+        self._dtype0 = dtypes[0] if dtypes else None
+        self._shape0 = shapes[0] if shapes else None
         # Fast path: one component, shape fully declared, not object.
         self._one_fast = (
             self._single
@@ -235,6 +237,8 @@ class ElementSpec:
                 f"{self.owner}: {self._label(i)} could not be converted to {dt}: {exc}"
             ) from exc
         pk = probe.dtype.kind
+        if probe.size == 0:  # empty lists carry no dtype of their own (TF converts them)
+            return np.asarray(value, dtype=dt)
         if pk in "SU" or dt.kind in "SU":
             allowed = pk == dt.kind and bool(np.can_cast(probe.dtype, dt, "safe"))
         else:
@@ -283,9 +287,8 @@ class ElementSpec:
 
     def element(self, value: Any) -> Components:
         """Validate and convert one element into a tuple of arrays."""
-        if self._one_fast and type(value) is np.ndarray:
-            dt = self.dtypes[0]
-            if value.dtype == dt and value.shape == self.shapes[0]:  # type: ignore[index]
+        if type(value) is np.ndarray and self._one_fast:
+            if value.shape == self._shape0 and value.dtype == self._dtype0:
                 return (value,)
         parts = self._split(value, "element")
         out = []

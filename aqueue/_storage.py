@@ -125,13 +125,24 @@ class RingStorage(Storage):
         self._slots = max(capacity, 1)
         self._bufs = _alloc(self._slots, dtypes, shapes)
         self._has_objects = any(dt.kind == "O" for dt in dtypes)
+        # The common case (one numeric component) gets a shorter path per element.
+        self._only: npt.NDArray[Any] | None = (
+            self._bufs[0] if len(self._bufs) == 1 and not self._has_objects else None
+        )
+        self._only_copy = bool(self._only is not None and self._only.ndim > 1)
         self._head = 0
         self.size = 0
 
     def put_one(self, comps: Components) -> None:
-        i = (self._head + self.size) % self._slots
-        for buf, c in zip(self._bufs, comps):
-            buf[i, ...] = c  # `...` so a 0-d object array stores its item, not itself
+        i = self._head + self.size
+        if i >= self._slots:
+            i -= self._slots
+        only = self._only
+        if only is not None:
+            only[i] = comps[0]
+        else:
+            for buf, c in zip(self._bufs, comps):
+                buf[i, ...] = c  # `...` so a 0-d object array stores its item, not itself
         self.size += 1
 
     def put_rows(self, comps: Components, start: int, stop: int) -> None:
@@ -148,6 +159,11 @@ class RingStorage(Storage):
 
     def take_one(self) -> Components:
         i = self._head
+        only = self._only
+        if only is not None:
+            self._head = i + 1 if i + 1 < self._slots else 0
+            self.size -= 1
+            return (only[i].copy() if self._only_copy else only[i],)
         out = tuple(_row(buf, i) for buf in self._bufs)
         if self._has_objects:
             for buf in self._bufs:
@@ -202,6 +218,8 @@ class RingStorage(Storage):
             buf[:first] = old[p : p + first]
             buf[first:n] = old[: n - first]
         self._bufs, self._slots, self._head = new, slots, 0
+        if self._only is not None:
+            self._only = new[0]
 
 
 class PoolStorage(Storage):

@@ -1,0 +1,451 @@
+"""QueueCore: the request machinery shared by every queue (waiting, claims, wake-ups).
+
+Invariants (all state below is guarded by ``self._lock``, a ``threading.Lock``, so the
+blocking view's threads and the event loop can both change it; nothing awaits while
+holding it):
+
+- ``storage.size`` elements are stored; enqueuers may admit while
+  ``storage.size < capacity``. Elements claimed by a waiting batch dequeue have left
+  the storage (they are not counted by ``size()``) and are put back if that dequeue
+  fails, is cancelled or times out, which may push ``size`` above ``capacity`` for a
+  while; enqueuers then stay blocked until it falls below.
+- A dequeue may take an element only while ``storage.size - floor >= taken``, where
+  ``floor`` is ``min_after_dequeue`` while the queue is open and 0 once it is closed.
+- ``_putters`` and ``_getters`` are the pending requests, oldest first. Only the head of
+  each list makes progress (head of line): a new request of the same direction queues
+  behind them, ``*_nowait`` calls fail while they exist, and one pending
+  enqueue_many's elements are contiguous.
+- Waiting never hands data to a waiter. Every change to the storage or to the lists
+  *notifies* the head of each list if (and only if) it can now progress; the woken task
+  or thread re-checks and takes or admits itself, synchronously, and returns without
+  awaiting again. A waiter that leaves for any reason (success, error, cancellation,
+  timeout) first puts back what it had claimed, then notifies the new heads, so a
+  wake-up is never lost and an element is never lost or duplicated.
+- A batch dequeue with ``n <= capacity - min_after_dequeue`` waits until it can take
+  all ``n`` in one copy; a larger one claims progressively (it could never be satisfied
+  at once) and returns when it holds ``n``.
+- The queue is *final* when it is closed and no enqueue is pending: nothing can arrive
+  any more, so a dequeue that cannot be satisfied raises OutOfRangeError (without
+  consuming anything) and dequeue_up_to returns what is left.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any, Final
+
+import numpy as np
+
+from ._backend import Waker, checkpoint, in_event_loop, make_waker
+from ._errors import ElementSpecError, OutOfRangeError, QueueClosedError, QueueEmpty, QueueFull
+from ._spec import Components, ElementSpec
+from ._storage import Storage
+
+__all__ = ["QueueCore"]
+
+_ONE: Final = 0  # one element, element form
+_MANY: Final = 1  # exactly n elements (batch form)
+_UP_TO: Final = 2  # up to n elements once the queue is final (batch form)
+
+
+class _Wait:
+    """Sentinel: the request must wait."""
+
+
+_WAIT: Final = _Wait()
+
+
+class _Waiter:
+    """One pending request, async (``waker``) or from a thread (``event``)."""
+
+    __slots__ = (
+        "atomic",
+        "claimed",
+        "claims",
+        "comps",
+        "count",
+        "event",
+        "mode",
+        "n",
+        "notified",
+        "nowait",
+        "pos",
+        "progressive",
+        "registered",
+        "rejected",
+        "waker",
+    )
+
+    def __init__(self, mode: int, n: int) -> None:
+        self.mode = mode
+        self.n = n
+        self.nowait = False
+        self.registered = False
+        self.notified = False
+        self.progressive = False
+        self.claims: list[Any] = []
+        self.claimed = 0
+        self.comps: Components = ()
+        self.count = 0
+        self.pos = 0
+        self.atomic = False
+        self.rejected = False  # a pending enqueue cancelled by close(cancel_pending_enqueues)
+        self.waker: Waker | None = None
+        self.event: threading.Event | None = None
+
+    def wake(self) -> None:
+        self.notified = True
+        if self.event is not None:
+            self.event.set()
+        elif self.waker is not None:
+            self.waker.set()
+
+
+def _check_count(n: Any, what: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise ElementSpecError(f"{what}: n must be an int, got {type(n).__name__}")
+    if n < 0:
+        raise ElementSpecError(f"{what}: n must be >= 0, got {n}")
+    return int(n)
+
+
+class QueueCore:
+    """State and request machinery; ``QueueBase`` adds the public operations."""
+
+    _default_name = "queue"
+
+    def __init__(
+        self,
+        capacity: int,
+        spec: ElementSpec,
+        storage: Storage,
+        *,
+        name: str,
+        min_after_dequeue: int = 0,
+    ) -> None:
+        self._capacity = capacity
+        self._spec = spec
+        self._storage = storage
+        self._name = name
+        self._min_after = min_after_dequeue
+        # Batch dequeues larger than this claim progressively (see module docstring).
+        self._one_copy_limit = capacity - min_after_dequeue
+        self._lock = threading.Lock()
+        self._closed = False
+        self._putters: deque[_Waiter] = deque()
+        self._getters: deque[_Waiter] = deque()
+        self._enqueued_total = 0
+        self._dequeued_total = 0
+        self._peak = 0
+        self._time_full = 0.0
+        self._time_empty = 0.0
+        self._full_since = 0.0
+        self._empty_since = 0.0
+        self._loop_thread: int | None = None
+        self._single = spec.names is None and len(spec.dtypes) == 1
+
+    # -- bookkeeping (lock held) ---------------------------------------------------------
+
+    def _add(self, waiters: deque[_Waiter], w: _Waiter, getter: bool) -> None:
+        if not waiters:
+            if getter:
+                self._empty_since = time.monotonic()
+            else:
+                self._full_since = time.monotonic()
+        w.registered = True
+        waiters.append(w)
+
+    def _remove(self, waiters: deque[_Waiter], w: _Waiter, getter: bool) -> None:
+        if not w.registered:
+            return
+        w.registered = False
+        waiters.remove(w)
+        if not waiters:
+            if getter:
+                self._time_empty += time.monotonic() - self._empty_since
+            else:
+                self._time_full += time.monotonic() - self._full_since
+
+    def _final(self) -> bool:
+        return self._closed and not self._putters
+
+    def _available(self) -> int:
+        return self._storage.size - (0 if self._closed else self._min_after)
+
+    def _getter_ready(self, w: _Waiter) -> bool:
+        if self._final():
+            return True
+        avail = self._available()
+        return avail >= w.n - w.claimed or (w.progressive and avail > 0)
+
+    def _putter_ready(self, w: _Waiter) -> bool:
+        if w.rejected:
+            return True
+        free = self._capacity - self._storage.size
+        if w.mode == _MANY and w.atomic:
+            return free >= w.count - w.pos
+        return free >= 1
+
+    def _notify(self) -> None:
+        """Wake the head of each list if it can progress now."""
+        if self._getters:
+            g = self._getters[0]
+            if not g.notified and self._getter_ready(g):
+                g.wake()
+        if self._putters:
+            p = self._putters[0]
+            if not p.notified and self._putter_ready(p):
+                p.wake()
+
+    def _admitted(self, k: int) -> None:
+        self._enqueued_total += k
+        if self._storage.size > self._peak:
+            self._peak = self._storage.size
+
+    # -- one step of a request (lock held) -----------------------------------------------
+
+    def _step_get(self, w: _Waiter) -> Any:
+        """Try to complete dequeue request ``w``; return the result or ``_WAIT``."""
+        if w.registered:
+            if self._getters[0] is not w:
+                return _WAIT
+        elif self._getters:
+            return _WAIT
+        st = self._storage
+        n = w.n
+        need = n - w.claimed
+        avail = self._available()
+        take = -1
+        if avail >= need:
+            take = need
+        elif w.nowait and w.mode == _UP_TO and avail > 0:
+            take = avail
+        elif self._final() and w.mode == _UP_TO and w.claimed + max(avail, 0) > 0:
+            take = max(avail, 0)
+        if take >= 0:
+            if w.mode == _ONE:
+                result = self._spec.pack(st.take_one())
+            elif w.claimed:
+                if take:
+                    w.claims.append(st.take_chunk(take))
+                result = self._spec.pack(st.assemble(w.claims))
+            else:
+                result = self._spec.pack(st.take_batch(take))
+            self._dequeued_total += w.claimed + take
+            w.claims = []
+            w.claimed = 0
+            self._remove(self._getters, w, True)
+            self._notify()
+            return result
+        if self._final():
+            self._give_back(w)
+            self._remove(self._getters, w, True)
+            self._notify()
+            raise OutOfRangeError(self._name, n, st.size)
+        if w.registered and w.progressive and avail > 0:
+            w.claims.append(st.take_chunk(avail))
+            w.claimed += avail
+            self._notify()
+        return _WAIT
+
+    def _step_put(self, w: _Waiter) -> bool:
+        """Try to complete enqueue request ``w``; True when done, False to wait."""
+        if w.rejected:
+            self._remove(self._putters, w, False)
+            self._notify()
+            raise QueueClosedError(
+                f"queue '{self._name}' was closed with cancel_pending_enqueues=True: "
+                f"pending enqueue cancelled after {w.pos} of {w.count} elements were admitted"
+            )
+        if w.registered:
+            if self._putters[0] is not w:
+                return False
+        else:
+            if self._closed:
+                raise QueueClosedError(f"queue '{self._name}' is closed")
+            if self._putters:
+                return False
+        st = self._storage
+        free = self._capacity - st.size
+        if free <= 0:
+            return False
+        if w.mode == _ONE:
+            st.put_one(w.comps)
+            w.pos = 1
+            k = 1
+        else:
+            remaining = w.count - w.pos
+            if w.atomic and free < remaining:
+                return False
+            k = min(free, remaining)
+            st.put_rows(w.comps, w.pos, w.pos + k)
+            w.pos += k
+        self._admitted(k)
+        done = w.pos == w.count
+        if done:
+            self._remove(self._putters, w, False)
+        self._notify()
+        return done
+
+    def _step_put_or_wait(self, w: _Waiter) -> Any:
+        return None if self._step_put(w) else _WAIT
+
+    def _give_back(self, w: _Waiter) -> None:
+        if w.claims:
+            self._storage.restore(w.claims)
+            w.claims = []
+            w.claimed = 0
+
+    def _abandon(self, w: _Waiter, getter: bool) -> None:
+        """A waiter leaves on an exception: restore its claims, pass the wake-up on."""
+        with self._lock:
+            if getter:
+                self._give_back(w)
+                self._remove(self._getters, w, True)
+            else:
+                self._remove(self._putters, w, False)
+            self._notify()
+
+    # -- request construction ------------------------------------------------------------
+
+    def _getter(self, mode: int, n: int) -> _Waiter:
+        w = _Waiter(mode, n)
+        w.progressive = mode != _ONE and n > self._one_copy_limit
+        return w
+
+    def _putter_one(self, element: Any) -> _Waiter:
+        w = _Waiter(_ONE, 1)
+        w.comps = self._spec.element(element)
+        w.count = 1
+        return w
+
+    def _putter_many(self, batch: Any) -> _Waiter:
+        w = _Waiter(_MANY, 0)
+        w.comps, w.count = self._spec.batch(batch)
+        return w
+
+    def _batch_op(self, n: Any, what: str) -> int:
+        n = _check_count(n, f"{type(self).__name__} '{self._name}'.{what}")
+        if self._spec.shapes is None:
+            raise ElementSpecError(
+                f"{type(self).__name__} '{self._name}'.{what} requires the components to have "
+                "declared shapes; pass shapes= when creating the queue"
+            )
+        return int(n)
+
+    # -- drivers -------------------------------------------------------------------------
+
+    async def _get(self, w: _Waiter, *, checkpointed: bool = False) -> Any:
+        if not checkpointed:
+            await checkpoint()
+        with self._lock:
+            result = self._step_get(w)
+            if result is not _WAIT:
+                return result
+            w.waker = make_waker()
+            self._add(self._getters, w, True)
+            self._notify()
+        try:
+            while True:
+                assert w.waker is not None
+                await w.waker.wait()
+                with self._lock:
+                    result = self._step_get(w)
+                    if result is not _WAIT:
+                        return result
+                    w.notified = False
+                    w.waker = make_waker()
+        except BaseException:
+            self._abandon(w, True)
+            raise
+
+    async def _put(self, w: _Waiter, *, checkpointed: bool = False) -> None:
+        if not checkpointed:
+            await checkpoint()
+        with self._lock:
+            if self._step_put(w):
+                return
+            w.waker = make_waker()
+            self._add(self._putters, w, False)
+            self._notify()
+        try:
+            while True:
+                assert w.waker is not None
+                await w.waker.wait()
+                with self._lock:
+                    if self._step_put(w):
+                        return
+                    w.notified = False
+                    w.waker = make_waker()
+        except BaseException:
+            self._abandon(w, False)
+            raise
+
+    def _get_nowait(self, w: _Waiter) -> Any:
+        w.nowait = True
+        with self._lock:
+            result = self._step_get(w)
+        if result is _WAIT:
+            raise QueueEmpty(self._empty_message(w))
+        return result
+
+    def _empty_message(self, w: _Waiter) -> str:
+        if self._getters:
+            return f"queue '{self._name}': earlier dequeues are waiting"
+        return (
+            f"queue '{self._name}' cannot supply {w.n} element(s) now "
+            f"(size {self._storage.size}, floor {0 if self._closed else self._min_after})"
+        )
+
+    def _put_nowait(self, w: _Waiter) -> None:
+        w.nowait = True
+        w.atomic = True
+        with self._lock:
+            done = self._step_put(w)
+        if not done:
+            reason = (
+                "earlier enqueues are waiting"
+                if self._putters
+                else f"needs room for {w.count}, has {max(0, self._capacity - self._storage.size)}"
+            )
+            raise QueueFull(f"queue '{self._name}': {reason}")
+
+    def _thread_check(self, what: str) -> None:
+        if self._loop_thread == threading.get_ident() or in_event_loop():
+            raise RuntimeError(
+                f"BlockingQueue.{what}() of queue '{self._name}' was called on an event-loop "
+                f"thread, where blocking would stall the loop; use `await q.{what}(...)` there"
+            )
+
+    def _thread_run(self, w: _Waiter, getter: bool, timeout: float | None, what: str) -> Any:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        step = self._step_get if getter else self._step_put_or_wait
+        with self._lock:
+            result = step(w)
+            if result is not _WAIT:
+                return result
+            w.event = threading.Event()
+            self._add(self._getters if getter else self._putters, w, getter)
+            self._notify()
+        try:
+            while True:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(
+                        f"BlockingQueue.{what}() on queue '{self._name}' "
+                        f"timed out after {timeout} s"
+                    )
+                w.event.wait(remaining)
+                with self._lock:
+                    if not w.event.is_set():
+                        continue
+                    result = step(w)
+                    if result is not _WAIT:
+                        return result
+                    w.notified = False
+                    w.event.clear()
+        except BaseException:
+            self._abandon(w, getter)
+            raise
