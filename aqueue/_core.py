@@ -297,6 +297,8 @@ class QueueCore:
             self._storage.restore(w.claims)
             w.claims = []
             w.claimed = 0
+            if self._storage.size > self._peak:  # restores may exceed the capacity
+                self._peak = self._storage.size
 
     def _abandon(self, w: _Waiter, getter: bool) -> None:
         """A waiter leaves on an exception: restore its claims, pass the wake-up on."""
@@ -413,7 +415,8 @@ class QueueCore:
             raise QueueFull(f"queue '{self._name}': {reason}")
 
     def _thread_check(self, what: str) -> None:
-        if self._loop_thread == threading.get_ident() or in_event_loop():
+        loop_thread = self._loop_thread
+        if threading.get_ident() == loop_thread if loop_thread is not None else in_event_loop():
             raise RuntimeError(
                 f"BlockingQueue.{what}() of queue '{self._name}' was called on an event-loop "
                 f"thread, where blocking would stall the loop; use `await q.{what}(...)` there"
