@@ -1,0 +1,449 @@
+"""Cancellation safety (issue 2, point 7): anyio cancel scopes on asyncio and trio, and
+native asyncio cancellation (task.cancel(), asyncio.timeout, asyncio.wait_for).
+
+A cancelled dequeue consumes nothing (claims are restored, in order); a cancelled enqueue
+admitted nothing; a cancelled enqueue_many leaves exactly a prefix admitted; a
+woken-then-cancelled waiter passes the wake-up on. Nothing is lost or duplicated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Coroutine
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+from conftest import KINDS, Kind, drain_nowait, settle, spawn
+
+import aqueue
+
+pytestmark = pytest.mark.timeout(30)
+
+needs_asyncio_timeout = pytest.mark.skipif(
+    sys.version_info < (3, 11), reason="asyncio.timeout and Task.cancelling are new in 3.11"
+)
+
+
+def _ints(batch: object) -> list[int]:
+    return [int(v) for v in np.asarray(batch)]
+
+
+# ======================================================================================
+# anyio cancel scopes, both backends
+# ======================================================================================
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.label)
+@pytest.mark.parametrize("op_name", ["dequeue", "dequeue_many", "dequeue_up_to"])
+async def test_scope_cancelled_dequeue_consumes_nothing(kind: Kind, op_name: str) -> None:
+    """A blocked dequeue cancelled by its scope takes nothing; the next waiter gets the
+    element instead."""
+    q = kind.make(4)
+    args = () if op_name == "dequeue" else (2,)
+    async with anyio.create_task_group() as tg:
+        victim = spawn(tg, getattr(q, op_name), *args)
+        await settle()
+        other = spawn(tg, q.dequeue)
+        await settle()
+        if op_name != "dequeue":
+            q.enqueue_nowait(kind.elem(1))  # not enough for the victim's 2
+            await settle()
+        assert victim.pending
+        victim.scope.cancel()
+        await settle()
+        assert victim.cancelled
+        if op_name == "dequeue":
+            q.enqueue_nowait(kind.elem(1))
+        q.enqueue_nowait(kind.elem(2))
+        await settle()
+        got = [kind.value(other.result())]
+    got += drain_nowait(q, kind)
+    kind.check(got, [1, 2])
+    assert q.statistics().tasks_waiting_dequeue == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.label)
+async def test_scope_cancelled_enqueue_admits_nothing(kind: Kind) -> None:
+    """A blocked enqueue cancelled by its scope admits nothing; the enqueuer behind it
+    takes the freed slot."""
+    q = kind.make(1)
+    q.enqueue_nowait(kind.elem(0))
+    async with anyio.create_task_group() as tg:
+        victim = spawn(tg, q.enqueue, kind.elem(1))
+        await settle()
+        other = spawn(tg, q.enqueue, kind.elem(2))
+        await settle()
+        victim.scope.cancel()
+        await settle()
+        assert victim.cancelled
+        assert kind.value(q.dequeue_nowait()) == 0
+        await settle()
+        assert other.returned
+    assert drain_nowait(q, kind) == [2]
+    assert q.statistics().enqueued_total == 2
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.label)
+async def test_scope_cancelled_enqueue_many_leaves_a_prefix(kind: Kind) -> None:
+    """A cancelled enqueue_many leaves exactly the prefix it had admitted."""
+    q = kind.make(2)
+    async with anyio.create_task_group() as tg:
+        victim = spawn(tg, q.enqueue_many, kind.batch(range(6)))
+        await settle()
+        first = kind.value(q.dequeue_nowait())
+        await settle()  # one more element admitted into the freed slot
+        victim.scope.cancel()
+        await settle()
+    assert victim.cancelled
+    assert q.statistics().enqueued_total == 3
+    kind.check([first, *drain_nowait(q, kind)], [0, 1, 2])
+    q.enqueue_nowait(kind.elem(9))
+    assert drain_nowait(q, kind) == [9]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.label)
+async def test_scope_cancelled_dequeue_many_restores_claims_in_order(kind: Kind) -> None:
+    """A cancelled dequeue_many that had claimed elements puts them all back, in order."""
+    q = kind.make(3)
+    async with anyio.create_task_group() as tg:
+        victim = spawn(tg, q.dequeue_many, 6)
+        await settle()
+        q.enqueue_many_nowait(kind.batch([0, 1, 2]))
+        await settle()
+        q.enqueue_nowait(kind.elem(3))
+        await settle()
+        assert q.size() == 0  # all four are claimed
+        victim.scope.cancel()
+        await settle()
+    assert victim.cancelled
+    assert q.size() == 4
+    assert q.statistics().dequeued_total == 0
+    q.close()
+    kind.check(kind.values(await q.dequeue_up_to(10), 4), [0, 1, 2, 3])
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.label)
+async def test_restored_claims_can_exceed_capacity(kind: Kind) -> None:
+    """Claims restored after the slots were refilled push size above capacity; enqueuers
+    stay blocked until it falls below, and restored elements come first."""
+    q = kind.make(2)
+    async with anyio.create_task_group() as tg:
+        victim = spawn(tg, q.dequeue_many, 5)
+        await settle()
+        q.enqueue_many_nowait(kind.batch([0, 1]))
+        await settle()
+        assert q.size() == 0
+        victim.scope.cancel()  # cancel first, then refill before it runs
+        q.enqueue_many_nowait(kind.batch([2, 3]))
+        await settle()
+        assert victim.cancelled
+        assert q.size() == 4
+        assert q.statistics().peak_size >= 4
+        with pytest.raises(aqueue.QueueFull):
+            q.enqueue_nowait(kind.elem(4))
+        producer = spawn(tg, q.enqueue, kind.elem(4))
+        await settle()
+        got = [kind.value(q.dequeue_nowait()) for _ in range(2)]
+        await settle()
+        assert producer.pending  # size 2 == capacity: still full
+        got.append(kind.value(q.dequeue_nowait()))
+        await settle()
+        assert producer.returned
+    got += drain_nowait(q, kind)
+    if kind.ordered:
+        assert got == [0, 1, 2, 3, 4]
+    else:
+        assert sorted(got) == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.label)
+async def test_scope_cancelled_dequeue_up_to_restores_claims(kind: Kind) -> None:
+    """dequeue_up_to cancelled while holding claims restores them too."""
+    q = kind.make(2)
+    async with anyio.create_task_group() as tg:
+        victim = spawn(tg, q.dequeue_up_to, 3)
+        await settle()
+        q.enqueue_many_nowait(kind.batch([0, 1]))
+        await settle()
+        victim.scope.cancel()
+        await settle()
+    assert victim.cancelled
+    kind.check(drain_nowait(q, kind), [0, 1])
+
+
+@pytest.mark.anyio
+async def test_timed_out_dequeues_consume_nothing_and_queue_stays_usable() -> None:
+    """TF testReusableAfterTimeout: two timed-out dequeues consume nothing; a later
+    enqueue/dequeue pair returns the value."""
+    q = aqueue.FIFOQueue(2, np.int64, ())
+    for _ in range(2):
+        with anyio.move_on_after(0.01) as scope:
+            await q.dequeue()
+        assert scope.cancelled_caught
+    with pytest.raises(TimeoutError):
+        with anyio.fail_after(0.01):
+            await q.dequeue_many(2)
+    assert q.statistics().tasks_waiting_dequeue == 0
+    await q.enqueue(37)
+    assert int(await q.dequeue()) == 37
+
+
+@pytest.mark.anyio
+async def test_scope_cancelled_waiter_before_wakeup_is_skipped() -> None:
+    """Cancel one of two waiting dequeuers, then enqueue: the live one gets the element."""
+    q = aqueue.FIFOQueue(2, np.int64, ())
+    async with anyio.create_task_group() as tg:
+        first = spawn(tg, q.dequeue)
+        await settle()
+        second = spawn(tg, q.dequeue)
+        await settle()
+        first.scope.cancel()
+        q.enqueue_nowait(5)
+        await settle()
+    assert first.cancelled
+    assert int(second.result()) == 5
+    assert q.size() == 0
+
+
+# ======================================================================================
+# native asyncio cancellation (pytest-asyncio)
+# ======================================================================================
+
+
+async def _blocked(coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    task = asyncio.ensure_future(coro)
+    await anyio.wait_all_tasks_blocked()
+    assert not task.done()
+    return task
+
+
+async def _outcome(task: asyncio.Task[Any]) -> str:
+    """Wait for ``task`` and report 'cancelled', 'timeout' or 'returned'."""
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not task.cancelled():
+            raise
+        return "cancelled"
+    except TimeoutError:
+        return "timeout"
+    return "returned"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("op_name", ["dequeue", "dequeue_many", "dequeue_up_to"])
+async def test_task_cancel_blocked_dequeue_consumes_nothing(op_name: str) -> None:
+    """task.cancel() on a blocked dequeue (holding claims, for batches) loses nothing."""
+    q = aqueue.FIFOQueue(2, np.int64, ())
+    args = () if op_name == "dequeue" else (3,)
+    task = await _blocked(getattr(q, op_name)(*args))
+    if op_name != "dequeue":
+        q.enqueue_many_nowait(np.array([0, 1]))
+        await anyio.wait_all_tasks_blocked()
+        assert not task.done()
+    task.cancel()
+    assert await _outcome(task) == "cancelled"
+    if op_name == "dequeue":
+        assert q.size() == 0
+    else:
+        assert _ints(q.dequeue_up_to_nowait(5)) == [0, 1]
+    assert q.statistics().tasks_waiting_dequeue == 0
+
+
+@pytest.mark.asyncio
+async def test_woken_then_cancelled_dequeuer_passes_the_wakeup_on() -> None:
+    """Enqueue wakes the first waiter, which is then cancelled before it runs: the second
+    waiter gets the element (gh-108042)."""
+    q = aqueue.FIFOQueue(2, np.int64, ())
+    first = await _blocked(q.dequeue())
+    second = await _blocked(q.dequeue())
+    q.enqueue_nowait(7)
+    first.cancel()
+    assert await _outcome(first) == "cancelled"
+    assert int(await asyncio.wait_for(second, 5)) == 7
+    assert q.size() == 0
+
+
+@pytest.mark.asyncio
+async def test_woken_then_cancelled_enqueuer_passes_the_wakeup_on() -> None:
+    """A dequeue wakes the first blocked enqueuer, which is then cancelled: it admitted
+    nothing and the second enqueuer takes the slot."""
+    q = aqueue.FIFOQueue(1, np.int64, ())
+    q.enqueue_nowait(0)
+    first = await _blocked(q.enqueue(1))
+    second = await _blocked(q.enqueue(2))
+    assert int(q.dequeue_nowait()) == 0
+    first.cancel()
+    assert await _outcome(first) == "cancelled"
+    await asyncio.wait_for(second, 5)
+    assert _ints(q.dequeue_up_to_nowait(5)) == [2]
+
+
+@pytest.mark.asyncio
+async def test_woken_then_cancelled_dequeue_many_restores_in_order() -> None:
+    """A dequeue_many holding claims, woken by new elements and cancelled before it runs,
+    restores everything in order (size may exceed capacity)."""
+    q = aqueue.FIFOQueue(2, np.int64, ())
+    task = await _blocked(q.dequeue_many(5))
+    q.enqueue_many_nowait(np.array([0, 1]))
+    await anyio.wait_all_tasks_blocked()
+    q.enqueue_many_nowait(np.array([2, 3]))
+    task.cancel()
+    assert await _outcome(task) == "cancelled"
+    assert q.size() == 4
+    assert _ints(q.dequeue_up_to_nowait(10)) == [0, 1, 2, 3]
+    assert q.statistics().dequeued_total == 4
+
+
+@pytest.mark.asyncio
+async def test_woken_then_cancelled_dequeue_many_passes_the_wakeup_on() -> None:
+    """The next dequeuer is served once a woken batch dequeuer is cancelled."""
+    q = aqueue.FIFOQueue(4, np.int64, ())
+    first = await _blocked(q.dequeue_many(2))
+    second = await _blocked(q.dequeue())
+    q.enqueue_many_nowait(np.array([0, 1]))
+    first.cancel()
+    assert await _outcome(first) == "cancelled"
+    assert int(await asyncio.wait_for(second, 5)) == 0
+    assert _ints(q.dequeue_up_to_nowait(5)) == [1]
+
+
+@pytest.mark.asyncio
+async def test_task_cancel_enqueue_many_leaves_a_prefix() -> None:
+    """task.cancel() on a pending enqueue_many leaves exactly the admitted prefix."""
+    q = aqueue.FIFOQueue(2, np.int64, ())
+    task = await _blocked(q.enqueue_many(np.arange(10, 16)))
+    assert int(q.dequeue_nowait()) == 10
+    task.cancel()  # woken by the freed slot, cancelled before it runs
+    assert await _outcome(task) == "cancelled"
+    rest = _ints(q.dequeue_up_to_nowait(5))
+    assert [10, *rest] == list(range(10, 10 + 1 + len(rest)))
+    assert q.statistics().enqueued_total == 1 + len(rest)
+
+
+@pytest.mark.asyncio
+async def test_task_cancel_at_the_checkpoint_changes_nothing() -> None:
+    """A task cancelled before its first step (at the checkpoint) changes nothing,
+    even when the op would not have to wait."""
+    q = aqueue.FIFOQueue(4, np.int64, ())
+    q.enqueue_many_nowait(np.array([0, 1]))
+    for coro in (q.enqueue(5), q.enqueue_many(np.array([5, 6])), q.dequeue(), q.dequeue_many(2)):
+        task = asyncio.ensure_future(coro)
+        await asyncio.sleep(0)  # the task starts and parks at its checkpoint
+        task.cancel()
+        assert await _outcome(task) == "cancelled"
+        assert q.size() == 2
+    assert _ints(q.dequeue_many_nowait(2)) == [0, 1]
+
+
+@needs_asyncio_timeout
+@pytest.mark.asyncio
+async def test_asyncio_timeout_on_blocked_ops() -> None:
+    """asyncio.timeout on blocked dequeue/dequeue_many/enqueue: TimeoutError, nothing
+    lost, the queue stays usable."""
+    q = aqueue.FIFOQueue(2, np.int64, ())
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.01):
+            await q.dequeue()
+    q.enqueue_nowait(0)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.01):
+            await q.dequeue_many(3)  # claims 0, then times out
+    q.enqueue_nowait(1)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.01):
+            await q.enqueue(2)
+    assert _ints(q.dequeue_many_nowait(2)) == [0, 1]
+    await q.enqueue(3)
+    assert int(await q.dequeue()) == 3
+
+
+@needs_asyncio_timeout
+@pytest.mark.asyncio
+@pytest.mark.parametrize("offset", [-1e-4, 0.0, 1e-4])
+@pytest.mark.parametrize("op_name", ["dequeue", "dequeue_many"])
+async def test_asyncio_timeout_racing_an_arrival(offset: float, op_name: str) -> None:
+    """An element arriving at (about) the deadline is either returned or left queued,
+    never lost (anchors 3.1: anyio streams lose it here)."""
+    loop = asyncio.get_running_loop()
+    for _ in range(20):
+        q = aqueue.FIFOQueue(4, np.int64, ())
+        when = loop.time() + 0.002
+        got: list[int] = []
+
+        async def consume(q: Any = q, when: float = when, got: list[int] = got) -> None:
+            async with asyncio.timeout_at(when):
+                if op_name == "dequeue":
+                    got.append(int(await q.dequeue()))
+                else:
+                    got.extend(_ints(await q.dequeue_many(2)))
+
+        task = asyncio.ensure_future(consume())
+        await asyncio.sleep(0)
+        if op_name == "dequeue_many":
+            q.enqueue_nowait(0)
+        loop.call_at(when + offset, q.enqueue_nowait, 1)
+        outcome = await _outcome(task)
+        await asyncio.sleep(0.001)
+        remaining = _ints(q.dequeue_up_to_nowait(5)) if q.size() else []
+        want = [1] if op_name == "dequeue" else [0, 1]
+        assert sorted(got + remaining) == want, outcome
+        assert (outcome == "returned") == (got == want)
+
+
+@pytest.mark.asyncio
+async def test_wait_for_timeouts_consume_nothing() -> None:
+    """asyncio.wait_for around dequeue ops: a timeout consumes nothing and restores claims."""
+    q = aqueue.FIFOQueue(2, np.int64, ())
+    # asyncio.TimeoutError is the builtin TimeoutError from 3.11 on; wait_for raises it.
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(q.dequeue(), 0.01)
+    q.enqueue_many_nowait(np.array([0, 1]))
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(q.dequeue_many(3), 0.01)
+    assert q.size() == 2
+    assert _ints(await asyncio.wait_for(q.dequeue_many(2), 5)) == [0, 1]
+
+
+@pytest.mark.asyncio
+async def test_wait_for_zero_timeout_conserves() -> None:
+    """wait_for(..., 0) either completes the op or leaves the queue as it was."""
+    q = aqueue.FIFOQueue(4, np.int64, ())
+    q.enqueue_many_nowait(np.arange(3))
+    got: list[int] = []
+    for _ in range(3):
+        try:
+            got.append(int(await asyncio.wait_for(q.dequeue(), 0)))
+        except asyncio.TimeoutError:
+            pass
+    assert got + _ints(q.dequeue_up_to_nowait(5)) == [0, 1, 2]
+
+
+@needs_asyncio_timeout
+@pytest.mark.asyncio
+async def test_cancel_does_not_swallow_cancellation() -> None:
+    """A cancelled op re-raises CancelledError and leaves the task's cancel count intact,
+    so asyncio.timeout still converts it to TimeoutError."""
+    q = aqueue.FIFOQueue(1, np.int64, ())
+
+    async def waiter() -> int:
+        task = asyncio.current_task()
+        assert task is not None
+        try:
+            await q.dequeue()
+        except asyncio.CancelledError:
+            return task.cancelling()
+        raise AssertionError("dequeue returned")
+
+    task = await _blocked(waiter())
+    task.cancel()
+    assert await task == 1

@@ -1,0 +1,113 @@
+"""The public surface: one door (``aqueue``), a sorted and complete ``__all__``, public
+``__module__`` names, and the exception tree of issue 2."""
+
+from __future__ import annotations
+import __future__
+
+import asyncio
+import pickle
+import types
+from pathlib import Path
+
+import anyio
+import pytest
+
+import aqueue
+
+CORE_NAMES = {
+    "BlockingQueue",
+    "ElementSpecError",
+    "FIFOQueue",
+    "OutOfRangeError",
+    "PaddingFIFOQueue",
+    "PriorityQueue",
+    "QueueClosedError",
+    "QueueEmpty",
+    "QueueError",
+    "QueueFull",
+    "QueueStatistics",
+    "RandomShuffleQueue",
+}
+
+
+def test_all_is_sorted_and_unique() -> None:
+    """__all__ is sorted and has no duplicates."""
+    assert list(aqueue.__all__) == sorted(aqueue.__all__)
+    assert len(set(aqueue.__all__)) == len(aqueue.__all__)
+
+
+def test_all_is_complete() -> None:
+    """Every public, non-module name of the package is in __all__, and every name in
+    __all__ exists."""
+    public = {
+        name
+        for name, value in vars(aqueue).items()
+        if not name.startswith("_")
+        and not isinstance(value, (types.ModuleType, __future__._Feature))
+    }
+    assert public == set(aqueue.__all__)
+    assert set(aqueue.__all__) >= CORE_NAMES
+
+
+@pytest.mark.parametrize("name", sorted(aqueue.__all__))
+def test_public_objects_report_the_public_module(name: str) -> None:
+    """Every export says it lives in ``aqueue`` (not in a private module)."""
+    assert getattr(aqueue, name).__module__ == "aqueue"
+
+
+def test_package_ships_py_typed() -> None:
+    """The package is marked as typed."""
+    assert (Path(aqueue.__file__).parent / "py.typed").is_file()
+
+
+@pytest.mark.parametrize(
+    ("cls", "bases"),
+    [
+        (aqueue.QueueError, (Exception,)),
+        (aqueue.QueueClosedError, (aqueue.QueueError, anyio.ClosedResourceError)),
+        (aqueue.OutOfRangeError, (aqueue.QueueError, anyio.EndOfStream)),
+        (aqueue.QueueFull, (aqueue.QueueError, anyio.WouldBlock, asyncio.QueueFull)),
+        (aqueue.QueueEmpty, (aqueue.QueueError, anyio.WouldBlock, asyncio.QueueEmpty)),
+        (aqueue.ElementSpecError, (aqueue.QueueError, ValueError)),
+    ],
+)
+def test_exception_tree(cls: type[BaseException], bases: tuple[type[BaseException], ...]) -> None:
+    """Each error derives from the package base and the matching anyio/asyncio bases."""
+    for base in bases:
+        assert issubclass(cls, base)
+
+
+def test_closed_and_out_of_range_are_distinct() -> None:
+    """'closed for enqueue', 'exhausted' and 'would block' are different types."""
+    kinds = [aqueue.QueueClosedError, aqueue.OutOfRangeError, aqueue.QueueFull, aqueue.QueueEmpty]
+    for a in kinds:
+        for b in kinds:
+            assert issubclass(a, b) == (a is b)
+
+
+def test_out_of_range_message_and_pickle() -> None:
+    """OutOfRangeError carries TF's message and survives pickling."""
+    err = aqueue.OutOfRangeError("q", 3, 1)
+    msg = "queue 'q' is closed and has insufficient elements (requested 3, current size 1)"
+    assert str(err) == msg
+    clone = pickle.loads(pickle.dumps(err))
+    assert type(clone) is aqueue.OutOfRangeError
+    assert str(clone) == msg
+
+
+def test_statistics_is_a_frozen_dataclass_with_documented_fields() -> None:
+    """QueueStatistics has the fields of issue 2."""
+    fields = set(aqueue.QueueStatistics.__dataclass_fields__)
+    assert fields == {
+        "size",
+        "capacity",
+        "closed",
+        "enqueued_total",
+        "dequeued_total",
+        "peak_size",
+        "tasks_waiting_enqueue",
+        "tasks_waiting_dequeue",
+        "time_full_s",
+        "time_empty_s",
+    }
+    assert aqueue.QueueStatistics.__dataclass_params__.frozen  # type: ignore[attr-defined]

@@ -1,0 +1,438 @@
+"""Pipeline: stages, ordering, determinism, failures, teardown and statistics."""
+
+from __future__ import annotations
+
+import itertools
+import operator
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+
+from aqueue import (
+    Coordinator,
+    ElementSpecError,
+    FIFOQueue,
+    OutOfRangeError,
+    Pipeline,
+    StageStatistics,
+)
+
+pytestmark = pytest.mark.timeout(30)
+
+
+async def collect(pipe: Pipeline) -> list[Any]:
+    """Run ``pipe`` to the end and return its items."""
+    async with pipe.open() as items:
+        got = [x async for x in items]
+    return got
+
+
+async def jitter(x: int) -> int:
+    """An async map whose completion order differs from its input order."""
+    for _ in range((7 * x) % 5):
+        await anyio.lowlevel.checkpoint()
+    return x * x
+
+
+def notes(exc: BaseException) -> str:
+    """All notes of ``exc`` as one string."""
+    return " | ".join(getattr(exc, "__notes__", []))
+
+
+# -- stages -------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_async_and_thread_maps_deliver_every_item() -> None:
+    """An async map and a sync (thread) map, concurrency 4: every item once."""
+
+    def plus_one(x: int) -> int:
+        return x + 1
+
+    pipe = (
+        Pipeline.from_iterable(range(100)).map(jitter, concurrency=4).map(plus_one, concurrency=4)
+    )
+    got = await collect(pipe)
+    assert sorted(got) == [x * x + 1 for x in range(100)]
+
+
+@pytest.mark.anyio
+async def test_ordered_map_keeps_input_order() -> None:
+    """ordered=True with concurrency 8 keeps the input order despite jitter."""
+    pipe = Pipeline.from_iterable(range(60)).map(jitter, concurrency=8, ordered=True)
+    assert await collect(pipe) == [x * x for x in range(60)]
+
+
+@pytest.mark.asyncio
+async def test_ordered_sync_map_keeps_input_order() -> None:
+    """An ordered sync map (threads) keeps the input order."""
+
+    def slow_for_small(x: int) -> int:
+        time.sleep(0.002 if x % 4 == 0 else 0)
+        return -x
+
+    pipe = Pipeline.from_iterable(range(40)).map(slow_for_small, concurrency=4, ordered=True)
+    assert await collect(pipe) == [-x for x in range(40)]
+
+
+@pytest.mark.asyncio
+async def test_filter_keeps_order_and_counts_dropped() -> None:
+    """filter keeps matching items in order and reports the rest as dropped."""
+    pipe = Pipeline.from_iterable(range(30)).filter(lambda x: x % 3 == 0)
+    assert await collect(pipe) == list(range(0, 30, 3))
+    stats = pipe.statistics()
+    assert (stats[1].items_in, stats[1].items_out, stats[1].items_dropped) == (30, 10, 20)
+
+
+@pytest.mark.asyncio
+async def test_async_filter_predicate() -> None:
+    """An async predicate is awaited."""
+
+    async def odd(x: int) -> bool:
+        await anyio.lowlevel.checkpoint()
+        return x % 2 == 1
+
+    assert await collect(Pipeline.from_iterable(range(10)).filter(odd)) == [1, 3, 5, 7, 9]
+
+
+@pytest.mark.asyncio
+async def test_batch_stacks_and_keeps_a_short_final_batch() -> None:
+    """Arrays stack on axis 0, tuples per component; the short final batch is kept."""
+    pipe = (
+        Pipeline.from_iterable(range(7))
+        .map(lambda x: (np.full(2, x), str(x)))
+        .batch(3, allow_smaller_final_batch=True)
+    )
+    got = await collect(pipe)
+    assert [a.shape for a, _ in got] == [(3, 2), (3, 2), (1, 2)]
+    assert got[2][1].tolist() == ["6"]
+
+
+@pytest.mark.asyncio
+async def test_batch_drops_leftovers_by_default() -> None:
+    """Without allow_smaller_final_batch the leftovers are dropped."""
+    got = await collect(Pipeline.from_iterable(range(7)).batch(3))
+    assert [b.tolist() for b in got] == [[0, 1, 2], [3, 4, 5]]
+
+
+@pytest.mark.asyncio
+async def test_batch_dynamic_pad_and_dicts() -> None:
+    """dynamic_pad pads each component to the batch maximum; dicts batch per key."""
+    pipe = (
+        Pipeline.from_iterable([1, 3, 2])
+        .map(lambda n: {"ids": np.arange(n) + 1, "n": n})
+        .batch(3, dynamic_pad=True)
+    )
+    (got,) = await collect(pipe)
+    assert got["ids"].tolist() == [[1, 0, 0], [1, 2, 3], [1, 2, 0]]
+    assert got["n"].tolist() == [1, 3, 2]
+
+
+@pytest.mark.asyncio
+async def test_batch_of_different_shapes_without_padding_fails() -> None:
+    """Different shapes without dynamic_pad: ElementSpecError naming the stage."""
+    pipe = Pipeline.from_iterable([1, 2]).map(np.arange).batch(2)
+    with pytest.raises(ElementSpecError, match="dynamic_pad") as info:
+        await collect(pipe)
+    assert "batch(2)" in notes(info.value)
+
+
+@pytest.mark.asyncio
+async def test_prefetch_and_sources() -> None:
+    """from_async_iterable, from_producer and from_queue feed a pipeline."""
+
+    async def agen() -> AsyncIterator[int]:
+        for i in range(5):
+            yield i
+
+    assert await collect(Pipeline.from_async_iterable(agen()).prefetch(2)) == [0, 1, 2, 3, 4]
+
+    it = iter(range(4))
+
+    def produce() -> int:
+        return next(it)
+
+    assert await collect(Pipeline.from_producer(produce)) == [0, 1, 2, 3]
+
+    q = FIFOQueue(8, np.int64, ())
+    for i in range(3):
+        q.enqueue_nowait(i)
+    q.close()
+    assert [int(x) for x in await collect(Pipeline.from_queue(q))] == [0, 1, 2]
+
+
+# -- shuffle, repeat, determinism ------------------------------------------------------------
+
+
+def golden_pipe(seed: int = 3) -> Pipeline:
+    """The pipeline of the golden test: ordered map, seeded shuffle, batch."""
+    return (
+        Pipeline.from_iterable(range(20))
+        .map(jitter, concurrency=4, ordered=True)
+        .shuffle(12, 5, seed=seed)
+        .batch(6, allow_smaller_final_batch=True)
+    )
+
+
+GOLDEN = [
+    [1, 16, 36, 25, 4, 49],
+    [9, 144, 100, 0, 169, 196],
+    [121, 81, 225, 64, 361, 324],
+    [289, 256],
+]
+
+
+@pytest.mark.anyio
+async def test_seeded_pipeline_is_deterministic_golden() -> None:
+    """Seeded shuffle + ordered map: a pinned output order, on every backend."""
+    assert [b.tolist() for b in await collect(golden_pipe())] == GOLDEN
+
+
+@pytest.mark.asyncio
+async def test_shuffle_seeds_differ_and_permute() -> None:
+    """Another seed gives another order; the output is a permutation of the input."""
+    other = [b.tolist() for b in await collect(golden_pipe(seed=4))]
+    assert other != GOLDEN
+    assert sorted(itertools.chain(*other)) == sorted(itertools.chain(*GOLDEN))
+
+
+@pytest.mark.asyncio
+async def test_repeat_reads_the_source_several_times() -> None:
+    """repeat(3) before the shuffle: every item three times."""
+    pipe = Pipeline.from_iterable([1, 2, 3]).map(jitter).repeat(3).shuffle(8, 2, seed=0)
+    got = await collect(pipe)
+    assert sorted(got) == sorted([1, 4, 9] * 3)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: Pipeline.from_iterable([1]).shuffle(4, 1).repeat(2),
+        lambda: Pipeline.from_iterable(iter([1, 2])).repeat(2),
+        lambda: Pipeline.from_queue(FIFOQueue(1, int, ())).repeat(2),
+        lambda: Pipeline.from_iterable([1]).repeat(2).repeat(2),
+        lambda: Pipeline.from_iterable([1]).repeat(0),
+    ],
+)
+def test_repeat_rejects_what_it_cannot_do(build: Any) -> None:
+    """After a shuffle, a one-shot or queue source, twice, or 0 epochs: ElementSpecError."""
+    with pytest.raises(ElementSpecError):
+        build()
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: Pipeline.from_iterable([1]).map(abs, concurrency=0),
+        lambda: Pipeline.from_iterable([1]).map(abs, executor="gpu"),
+        lambda: Pipeline.from_iterable([1]).map(jitter, executor="process"),
+        lambda: Pipeline.from_iterable([1]).shuffle(5, 5),
+        lambda: Pipeline.from_iterable([1]).batch(0),
+        lambda: Pipeline.from_iterable([1]).prefetch(0),
+        lambda: Pipeline.from_iterable([1]).map(abs, capacity=0),
+    ],
+)
+def test_builder_rejects_bad_arguments(build: Any) -> None:
+    """Bad concurrency, executor, shuffle sizes, batch size, buffer: ElementSpecError."""
+    with pytest.raises(ElementSpecError):
+        build()
+
+
+def test_builder_rejects_non_callables_and_non_iterables() -> None:
+    """A non-callable map or a str source: TypeError."""
+    with pytest.raises(TypeError):
+        Pipeline.from_iterable([1]).map(3)
+    with pytest.raises(TypeError):
+        Pipeline.from_iterable("abc")
+
+
+# -- failures and teardown -------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["async", "thread"])
+async def test_stage_failure_leaves_open_with_the_stage_named(kind: str) -> None:
+    """A map raising at item 7: the original exception leaves the block, stage noted."""
+
+    def check(x: int) -> int:
+        if x == 7:
+            raise ValueError(f"bad item {x}")
+        return x
+
+    async def acheck(x: int) -> int:
+        return check(x)
+
+    fn = acheck if kind == "async" else check
+    pipe = Pipeline.from_iterable(range(1000)).map(fn, concurrency=3, name="map(check)")
+    seen = []
+
+    async def consume() -> None:
+        async with pipe.open() as items:
+            async for x in items:
+                seen.append(x)
+
+    with anyio.fail_after(10), pytest.raises(ValueError, match="bad item 7") as info:
+        await consume()
+    assert "stage 1 'map(check)'" in notes(info.value)
+    assert 7 not in seen
+
+
+@pytest.mark.asyncio
+async def test_source_failure_propagates() -> None:
+    """A failing source iterable ends the pipeline with its exception."""
+
+    def broken() -> Any:
+        yield 1
+        raise OSError("disk gone")
+
+    with anyio.fail_after(10), pytest.raises(OSError, match="disk gone") as info:
+        await collect(Pipeline.from_iterable(broken()).map(jitter, concurrency=2))
+    assert "from_iterable(generator)" in notes(info.value)
+
+
+@pytest.mark.anyio
+async def test_early_exit_stops_an_endless_pipeline() -> None:
+    """Leaving the block after three items of an endless source stops every stage."""
+    pipe = Pipeline.from_iterable([1, 2, 3]).repeat(None).map(abs, concurrency=2)
+    with anyio.fail_after(10):
+        async with pipe.open() as items:
+            got = [await items.get() for _ in range(3)]
+    assert sorted(got) == [1, 2, 3]
+
+
+@pytest.mark.anyio
+async def test_open_inside_a_user_coordinator() -> None:
+    """pipe.open(coord) runs the stages in the caller's coordinator."""
+    pipe = Pipeline.from_iterable(range(10)).map(jitter, concurrency=2)
+    with anyio.fail_after(10):
+        async with Coordinator() as coord:
+            async with pipe.open(coord) as items:
+                got = [x async for x in items]
+            assert len(coord.runners) == 2
+    assert sorted(got) == sorted(x * x for x in range(10))
+
+
+@pytest.mark.asyncio
+async def test_cancelling_the_consumer_tears_down() -> None:
+    """A cancel scope around the block: the pipeline stops and nothing hangs."""
+
+    def slow(x: int) -> int:
+        time.sleep(0.001)
+        return x
+
+    pipe = Pipeline.from_iterable([0]).repeat(None).map(slow, concurrency=2)
+    with anyio.fail_after(10):
+        with anyio.CancelScope() as scope:
+            async with pipe.open() as items:
+                await items.get()
+                scope.cancel()
+                await anyio.sleep_forever()
+    assert scope.cancelled_caught
+
+
+@pytest.mark.anyio
+async def test_early_exit_releases_a_source_waiting_on_an_open_queue() -> None:
+    """A from_queue source blocked on a queue nobody closes is released at exit."""
+    q = FIFOQueue(4, np.int64, ())
+    q.enqueue_nowait(1)
+    pipe = Pipeline.from_queue(q).map(jitter)
+    # Far below the coordinator's 5 s grace period: the wait is cancelled, not waited out.
+    with anyio.fail_after(2):
+        async with pipe.open() as items:
+            assert await items.get() == 1
+    assert not q.closed
+
+
+@pytest.mark.asyncio
+async def test_empty_source_repeated_forever_ends() -> None:
+    """repeat(None) over an empty list ends (an empty epoch ends the source)."""
+    with anyio.fail_after(5):
+        assert await collect(Pipeline.from_iterable([]).repeat(None)) == []
+
+
+@pytest.mark.asyncio
+async def test_get_after_the_end_raises_out_of_range() -> None:
+    """items.get() past the last item: OutOfRangeError."""
+    async with Pipeline.from_iterable([5]).open() as items:
+        assert await items.get() == 5
+        with pytest.raises(OutOfRangeError):
+            await items.get()
+
+
+# -- process executor -------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_process_executor_round_trip() -> None:
+    """executor="process": a picklable function runs in worker processes."""
+    pipe = Pipeline.from_iterable(range(6)).map(operator.neg, executor="process", concurrency=2)
+    with anyio.fail_after(25):
+        assert sorted(await collect(pipe)) == [-5, -4, -3, -2, -1, 0]
+
+
+# -- statistics -----------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_statistics_counts_add_up() -> None:
+    """items_in of a stage equals items_out of the previous (filter: minus dropped)."""
+
+    def double(x: int) -> int:
+        return 2 * x
+
+    pipe = (
+        Pipeline.from_iterable(range(50))
+        .map(jitter, concurrency=4)
+        .filter(lambda x: x % 2 == 0)
+        .map(double, concurrency=2)
+        .batch(4, allow_smaller_final_batch=True)
+        .prefetch(2)
+    )
+    before = pipe.statistics()
+    assert [s.items_out for s in before] == [0] * 6
+    got = await collect(pipe)
+    stats = pipe.statistics()
+    assert all(isinstance(s, StageStatistics) for s in stats)
+    assert [s.name for s in stats] == [
+        "from_iterable(range)",
+        "map(jitter)",
+        "filter(<lambda>)",
+        "map(double)",
+        "batch(4)",
+        "prefetch(2)",
+    ]
+    for prev, cur in itertools.pairwise(stats):
+        assert cur.items_in == prev.items_out
+    f = stats[2]
+    assert f.items_out == f.items_in - f.items_dropped == 25
+    assert stats[4].items_out == len(got) == 7
+    assert [s.concurrency for s in stats] == [1, 4, 1, 2, 1, 1]
+    for s in stats:
+        assert 0.0 <= s.occupancy_mean <= 1.0
+        assert 0.0 <= s.starved_fraction <= 1.0
+        assert s.busy_s >= 0.0
+        assert s.get_wait_p50_s <= s.get_wait_p99_s
+        assert s.put_wait_p50_s <= s.put_wait_p99_s
+    assert stats[1].get_wait_p99_s > 0
+
+
+@pytest.mark.asyncio
+async def test_describe_marks_the_bottleneck() -> None:
+    """describe() lists every stage and names the busiest one as the bottleneck."""
+
+    def heavy(x: int) -> int:
+        time.sleep(0.002)
+        return x
+
+    pipe = Pipeline.from_iterable(range(20)).map(heavy, name="map(heavy)").prefetch(2)
+    assert "not run yet" in pipe.describe()
+    await collect(pipe)
+    text = pipe.describe()
+    assert "from_iterable(range)" in text
+    assert "prefetch(2)" in text
+    assert "bottleneck: map(heavy)" in text
+    assert pipe.statistics()[1].busy_fraction > 0

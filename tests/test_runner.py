@@ -1,0 +1,563 @@
+"""QueueRunner: the four producer kinds, clean ends, chained queues, thread producers,
+failures, restarts and the add_queue_runner registry (issue 3, semantics 1, 2 and 6)."""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import numpy as np
+import pytest
+
+import aqueue
+from aqueue import Coordinator, FIFOQueue, OutOfRangeError, QueueRunner, add_queue_runner
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+
+async def poll(predicate: Callable[[], bool], *, limit_s: float = 20.0) -> None:
+    """Sleep in small steps until ``predicate()`` holds (threads are invisible to
+    ``wait_all_tasks_blocked``); fail after ``limit_s`` seconds."""
+    with anyio.fail_after(limit_s):
+        while not predicate():  # noqa: ASYNC110 - the condition is set by a thread
+            await anyio.sleep(0.005)
+
+
+async def raised(body: Callable[[], Awaitable[object]]) -> Exception:
+    """Run ``body()`` and return the exception it raised; fail if it returned."""
+    try:
+        await body()
+    except Exception as exc:
+        return exc
+    pytest.fail(f"{body.__qualname__} raised nothing")
+
+
+def int_queue(capacity: int = 10, name: str = "q") -> FIFOQueue:
+    """A FIFOQueue of int64 scalars."""
+    return FIFOQueue(capacity, np.int64, (), name=name)
+
+
+async def drain(q: Any) -> list[int]:
+    """Dequeue until the queue ends (closed and drained)."""
+    return [int(x) async for x in q]
+
+
+# -- producer kinds -------------------------------------------------------------------
+
+
+def _async_callable(n: int) -> Any:
+    it = iter(range(n))
+
+    async def produce() -> int:
+        await anyio.lowlevel.checkpoint()
+        try:
+            return next(it)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+    return produce
+
+
+def _async_iterable(n: int) -> Any:
+    async def gen() -> AsyncIterator[int]:
+        for i in range(n):
+            await anyio.lowlevel.checkpoint()
+            yield i
+
+    return gen()
+
+
+def _sync_callable(n: int) -> Any:
+    return iter(range(n)).__next__  # raises StopIteration at the end
+
+
+def _sync_iterable(n: int) -> Any:
+    return range(n)
+
+
+KINDS = {
+    "async-callable": _async_callable,
+    "async-iterable": _async_iterable,
+    "sync-callable": _sync_callable,
+    "sync-iterable": _sync_iterable,
+}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+async def test_each_producer_kind_fills_the_queue_then_closes_it(kind: str) -> None:
+    """Every kind enqueues each produced item once; its clean end closes the queue, so
+    the consumer's ``async for`` ends after draining."""
+    q = int_queue(4)
+    runner = QueueRunner(q, [KINDS[kind](50)])
+    async with Coordinator() as coord:
+        coord.start(runner)
+        got = await drain(q)
+    assert got == list(range(50))
+    assert q.closed
+    assert runner.exceptions_raised == []
+    assert not runner.running
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+async def test_enqueue_many_treats_each_value_as_a_batch(kind: str) -> None:
+    """With enqueue_many=True each produced value is sliced along axis 0."""
+    q = int_queue(8)
+    batches = [np.arange(i * 3, i * 3 + 3) for i in range(10)]
+    source: Any
+    if kind == "sync-iterable":
+        source = batches
+    elif kind == "sync-callable":
+        source = iter(batches).__next__
+    elif kind == "async-iterable":
+
+        async def gen() -> AsyncIterator[Any]:
+            for b in batches:
+                yield b
+
+        source = gen()
+    else:
+        it = iter(batches)
+
+        async def produce() -> Any:
+            for b in it:
+                return b
+            raise StopAsyncIteration
+
+        source = produce
+    async with Coordinator() as coord:
+        coord.start(QueueRunner(q, [source], enqueue_many=True))
+        got = await drain(q)
+    assert got == list(range(30))
+
+
+async def test_last_producer_to_end_closes_the_queue() -> None:
+    """Two producers run to their own exhaustion (3 and 30 items); the queue closes only
+    after both ended (TF testTwoOps)."""
+    q = int_queue(5)
+    runner = QueueRunner(q, [range(3), range(100, 130)])
+    async with Coordinator() as coord:
+        coord.start(runner)
+        got = await drain(q)
+    assert sorted(got) == [0, 1, 2, *range(100, 130)]
+    assert runner.exceptions_raised == []
+
+
+async def test_two_runners_on_one_queue_close_it_after_the_last_producer() -> None:
+    """Two runners feeding one queue: the first to finish does not cut the other short."""
+    q = int_queue(5)
+    async with Coordinator() as coord:
+        coord.start(QueueRunner(q, [range(3)]))
+        coord.start(QueueRunner(q, [range(100, 130)]))
+        got = await drain(q)
+    assert sorted(got) == [0, 1, 2, *range(100, 130)]
+
+
+async def test_same_callable_listed_k_times_runs_k_concurrent_producers() -> None:
+    """[load] * 4 gives four producer threads calling ``load`` concurrently."""
+    q = int_queue(100)
+    inside = 0
+    peak = 0
+    lock = threading.Lock()
+    all_in = threading.Barrier(4, timeout=20)
+    counter = iter(range(1000))
+
+    def load() -> int:
+        nonlocal inside, peak
+        value = next(counter)
+        if value < 4:  # the first four calls only return once all four are inside
+            with lock:
+                inside += 1
+                peak = max(peak, inside)
+            all_in.wait()
+            with lock:
+                inside -= 1
+        return value
+
+    async with Coordinator() as coord:
+        coord.start(QueueRunner(q, [load] * 4))
+        await q.dequeue_many(8)
+        coord.request_stop()
+    assert peak == 4
+
+
+class ThreadAffineEnv:
+    """A game environment that must only ever be used from one thread."""
+
+    def __init__(self, base: int) -> None:
+        self.base = base
+        self.frame = 0
+        self.owner: int | None = None
+
+    def grab_screen(self) -> int:
+        """Return the next frame number; fail if called from a second thread."""
+        me = threading.get_ident()
+        if self.owner is None:
+            self.owner = me
+        if self.owner != me:
+            raise AssertionError("grab_screen called from a second thread")
+        self.frame += 1
+        return self.base + self.frame
+
+
+async def test_thread_producers_are_thread_affine_and_each_item_arrives_once() -> None:
+    """Each sync producer keeps one dedicated thread; every frame arrives exactly once."""
+    q = int_queue(16)
+    envs = [ThreadAffineEnv(base) for base in (0, 10_000, 20_000, 30_000)]
+    runner = QueueRunner(q, [env.grab_screen for env in envs])
+    got: list[int] = []
+    async with Coordinator() as coord:
+        coord.start(runner)
+        for _ in range(50):
+            got += [int(x) for x in await q.dequeue_many(8)]
+    assert len(set(got)) == len(got) == 400
+    assert len({env.owner for env in envs}) == 4
+    assert runner.exceptions_raised == []
+
+
+async def test_thread_producers_keep_filling_while_the_event_loop_is_blocked() -> None:
+    """Thread producers enqueue through the blocking view: the queue fills while the
+    event loop is blocked in a synchronous step (no per-item loop round trip)."""
+    q = int_queue(100)
+    async with Coordinator() as coord:
+        coord.start(QueueRunner(q, [range(60), range(60, 100)]))
+        await anyio.wait_all_tasks_blocked()  # the supervising tasks started their threads
+        give_up = time.monotonic() + 20
+        while q.size() < 100 and time.monotonic() < give_up:
+            time.sleep(0.001)  # noqa: ASYNC251 - a blocking "training step" on purpose
+        assert q.size() == 100
+        assert sorted(int(x) for x in await q.dequeue_many(100)) == list(range(100))
+
+
+async def test_shared_generator_is_advanced_by_one_producer_at_a_time() -> None:
+    """A generator listed several times is shared safely: no item lost or repeated."""
+
+    def gen() -> Iterator[int]:
+        yield from range(200)
+
+    async def agen() -> AsyncIterator[int]:
+        for i in range(200, 400):
+            await anyio.lowlevel.checkpoint()
+            yield i
+
+    q = int_queue(7)
+    g, a = gen(), agen()
+    runner = QueueRunner(q, [g, g, g, a, a])
+    async with Coordinator() as coord:
+        coord.start(runner)
+        got = await drain(q)
+    assert sorted(got) == list(range(400))
+    assert runner.exceptions_raised == []
+
+
+# -- chained queues -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["queue", "dequeue", "thread"])
+async def test_end_of_input_propagates_down_a_chain(how: str) -> None:
+    """queue A -> runner -> queue B: when A is closed and drained, B's runner ends
+    cleanly and closes B, whose consumer drains and stops (TF testRealDequeueEnqueue)."""
+    a = int_queue(4, "a")
+    b = int_queue(3, "b")
+    a_runner = QueueRunner(a, [range(20)])
+    source: Any = {"queue": a, "dequeue": a.dequeue}.get(how)
+    async with Coordinator() as coord:
+        coord.start(a_runner)
+        if source is None:
+            blocking = a.blocking()
+            source = blocking.dequeue  # a sync producer reading A from its thread
+        coord.start(QueueRunner(b, [source, source]))
+        got = await drain(b)
+    assert sorted(got) == list(range(20))
+    assert a.closed
+    assert b.closed
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_mixed_producers_through_a_chain_deliver_every_item_once(seed: int) -> None:
+    """Random mixes of all four kinds, batch and single, through two chained queues of
+    random small capacities: every item arrives exactly once, then everything ends."""
+    rng = np.random.default_rng(seed)
+    a = int_queue(int(rng.integers(1, 6)), "a")
+    b = int_queue(int(rng.integers(1, 6)), "b")
+    sources: list[Any] = []
+    expected: list[int] = []
+    for i in range(int(rng.integers(2, 6))):
+        lo, n = 1000 * i, int(rng.integers(0, 40))
+        expected += range(lo, lo + n)
+        sources.append(list(KINDS.values())[int(rng.integers(0, 4))](n))
+        sources[-1] = _shifted(sources[-1], lo)
+    relay_kinds: list[Any] = [a, a.dequeue, a.blocking().dequeue]
+    relays = [relay_kinds[int(rng.integers(0, 3))] for _ in range(int(rng.integers(1, 4)))]
+    async with Coordinator() as coord:
+        coord.start(QueueRunner(a, sources))
+        coord.start(QueueRunner(b, relays))
+        got = await drain(b)
+    assert sorted(got) == sorted(expected)
+    assert coord.exceptions == ()
+
+
+def _shifted(source: Any, offset: int) -> Any:
+    """The producer ``source`` with ``offset`` added to every value."""
+    if inspect.iscoroutinefunction(source):
+
+        async def shifted_async() -> int:
+            return int(await source()) + offset
+
+        return shifted_async
+    if hasattr(source, "__aiter__"):
+
+        async def shifted_agen() -> AsyncIterator[int]:
+            async for v in source:
+                yield v + offset
+
+        return shifted_agen()
+    if callable(source):
+        return lambda: source() + offset
+    return [v + offset for v in source]
+
+
+# -- failures -------------------------------------------------------------------------
+
+
+async def test_failing_producer_closes_its_queue_with_cancel_and_records_the_error() -> None:
+    """A producer error closes the queue (pending enqueues cancelled), lands in
+    exceptions_raised with a note naming runner and producer, and reaches the coordinator."""
+    q = int_queue(2)
+    boom = ValueError("boom")
+
+    async def bad() -> int:
+        raise boom
+
+    async def good() -> int:
+        return 1
+
+    runner = QueueRunner(q, [good, bad], name="loader")
+
+    async def block() -> None:
+        async with Coordinator() as coord:
+            coord.start(runner)
+            await anyio.sleep_forever()
+
+    assert await raised(block) is boom
+    assert runner.exceptions_raised == [boom]
+    notes = getattr(boom, "__notes__", [])
+    assert len(notes) == 1
+    assert "producer 1 (test_failing_producer_closes_its_queue_with_cancel" in notes[0]
+    assert "QueueRunner 'loader'" in notes[0]
+    assert q.closed
+    with pytest.raises(aqueue.QueueClosedError):
+        q.enqueue_nowait(1)
+
+
+async def test_sync_callable_returning_a_coroutine_is_reported() -> None:
+    """A lambda returning a coroutine looks synchronous; the runner says what to do."""
+    q = int_queue()
+
+    async def load() -> int:
+        return 1
+
+    async def block() -> None:
+        async with Coordinator() as coord:
+            coord.start(QueueRunner(q, [lambda: load()]))
+            await anyio.sleep_forever()
+
+    exc = await raised(block)
+    assert type(exc) is TypeError
+    assert "async def" in str(exc)
+
+
+async def test_custom_queue_closed_exception_types_end_producers_cleanly() -> None:
+    """An exception of queue_closed_exception_types is a clean end, not a failure."""
+
+    class Exhausted(Exception):
+        pass
+
+    calls = 0
+
+    async def produce() -> int:
+        nonlocal calls
+        calls += 1
+        if calls > 5:
+            raise Exhausted
+        return calls
+
+    q = int_queue()
+    runner = QueueRunner(q, [produce], queue_closed_exception_types=(Exhausted,))
+    async with Coordinator() as coord:
+        coord.start(runner)
+        got = await drain(q)
+    assert got == [1, 2, 3, 4, 5]
+    assert runner.exceptions_raised == []
+    assert coord.exceptions == ()
+
+
+# -- lifecycle ------------------------------------------------------------------------
+
+
+async def test_runner_cannot_be_started_twice_at_once_but_can_restart() -> None:
+    """Starting a running runner raises; once its producers ended it can start again,
+    with exceptions_raised reset (TF testIgnoreMultiStarts, testThreads)."""
+    q = int_queue(100)
+    fail = [True]
+
+    async def produce() -> int:
+        if fail[0]:
+            fail[0] = False
+            raise KeyError("first start")
+        await anyio.lowlevel.checkpoint()
+        return 1
+
+    runner = QueueRunner(q, [produce])
+
+    async def block() -> None:
+        async with Coordinator() as coord:
+            coord.start(runner)
+            await anyio.sleep_forever()
+
+    assert type(await raised(block)) is KeyError
+    assert len(runner.exceptions_raised) == 1
+    q2 = int_queue(5)
+    runner2 = QueueRunner(q2, [produce])
+    async with Coordinator() as coord:
+        coord.start(runner2)
+        with pytest.raises(RuntimeError, match="already running"):
+            coord.start(runner2)
+        await q2.dequeue_many(5)
+    assert runner2.exceptions_raised == []
+    async with Coordinator() as coord:
+        coord.start(runner2)  # restarts: its queue is closed, so it ends at once
+    assert not runner2.running
+
+
+async def test_producers_do_not_run_once_the_coordinator_stopped() -> None:
+    """A runner started after request_stop() never calls its producers (TF
+    testRespectCoordShouldStop) and closes its queue."""
+    calls = 0
+
+    def load() -> int:
+        nonlocal calls
+        calls += 1
+        return 1
+
+    q = int_queue()
+    async with Coordinator() as coord:
+        coord.request_stop()
+        coord.start(QueueRunner(q, [load, _async_callable(3)]))
+        with pytest.raises(OutOfRangeError):
+            await q.dequeue()
+    assert calls == 0
+
+
+def test_constructor_validates_its_arguments() -> None:
+    """Bad arguments raise at construction with messages naming the problem."""
+    q = int_queue()
+    with pytest.raises(ValueError, match="must not be empty"):
+        QueueRunner(q, [])
+    with pytest.raises(TypeError, match="sequence of producers"):
+        QueueRunner(q, _sync_callable(3))
+    with pytest.raises(TypeError, match=r"producers\[1\]"):
+        QueueRunner(q, [range(3), 42])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="str"):
+        QueueRunner(q, ["file.bin"])
+    with pytest.raises(TypeError, match="queue_closed_exception_types"):
+        QueueRunner(q, [range(3)], queue_closed_exception_types=())
+    with pytest.raises(TypeError, match="aqueue queue"):
+        QueueRunner([], [range(3)])  # type: ignore[arg-type]
+    r = QueueRunner(q, [range(3)])
+    assert r.name == "q"
+    assert r.queue is q
+    assert r.exceptions_raised == []
+    assert QueueRunner(q, [range(3)], name="loader").name == "loader"
+    assert "QueueRunner 'q'" in repr(r)
+
+
+def test_generator_functions_are_refused() -> None:
+    """Passing a generator *function* instead of the generator is a TypeError."""
+
+    def gen() -> Iterator[int]:
+        yield 1
+
+    async def agen() -> AsyncIterator[int]:
+        yield 1
+
+    for fn in (gen, agen):
+        with pytest.raises(TypeError, match="generator function"):
+            QueueRunner(int_queue(), [fn])
+
+
+# -- registry -------------------------------------------------------------------------
+#
+# Registry tests run their event loop inside a fresh copy of the context (the registry is
+# a context variable), so nothing they register can leak into other tests.
+
+BACKENDS = ["asyncio", "trio"]
+
+
+def run_isolated(fn: Callable[[], Awaitable[Any]], backend: str) -> Any:
+    """``anyio.run(fn)`` inside a fresh copy of the current context."""
+    return contextvars.copy_context().run(lambda: anyio.run(fn, backend=backend))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_start_queue_runners_starts_registered_runners_and_clears_the_registry(
+    backend: str,
+) -> None:
+    """add_queue_runner + start_queue_runners is TF's three-step recipe."""
+
+    async def body() -> None:
+        q1, q2 = int_queue(name="q1"), int_queue(name="q2")
+        r1, r2 = QueueRunner(q1, [range(5)]), QueueRunner(q2, [range(5, 8)])
+        add_queue_runner(r1)
+        add_queue_runner(r2)
+        add_queue_runner(r1)  # registering twice keeps one entry
+        async with Coordinator() as coord:
+            assert coord.start_queue_runners() == [r1, r2]
+            assert coord.start_queue_runners() == []  # cleared
+            assert await drain(q1) == [0, 1, 2, 3, 4]
+            assert await drain(q2) == [5, 6, 7]
+        assert coord.runners == (r1, r2)
+
+    run_isolated(body, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_registry_is_context_local(backend: str) -> None:
+    """Runners registered at the top of a context are started by the tasks of that
+    context, and not by those of another."""
+    registered = contextvars.copy_context()
+    runner = QueueRunner(int_queue(), [range(3)])
+    registered.run(add_queue_runner, runner)
+
+    async def start_registered() -> list[QueueRunner]:
+        async with Coordinator() as coord:
+            started = coord.start_queue_runners()
+        return started
+
+    assert run_isolated(start_registered, backend) == []
+    assert registered.run(lambda: anyio.run(start_registered, backend=backend)) == [runner]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_empty_registry_logs_a_warning(backend: str, caplog: pytest.LogCaptureFixture) -> None:
+    """start_queue_runners with nothing registered only warns (as TF does)."""
+
+    async def body() -> None:
+        async with Coordinator() as coord:
+            assert coord.start_queue_runners() == []
+
+    with caplog.at_level(logging.WARNING, logger="aqueue"):
+        run_isolated(body, backend)
+    assert "no QueueRunner was registered" in caplog.text
+
+
+def test_add_queue_runner_rejects_other_objects() -> None:
+    """add_queue_runner only takes QueueRunner objects."""
+    with pytest.raises(TypeError, match="QueueRunner"):
+        add_queue_runner(int_queue())  # type: ignore[arg-type]
