@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
 __all__ = ["Waker", "checkpoint", "in_event_loop", "make_waker"]
@@ -46,29 +46,63 @@ def checkpoint() -> Awaitable[None]:
 
 
 class Waker:
-    """A one-shot notification a task awaits and any thread may set."""
+    """A one-shot notification a task awaits (``await waker.wait()``) and any thread may
+    set (``waker.set()``)."""
 
-    __slots__ = ("_set_here", "_set_remote", "_thread", "wait")
+    __slots__ = ("_thread",)
 
-    def __init__(
-        self,
-        wait: Callable[[], Awaitable[Any]],
-        set_here: Callable[[], Any],
-        set_remote: Callable[[], Any],
-    ) -> None:
-        self.wait = wait
-        self._set_here = set_here
-        self._set_remote = set_remote
+    def __init__(self) -> None:
         self._thread = threading.get_ident()
+
+    def wait(self) -> Awaitable[Any]:
+        """An awaitable that completes once ``set()`` was called."""
+        raise NotImplementedError
 
     def set(self) -> None:
         """Notify the waiting task (from any thread)."""
+        raise NotImplementedError
+
+
+class _AsyncioWaker(Waker):
+    __slots__ = ("_fut", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._loop = loop
+        self._fut: asyncio.Future[None] = loop.create_future()
+
+    def wait(self) -> Awaitable[Any]:
+        return self._fut
+
+    def set(self) -> None:
         if threading.get_ident() == self._thread:
-            self._set_here()
+            if not self._fut.done():
+                self._fut.set_result(None)
         else:
             try:
-                self._set_remote()
+                self._loop.call_soon_threadsafe(_set_future, self._fut)
             except RuntimeError:  # the event loop is gone: nobody left to wake
+                pass
+
+
+class _TrioWaker(Waker):
+    __slots__ = ("_event", "_token")
+
+    def __init__(self, event: Any, token: Any) -> None:
+        super().__init__()
+        self._event = event
+        self._token = token
+
+    def wait(self) -> Awaitable[Any]:
+        return self._event.wait()  # type: ignore[no-any-return]
+
+    def set(self) -> None:
+        if threading.get_ident() == self._thread:
+            self._event.set()
+        else:
+            try:
+                self._token.run_sync_soon(self._event.set)
+            except RuntimeError:  # trio.RunFinishedError: nobody left to wake
                 pass
 
 
@@ -81,21 +115,7 @@ def make_waker() -> Waker:
     """Create a waker bound to the running event loop (asyncio or trio)."""
     loop = _get_running_loop()
     if loop is not None:
-        fut: asyncio.Future[None] = loop.create_future()
-        return Waker(
-            lambda: fut,
-            lambda: _set_future(fut),
-            lambda: loop.call_soon_threadsafe(_set_future, fut),
-        )
+        return _AsyncioWaker(loop)
     import trio
 
-    event = trio.Event()
-    token = trio.lowlevel.current_trio_token()
-
-    def set_remote() -> None:
-        try:
-            token.run_sync_soon(event.set)
-        except trio.RunFinishedError:
-            pass
-
-    return Waker(event.wait, event.set, set_remote)
+    return _TrioWaker(trio.Event(), trio.lowlevel.current_trio_token())

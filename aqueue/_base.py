@@ -113,19 +113,21 @@ class QueueBase(QueueCore):
         meanwhile, exactly a prefix of the batch has been admitted and stays queued.
         An empty batch is a no-op.
         """
-        w = self._putter_many(batch)
+        comps, count = self._spec.batch(batch)
         await checkpoint()
-        count = w.count
         if count == 0:
             return
         with self._lock:  # fast path: room for the whole batch and nobody queued ahead
             st = self._storage
             if not self._closed and not self._putters and st.size + count <= self._capacity:
-                st.put_rows(w.comps, 0, count)
+                st.put_rows(comps, 0, count)
                 self._admitted(count)
                 if self._getters:
                     self._notify()
                 return
+        w = _Waiter(_MANY, 0)
+        w.comps = comps
+        w.count = count
         await self._put(w, checkpointed=True)
 
     async def dequeue(self) -> Any:

@@ -45,7 +45,17 @@ class BlockingQueue:
         """Add one element, blocking while the queue is full."""
         q = self._q
         q._thread_check("enqueue")
-        q._thread_run(q._putter_one(element), False, timeout, "enqueue")
+        w = q._putter_one(element)
+        with q._lock:  # fast path: room now and nobody queued ahead
+            st = q._storage
+            size = st.size
+            if size < q._capacity and not q._closed and not q._putters:
+                st.put_one(w.comps)
+                q._admitted(1)
+                if q._getters:
+                    q._notify()
+                return
+        q._thread_run(w, False, timeout, "enqueue")
 
     def enqueue_many(self, batch: Any, timeout: float | None = None) -> None:
         """Add a batch; progressive without timeout, all-or-nothing with one."""

@@ -12,9 +12,10 @@ holding it):
 - A dequeue may take an element only while ``storage.size - floor >= taken``, where
   ``floor`` is ``min_after_dequeue`` while the queue is open and 0 once it is closed.
 - ``_putters`` and ``_getters`` are the pending requests, oldest first. Only the head of
-  each list makes progress (head of line): a new request of the same direction queues
-  behind them, ``*_nowait`` calls fail while they exist, and one pending
-  enqueue_many's elements are contiguous.
+  each list makes progress (head of line): a new dequeue queues behind the getters, and
+  one pending enqueue_many's elements are contiguous. A new enqueue may pass the
+  putters only if the queue has room for it and for all they still need and none of
+  them has started (``_may_pass_putters``), so the queued ones never wait longer.
 - Waiting never hands data to a waiter. Every change to the storage or to the lists
   *notifies* the head of each list if (and only if) it can now progress; the woken task
   or thread re-checks and takes or admits itself, synchronously, and returns without
@@ -265,7 +266,7 @@ class QueueCore:
         else:
             if self._closed:
                 raise QueueClosedError(f"queue '{self._name}' is closed")
-            if self._putters:
+            if self._putters and not self._may_pass_putters(w):
                 return False
         st = self._storage
         free = self._capacity - st.size
@@ -288,6 +289,24 @@ class QueueCore:
             self._remove(self._putters, w, False)
         self._notify()
         return done
+
+    def _may_pass_putters(self, w: _Waiter) -> bool:
+        """Whether new request ``w`` may be admitted ahead of the queued enqueues.
+
+        Only when the queue has room for ``w`` *and* for everything the queued enqueues
+        still need, and none of them has started (so a pending enqueue_many's elements
+        stay contiguous). The queued requests keep their room, so none of them waits
+        longer because of ``w``; without this, producer threads that find the queue full
+        form a convoy in which every element waits for a thread wake-up and a GIL
+        hand-off.
+        """
+        reserved = 0
+        for p in self._putters:
+            if p.pos:
+                return False
+            reserved += p.count
+        free = self._capacity - self._storage.size - reserved
+        return free >= w.count - w.pos
 
     def _step_put_or_wait(self, w: _Waiter) -> Any:
         return None if self._step_put(w) else _WAIT
