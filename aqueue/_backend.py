@@ -16,7 +16,7 @@ import threading
 from collections.abc import Awaitable
 from typing import Any
 
-__all__ = ["Waker", "checkpoint", "in_event_loop", "make_waker"]
+__all__ = ["Waker", "checkpoint", "in_event_loop", "make_waker", "trio_checkpoint"]
 
 _get_running_loop = asyncio._get_running_loop  # returns None instead of raising
 
@@ -36,10 +36,24 @@ def in_event_loop() -> bool:
     return _get_running_loop() is not None or _current_trio_token() is not None
 
 
+_sleep = asyncio.sleep
+
+
 def checkpoint() -> Awaitable[None]:
-    """One cancellation and scheduling point on the current event loop."""
+    """One cancellation and scheduling point on the current event loop.
+
+    The hot paths inline this as ``_sleep(0) if _get_running_loop() else
+    trio_checkpoint()``: asyncio.sleep(0) is the cheapest asyncio yield measured here
+    (cheaper than a bare generator ``yield``), and a call layer costs ~0.2 µs per
+    operation.
+    """
     if _get_running_loop() is not None:
-        return asyncio.sleep(0)  # measured faster than a bare generator yield
+        return _sleep(0)
+    return trio_checkpoint()
+
+
+def trio_checkpoint() -> Awaitable[None]:
+    """trio's checkpoint (imported lazily: trio is optional)."""
     import trio
 
     return trio.lowlevel.checkpoint()  # noqa: ASYNC105 - the caller awaits it

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._backend import checkpoint, in_event_loop
+from ._backend import _get_running_loop, _sleep, checkpoint, in_event_loop, trio_checkpoint
 from ._core import _MANY, _ONE, _UP_TO, QueueCore, _Waiter
 from ._errors import ElementSpecError, OutOfRangeError
 from ._stats import QueueStatistics
@@ -86,8 +86,17 @@ class QueueBase(QueueCore):
 
         If cancelled, the element was not admitted.
         """
-        comps = self._spec.element(element)
-        await checkpoint()
+        spec = self._spec
+        if (
+            type(element) is np.ndarray
+            and spec._one_fast
+            and element.dtype is spec._dtype0
+            and element.shape == spec._shape0
+        ):
+            comps: tuple[Any, ...] = (element,)
+        else:
+            comps = spec.element(element)
+        await (_sleep(0) if _get_running_loop() is not None else trio_checkpoint())
         with self._lock:  # fast path: room now and nobody queued ahead
             st = self._storage
             size = st.size
@@ -114,7 +123,7 @@ class QueueBase(QueueCore):
         An empty batch is a no-op.
         """
         comps, count = self._spec.batch(batch)
-        await checkpoint()
+        await (_sleep(0) if _get_running_loop() is not None else trio_checkpoint())
         if count == 0:
             return
         with self._lock:  # fast path: room for the whole batch and nobody queued ahead
@@ -138,7 +147,7 @@ class QueueBase(QueueCore):
 
         If cancelled, nothing was consumed.
         """
-        await checkpoint()
+        await (_sleep(0) if _get_running_loop() is not None else trio_checkpoint())
         with self._lock:  # fast path: an element can be taken and nobody queued ahead
             st = self._storage
             if not self._getters and st.size > (0 if self._closed else self._min_after):
@@ -160,7 +169,7 @@ class QueueBase(QueueCore):
         If cancelled, nothing was consumed.
         """
         n = self._batch_op(n, "dequeue_many")
-        await checkpoint()
+        await (_sleep(0) if _get_running_loop() is not None else trio_checkpoint())
         if n == 0:
             return self._spec.empty_batch()
         with self._lock:  # fast path: n can be taken in one copy and nobody queued ahead
