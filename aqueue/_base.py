@@ -101,12 +101,15 @@ class QueueBase(QueueCore):
             st = self._storage
             size = st.size
             if size < self._capacity and not self._closed and not self._putters:
+                if self._getters:  # a waiting batch dequeue may take it directly
+                    self._admit_one(comps)
+                    self._admitted(1)
+                    self._notify()
+                    return
                 st.put_one(comps)
                 self._enqueued_total += 1
                 if size >= self._peak:
                     self._peak = size + 1
-                if self._getters:
-                    self._notify()
                 return
         w = _Waiter(_ONE, 1)
         w.comps = comps
@@ -129,10 +132,13 @@ class QueueBase(QueueCore):
         with self._lock:  # fast path: room for the whole batch and nobody queued ahead
             st = self._storage
             if not self._closed and not self._putters and st.size + count <= self._capacity:
+                if self._getters:  # a waiting batch dequeue may take rows directly
+                    self._admit_rows(comps, 0, count)
+                    self._admitted(count)
+                    self._notify()
+                    return
                 st.put_rows(comps, 0, count)
                 self._admitted(count)
-                if self._getters:
-                    self._notify()
                 return
         w = _Waiter(_MANY, 0)
         w.comps = comps

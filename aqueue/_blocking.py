@@ -50,7 +50,7 @@ class BlockingQueue:
             st = q._storage
             size = st.size
             if size < q._capacity and not q._closed and not q._putters:
-                st.put_one(w.comps)
+                q._admit_one(w.comps)
                 q._admitted(1)
                 if q._getters:
                     q._notify()

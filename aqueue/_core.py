@@ -24,7 +24,10 @@ holding it):
   wake-up is never lost and an element is never lost or duplicated.
 - A batch dequeue with ``n <= capacity - min_after_dequeue`` waits until it can take
   all ``n`` in one copy; a larger one claims progressively (it could never be satisfied
-  at once) and returns when it holds ``n``.
+  at once) and returns when it holds ``n``. On a FIFO ring, a waiting batch dequeue
+  instead *fills* its own output batch: at the head it claims what the ring holds (the
+  ring is then empty) and enqueues copy straight into it (``_admit_rows``), one copy
+  per element instead of two. Claimed elements have left the storage either way.
 - The queue is *final* when it is closed and no enqueue is pending: nothing can arrive
   any more, so a dequeue that cannot be satisfied raises OutOfRangeError (without
   consuming anything) and dequeue_up_to returns what is left.
@@ -42,7 +45,7 @@ import numpy as np
 from ._backend import Waker, checkpoint, in_event_loop, make_waker
 from ._errors import ElementSpecError, OutOfRangeError, QueueClosedError, QueueEmpty, QueueFull
 from ._spec import Components, ElementSpec
-from ._storage import Storage
+from ._storage import RingStorage, Storage
 
 __all__ = ["QueueCore"]
 
@@ -72,6 +75,7 @@ class _Waiter:
         "n",
         "notified",
         "nowait",
+        "out",
         "pos",
         "progressive",
         "registered",
@@ -95,6 +99,10 @@ class _Waiter:
         self.rejected = False  # a pending enqueue cancelled by close(cancel_pending_enqueues)
         self.waker: Waker | None = None
         self.event: threading.Event | None = None
+        # A waiting batch dequeue on a FIFO ring fills its own output batch: it claims
+        # what the ring holds when it reaches the head, and enqueues then copy straight
+        # into it (one copy per element instead of two). See QueueCore._admit_rows.
+        self.out: tuple[Any, ...] | None = None
 
     def wake(self) -> None:
         self.notified = True
@@ -133,6 +141,8 @@ class QueueCore:
         self._min_after = min_after_dequeue
         # Batch dequeues larger than this claim progressively (see module docstring).
         self._one_copy_limit = capacity - min_after_dequeue
+        # Waiting batch dequeues fill their own batch (FIFO rings only: see _Waiter.out).
+        self._fill_rows = isinstance(storage, RingStorage) and min_after_dequeue == 0
         self._lock = threading.Lock()
         self._closed = False
         self._putters: deque[_Waiter] = deque()
@@ -157,17 +167,59 @@ class QueueCore:
                 self._full_since = time.monotonic()
         w.registered = True
         waiters.append(w)
+        if getter:
+            if self._fill_rows and w.mode != _ONE and not w.progressive and w.out is None:
+                w.out = self._storage.empty_batch(w.n)  # type: ignore[attr-defined]
+            if len(waiters) == 1:
+                self._claim_for_head()
+
+    def _claim_for_head(self) -> None:
+        """A filling getter that reaches the head claims what the ring holds, so the
+        ring is empty while it waits and enqueues may copy straight into its batch."""
+        g = self._getters[0]
+        if g.out is not None:
+            k = min(self._storage.size, g.n - g.claimed)
+            if k > 0:
+                self._storage.take_into(g.out, g.claimed, k)  # type: ignore[attr-defined]
+                g.claimed += k
+
+    def _admit_one(self, comps: Components) -> None:
+        """Admit one element: into the head getter's batch if it is filling, else the storage."""
+        if self._getters:
+            g = self._getters[0]
+            if g.out is not None and g.claimed < g.n:
+                for o, c in zip(g.out, comps):
+                    o[g.claimed, ...] = c
+                g.claimed += 1
+                return
+        self._storage.put_one(comps)
+
+    def _admit_rows(self, comps: Components, start: int, stop: int) -> None:
+        """Admit rows ``start:stop`` of a batch, the head getter's batch first (see above)."""
+        if self._getters:
+            g = self._getters[0]
+            if g.out is not None and g.claimed < g.n:
+                k = min(stop - start, g.n - g.claimed)
+                for o, c in zip(g.out, comps):
+                    o[g.claimed : g.claimed + k] = c[start : start + k]
+                g.claimed += k
+                start += k
+        if start < stop:
+            self._storage.put_rows(comps, start, stop)
 
     def _remove(self, waiters: deque[_Waiter], w: _Waiter, getter: bool) -> None:
         if not w.registered:
             return
         w.registered = False
+        was_head = waiters[0] is w
         waiters.remove(w)
         if not waiters:
             if getter:
                 self._time_empty += time.monotonic() - self._empty_since
             else:
                 self._time_full += time.monotonic() - self._full_since
+        elif getter and was_head:
+            self._claim_for_head()
 
     def _final(self) -> bool:
         return self._closed and not self._putters
@@ -226,6 +278,20 @@ class QueueCore:
         elif self._final() and w.mode == _UP_TO and w.claimed + max(avail, 0) > 0:
             take = max(avail, 0)
         if take >= 0:
+            if w.out is not None:
+                if take:
+                    st.take_into(w.out, w.claimed, take)  # type: ignore[attr-defined]
+                total = w.claimed + take
+                out = w.out
+                result = self._spec.pack(
+                    out if total == n else tuple(o[:total].copy() for o in out)
+                )
+                self._dequeued_total += total
+                w.out = None
+                w.claimed = 0
+                self._remove(self._getters, w, True)
+                self._notify()
+                return result
             if w.mode == _ONE:
                 result = self._spec.pack(st.take_one())
             elif w.claimed:
@@ -242,9 +308,10 @@ class QueueCore:
             return result
         if self._final():
             self._give_back(w)
+            size = st.size
             self._remove(self._getters, w, True)
             self._notify()
-            raise OutOfRangeError(self._name, n, st.size)
+            raise OutOfRangeError(self._name, n, size)
         if w.registered and w.progressive and avail > 0:
             w.claims.append(st.take_chunk(avail))
             w.claimed += avail
@@ -273,7 +340,7 @@ class QueueCore:
         if free <= 0:
             return False
         if w.mode == _ONE:
-            st.put_one(w.comps)
+            self._admit_one(w.comps)
             w.pos = 1
             k = 1
         else:
@@ -281,7 +348,7 @@ class QueueCore:
             if w.atomic and free < remaining:
                 return False
             k = min(free, remaining)
-            st.put_rows(w.comps, w.pos, w.pos + k)
+            self._admit_rows(w.comps, w.pos, w.pos + k)
             w.pos += k
         self._admitted(k)
         done = w.pos == w.count
@@ -312,6 +379,13 @@ class QueueCore:
         return None if self._step_put(w) else _WAIT
 
     def _give_back(self, w: _Waiter) -> None:
+        if w.out is not None:
+            if w.claimed:
+                self._storage.restore([tuple(o[: w.claimed] for o in w.out)])
+                w.claimed = 0
+                if self._storage.size > self._peak:
+                    self._peak = self._storage.size
+            return
         if w.claims:
             self._storage.restore(w.claims)
             w.claims = []

@@ -194,6 +194,26 @@ class RingStorage(Storage):
     def assemble(self, chunks: Sequence[Components]) -> Components:
         return _concat(chunks, len(self._bufs))
 
+    def empty_batch(self, n: int) -> Components:
+        """Fresh, uninitialised batch arrays for ``n`` elements."""
+        return tuple(
+            np.empty((n, *shape), dtype=dt) for dt, shape in zip(self._dtypes, self._shapes)
+        )
+
+    def take_into(self, out: Components, pos: int, k: int) -> None:
+        """Remove the next ``k`` elements into ``out[c][pos:pos + k]`` (two copies at most)."""
+        p = self._head
+        first = min(k, self._slots - p)
+        for buf, o in zip(self._bufs, out):
+            o[pos : pos + first] = buf[p : p + first]
+            if k > first:
+                o[pos + first : pos + k] = buf[: k - first]
+            if buf.dtype.kind == "O":
+                buf[p : p + first] = None
+                buf[: k - first] = None
+        self._head = (p + k) % self._slots
+        self.size -= k
+
     def restore(self, chunks: Sequence[Components]) -> None:
         rows = self.assemble(chunks) if chunks else ()
         k = int(rows[0].shape[0]) if rows else 0

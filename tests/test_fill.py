@@ -1,0 +1,113 @@
+"""A waiting batch dequeue on a FIFO ring fills its own batch.
+
+When a dequeue_many/dequeue_up_to waits at the head of a FIFO queue, it claims what the
+ring holds and later enqueues copy straight into its batch (one copy per element instead
+of two). Claimed elements have left the queue (TF: they do not count in size()) and go
+back to the front, in order, if the dequeue is cancelled or cannot be satisfied.
+"""
+
+from __future__ import annotations
+
+import anyio
+import numpy as np
+import pytest
+from conftest import settle, spawn
+
+import aqueue
+
+
+def _ints(batch: object) -> list[int]:
+    return [int(v) for v in np.asarray(batch)]
+
+
+@pytest.mark.anyio
+async def test_waiting_batch_takes_ring_contents_then_new_rows_in_order() -> None:
+    """Elements already queued come first, then enqueued rows; the rest stays queued."""
+    q = aqueue.FIFOQueue(8, np.int64, ())
+    q.enqueue_many_nowait([0, 1, 2])
+    async with anyio.create_task_group() as tg:
+        q.enqueue_many_nowait([])  # no-op
+        waiter = spawn(tg, q.dequeue_many, 5)
+        await settle()
+        assert q.size() == 0  # the three were claimed by the waiting batch
+        assert q.statistics().tasks_waiting_dequeue == 1
+        await q.enqueue_many(np.array([3, 4, 5, 6]))
+        await settle()
+        assert _ints(waiter.result()) == [0, 1, 2, 3, 4]
+    assert _ints(q.dequeue_many_nowait(2)) == [5, 6]
+    stats = q.statistics()
+    assert (stats.enqueued_total, stats.dequeued_total) == (7, 7)
+
+
+@pytest.mark.anyio
+async def test_two_waiting_batches_fill_in_arrival_order() -> None:
+    """Single enqueues fill the first waiting batch, then the second."""
+    q = aqueue.FIFOQueue(4, np.int64, ())
+    async with anyio.create_task_group() as tg:
+        a = spawn(tg, q.dequeue_many, 3)
+        await settle()
+        b = spawn(tg, q.dequeue_up_to, 2)
+        await settle()
+        for i in range(5):
+            await q.enqueue(i)
+        await settle()
+        assert _ints(a.result()) == [0, 1, 2]
+        assert _ints(b.result()) == [3, 4]
+
+
+@pytest.mark.anyio
+async def test_cancelled_filling_batch_puts_claims_back_in_front() -> None:
+    """Cancelling a half-filled batch returns its elements to the front, in order,
+    ahead of elements enqueued later; the next waiter receives them."""
+    q = aqueue.FIFOQueue(4, [np.int64, np.float32], [(), (2,)])
+    async with anyio.create_task_group() as tg:
+        victim = spawn(tg, q.dequeue_many, 4)
+        await settle()
+        await q.enqueue_many((np.array([0, 1]), np.ones((2, 2), np.float32)))
+        await settle()
+        assert q.size() == 0
+        victim.scope.cancel()
+        await settle()
+        assert victim.cancelled
+        assert q.size() == 2
+        await q.enqueue((2, [2.0, 2.0]))
+    ints, floats = q.dequeue_many_nowait(3)
+    assert _ints(ints) == [0, 1, 2]
+    assert floats.tolist() == [[1.0, 1.0], [1.0, 1.0], [2.0, 2.0]]
+
+
+@pytest.mark.anyio
+async def test_close_returns_claims_and_serves_the_next_waiter() -> None:
+    """Closing fails the waiting batch without consuming anything; the single dequeue
+    behind it then gets the first element."""
+    q = aqueue.FIFOQueue(4, np.int64, ())
+    async with anyio.create_task_group() as tg:
+        big = spawn(tg, q.dequeue_many, 3)
+        await settle()
+        small = spawn(tg, q.dequeue)
+        await settle()
+        await q.enqueue_many(np.array([7, 8]))
+        await settle()
+        q.close()
+        await settle()
+        assert isinstance(big.error, aqueue.OutOfRangeError)
+        assert "requested 3, current size 2" in str(big.error)
+        assert int(small.result()) == 7
+    assert _ints(q.dequeue_up_to_nowait(5)) == [8]
+
+
+@pytest.mark.anyio
+async def test_thread_dequeue_many_fills_from_async_producer() -> None:
+    """A thread blocked in dequeue_many receives rows from async enqueues, in order."""
+    q = aqueue.FIFOQueue(4, np.int64, ())
+    view = q.blocking()
+    result: list[int] = []
+
+    def consume() -> None:
+        result.extend(_ints(view.dequeue_many(6, timeout=20)))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(anyio.to_thread.run_sync, consume)
+        for i in range(6):
+            await q.enqueue(i)
+    assert result == list(range(6))
