@@ -287,9 +287,13 @@ class ElementSpec:
 
     def element(self, value: Any) -> Components:
         """Validate and convert one element into a tuple of arrays."""
-        if type(value) is np.ndarray and self._one_fast:
-            if value.shape == self._shape0 and value.dtype == self._dtype0:
-                return (value,)
+        if (
+            type(value) is np.ndarray
+            and self._one_fast
+            and value.shape == self._shape0
+            and value.dtype == self._dtype0
+        ):
+            return (value,)
         parts = self._split(value, "element")
         out = []
         for i, part in enumerate(parts):

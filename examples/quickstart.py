@@ -27,7 +27,8 @@ async def main(elements: int) -> int:
     async def producer(start: int, stop: int) -> None:
         for i in range(start, stop, 3):
             k = min(3, stop - i)
-            images = np.full((k, 4, 4), i, dtype=np.float32) + np.arange(k, dtype=np.float32)[:, None, None]
+            offsets = np.arange(k, dtype=np.float32)[:, None, None]
+            images = np.full((k, 4, 4), i, dtype=np.float32) + offsets
             labels = np.arange(i, i + k)
             await queue.enqueue_many((images, labels))  # waits while the queue is full
 
@@ -44,7 +45,8 @@ async def main(elements: int) -> int:
         # Full batches of 8 while the queue is open; once it is closed, one short
         # final batch with the remainder, then the loop ends.
         async for images, labels in queue.batches(8, allow_smaller_final_batch=True):
-            assert images.shape[1:] == (4, 4) and images.shape[0] == labels.shape[0]
+            assert images.shape[1:] == (4, 4)
+            assert images.shape[0] == labels.shape[0]
             seen.extend(labels.tolist())
 
     stats = queue.statistics()
