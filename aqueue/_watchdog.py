@@ -64,7 +64,9 @@ class QueueMonitor:
     def __init__(self) -> None:
         self._watched: dict[int, _Watched] = {}
 
-    def add(self, queue: QueueBase, runner: QueueRunner | None = None, *, explicit: bool = False) -> None:
+    def add(
+        self, queue: QueueBase, runner: QueueRunner | None = None, *, explicit: bool = False
+    ) -> None:
         """Start watching ``queue`` (idempotent), optionally as fed by ``runner``."""
         w = self._watched.get(id(queue))
         if w is None:
@@ -145,7 +147,9 @@ class QueueMonitor:
         upstream = {
             id(src) for w in self._watched.values() for r in w.runners for src in r._sources()
         }
-        return [w.queue for w in self._watched.values() if w.runners and id(w.queue) not in upstream]
+        return [
+            w.queue for w in self._watched.values() if w.runners and id(w.queue) not in upstream
+        ]
 
     def input_wait(self) -> tuple[float, QueueBase | None]:
         """Seconds the body waited on its most-waited input queue since first seen."""
