@@ -1,0 +1,488 @@
+"""TensorFlow-style batching: batch, shuffle_batch, batch_join, shuffle_batch_join.
+
+Each function builds a batch queue and a QueueRunner that fills it from *sources*,
+registers the runner with ``add_queue_runner`` and returns a ``Batches`` at once;
+``coord.start_queue_runners()`` starts it (reference section 7):
+
+- A source is any producer QueueRunner accepts (async or sync callable returning one
+  example, async or sync iterable) or a queue whose elements are taken.
+  ``batch``/``shuffle_batch`` run ``num_threads`` concurrent producers over one source
+  (an iterable is shared by them); ``batch_join``/``shuffle_batch_join`` one producer
+  per source, so each source's own order is kept.
+- A batch is ``dequeue_many(batch_size)``: at the end, leftovers smaller than a batch
+  are dropped, unless ``allow_smaller_final_batch`` (then ``dequeue_up_to``: one short
+  final batch, then OutOfRangeError).
+- The batch queue's spec comes from ``dtypes=``/``shapes=`` when both are given, or
+  from the source queues' declared spec; otherwise from the first example produced.
+  Then the queue is created when the runner starts: a stand-in runner (``_SpecProbe``)
+  produces the first example (a sync source: once, on a worker thread), builds the
+  queue, enqueues the example and starts the real runner in the same coordinator.
+  Consumers that arrive earlier wait on a gate queue that the stand-in closes, so a
+  runner that is never started still triggers the "never started" warning and a
+  stopped coordinator still ends them with OutOfRangeError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._base import QueueBase
+from ._batch_spec import QueueSpec, first_value, spec_from_example, spec_from_queue, user_spec
+from ._errors import ElementSpecError, OutOfRangeError
+from ._input import _int_arg, _name_arg, _seed_arg
+from ._queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue
+from ._runner import QueueRunner, add_queue_runner
+
+if TYPE_CHECKING:
+    from ._coordinator import Coordinator
+
+__all__ = ["Batches", "batch", "batch_join", "shuffle_batch", "shuffle_batch_join"]
+
+
+class Batches:
+    """Batches taken from a batch queue filled by a registered QueueRunner.
+
+    Returned by ``batch``, ``shuffle_batch``, ``batch_join`` and ``shuffle_batch_join``.
+    ``await batches.dequeue()`` returns the next batch (OutOfRangeError at the end) and
+    ``async for batch in batches`` iterates until then.
+    """
+
+    __slots__ = ("_batch_size", "_gate", "_name", "_queue", "_smaller")
+
+    def __init__(
+        self,
+        name: str,
+        batch_size: int,
+        allow_smaller_final_batch: bool,
+        queue: QueueBase | None,
+        gate: FIFOQueue | None,
+    ) -> None:
+        self._name = name
+        self._batch_size = batch_size
+        self._smaller = allow_smaller_final_batch
+        self._queue = queue
+        self._gate = gate
+
+    @property
+    def name(self) -> str:
+        """The name of the batch queue and its runner."""
+        return self._name
+
+    @property
+    def batch_size(self) -> int:
+        """Examples per (full) batch."""
+        return self._batch_size
+
+    @property
+    def allow_smaller_final_batch(self) -> bool:
+        """Whether the leftovers come as one short final batch."""
+        return self._smaller
+
+    @property
+    def queue(self) -> QueueBase:
+        """The batch queue.
+
+        Raises:
+            RuntimeError: Its spec is inferred from the first example, which has not
+                been produced yet (pass ``dtypes=`` and ``shapes=`` to create the queue
+                up front).
+        """
+        if self._queue is None:
+            raise RuntimeError(
+                f"the batch queue '{self._name}' is created when its first example has been "
+                "produced (its runner must be started first); pass dtypes= and shapes= to "
+                "create it up front"
+            )
+        return self._queue
+
+    def __repr__(self) -> str:
+        state = "pending" if self._queue is None else f"queue={self._queue!r}"
+        return f"<Batches '{self._name}' batch_size={self._batch_size} {state}>"
+
+    async def dequeue(self) -> Any:
+        """The next batch: ``batch_size`` examples, or fewer once at the very end.
+
+        Raises:
+            OutOfRangeError: No (full, unless allow_smaller_final_batch) batch is left.
+        """
+        queue = self._queue
+        if queue is None:
+            assert self._gate is not None
+            try:  # nothing is ever enqueued on the gate: it is closed when ready
+                await self._gate.dequeue()
+            except OutOfRangeError:
+                pass
+            queue = self._queue
+            if queue is None:  # the sources ended (or stopped) before any example
+                raise OutOfRangeError(self._name, self._batch_size, 0)
+        if self._smaller:
+            return await queue.dequeue_up_to(self._batch_size)
+        return await queue.dequeue_many(self._batch_size)
+
+    def __aiter__(self) -> Batches:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.dequeue()
+        except OutOfRangeError:
+            raise StopAsyncIteration from None
+
+
+class _BatchPlan:
+    """Everything needed to build a batch queue and its runner."""
+
+    __slots__ = (
+        "batches",
+        "capacity",
+        "dynamic_pad",
+        "enqueue_many",
+        "min_after_dequeue",
+        "name",
+        "owner",
+        "producers",
+        "seed",
+        "shuffle",
+        "spec",
+    )
+
+    def __init__(self, name: str, owner: str) -> None:
+        self.name = name
+        self.owner = owner
+        self.producers: list[Any] = []
+        self.shuffle = False
+        self.capacity = 32
+        self.min_after_dequeue = 0
+        self.seed: int | None = None
+        self.enqueue_many = False
+        self.dynamic_pad = False
+        self.spec = QueueSpec(None, None, None)
+        self.batches: Batches | None = None
+
+    def make_queue(self, spec: QueueSpec) -> QueueBase:
+        if self.shuffle:
+            return RandomShuffleQueue(
+                self.capacity,
+                self.min_after_dequeue,
+                spec.dtypes,
+                spec.shapes,
+                spec.names,
+                seed=self.seed,
+                name=self.name,
+            )
+        if self.dynamic_pad:
+            return PaddingFIFOQueue(
+                self.capacity, spec.dtypes, spec.shapes, spec.names, name=self.name
+            )
+        return FIFOQueue(self.capacity, spec.dtypes, spec.shapes, spec.names, name=self.name)
+
+    def runner(self, queue: QueueBase) -> QueueRunner:
+        return QueueRunner(queue, self.producers, enqueue_many=self.enqueue_many, name=self.name)
+
+    async def bootstrap(self, coord: Coordinator) -> None:
+        """Produce a first example, build the queue from it and start the real runner."""
+        for producer in self.producers:
+            found, example = await first_value(producer)
+            if not found:
+                continue  # this source is empty; try the next one (batch_join)
+            spec = spec_from_example(
+                example,
+                self.spec,
+                enqueue_many=self.enqueue_many,
+                dynamic_pad=self.dynamic_pad,
+                owner=self.owner,
+            )
+            queue = self.make_queue(spec)
+            assert self.batches is not None
+            assert self.batches._gate is not None
+            self.batches._queue = queue
+            self.batches._gate.close()  # early consumers move on to the real queue
+            if self.enqueue_many:  # may exceed the capacity: admitted as consumers take
+                await queue.enqueue_many(example)
+            else:
+                queue.enqueue_nowait(example)
+            coord.start(self.runner(queue))
+            return
+
+
+class _SpecProbe(QueueRunner):
+    """Stands in for a batch runner until the first example gives the queue's spec.
+
+    Its queue is the gate that early consumers wait on; its single producer runs
+    ``_BatchPlan.bootstrap`` in the coordinator that starts it, then ends cleanly, which
+    closes the gate.
+    """
+
+    def __init__(self, gate: FIFOQueue, plan: _BatchPlan) -> None:
+        self._plan = plan
+        self._coord: Coordinator | None = None
+        super().__init__(gate, [self._probe], name=plan.name)
+
+    def _start(self, coord: Coordinator) -> None:
+        self._coord = coord
+        super()._start(coord)
+
+    async def _probe(self) -> None:
+        assert self._coord is not None
+        await self._plan.bootstrap(self._coord)
+        raise StopAsyncIteration
+
+
+def _as_producer(source: Any, index: int, owner: str) -> Any:
+    """A source as one QueueRunner producer (iterables become their iterator)."""
+    if isinstance(source, QueueBase):
+        return source.dequeue
+    if isinstance(source, (str, bytes)):
+        raise TypeError(f"{owner}: sources[{index}] is a {type(source).__name__}, not a producer")
+    if callable(source):
+        return source
+    if hasattr(source, "__aiter__"):
+        return source.__aiter__()
+    if hasattr(source, "__iter__"):
+        return iter(source)
+    raise TypeError(
+        f"{owner}: sources[{index}] must be a queue, an async or sync callable or an "
+        f"(async) iterable, got {type(source).__name__}"
+    )
+
+
+def _plan(
+    kind: str,
+    sources: list[Any],
+    threads_per_source: int,
+    batch_size: Any,
+    *,
+    capacity: Any,
+    min_after_dequeue: Any,
+    seed: Any,
+    enqueue_many: bool,
+    dtypes: Any,
+    shapes: Any,
+    dynamic_pad: bool,
+    allow_smaller_final_batch: bool,
+    name: Any,
+) -> Batches:
+    qname = _name_arg(name, kind)
+    owner = f"{kind} '{qname}'"
+    size = _int_arg(batch_size, "batch_size", owner, 1)
+    plan = _BatchPlan(qname, owner)
+    plan.capacity = _int_arg(capacity, "capacity", owner, 1)
+    plan.shuffle = kind.startswith("shuffle")
+    if plan.shuffle:
+        mad = _int_arg(min_after_dequeue, "min_after_dequeue", owner, 0)
+        if plan.capacity <= mad:
+            raise ElementSpecError(
+                f"{owner}: capacity ({plan.capacity}) must be greater than min_after_dequeue "
+                f"({mad})"
+            )
+        plan.min_after_dequeue = mad
+        plan.seed = _seed_arg(seed, owner)
+    plan.enqueue_many = bool(enqueue_many)
+    plan.dynamic_pad = bool(dynamic_pad)
+    given = user_spec(dtypes, shapes, owner)
+    if not sources:
+        raise ElementSpecError(f"{owner}: sources must not be empty")
+    for i, source in enumerate(sources):
+        producer = _as_producer(source, i, owner)
+        plan.producers.extend([producer] * threads_per_source)
+    if not given.complete and all(isinstance(s, QueueBase) for s in sources):
+        from_queue = spec_from_queue(sources[0], plan.enqueue_many)
+        given = QueueSpec(
+            given.dtypes if given.dtypes is not None else from_queue.dtypes,
+            given.shapes if given.shapes is not None else from_queue.shapes,
+            given.names if given.names is not None else from_queue.names,
+        )
+        if plan.dynamic_pad and given.shapes is not None and shapes is None:
+            given.shapes = [tuple(None for _ in s) for s in given.shapes]
+    plan.spec = given
+    smaller = bool(allow_smaller_final_batch)
+    if given.complete:
+        queue = plan.make_queue(given)
+        add_queue_runner(plan.runner(queue))
+        return Batches(qname, size, smaller, queue, None)
+    gate = FIFOQueue(1, object, (), name=f"{qname} (awaiting its first example)")
+    batches = plan.batches = Batches(qname, size, smaller, None, gate)
+    add_queue_runner(_SpecProbe(gate, plan))
+    return batches
+
+
+def _threads_arg(num_threads: Any, owner: str) -> int:
+    return _int_arg(num_threads, "num_threads", owner, 1)
+
+
+def batch(
+    source: Any,
+    batch_size: int,
+    *,
+    num_threads: int = 1,
+    capacity: int = 32,
+    enqueue_many: bool = False,
+    dtypes: Any = None,
+    shapes: Any = None,
+    dynamic_pad: bool = False,
+    allow_smaller_final_batch: bool = False,
+    name: str | None = None,
+) -> Batches:
+    """Batch the examples of ``source`` through a FIFOQueue (TF ``train.batch``).
+
+    Args:
+        source: A producer as QueueRunner accepts it (async or sync callable returning
+            one example, async or sync iterable of examples) or a queue whose elements
+            are taken. An example is one value, a tuple of components or a dict.
+        batch_size: Examples per batch.
+        num_threads: Concurrent producers over ``source`` (an iterable is shared).
+        capacity: Capacity of the batch queue, in examples.
+        enqueue_many: Each produced value is a batch of examples.
+        dtypes: dtypes of the components (a dict gives dict batches); with ``shapes``
+            the queue is built up front, otherwise the missing part comes from the first
+            example.
+        shapes: Shapes of one example's components.
+        dynamic_pad: Use a PaddingFIFOQueue: inferred dimensions are all variable and
+            padded to the batch's largest with 0 (or ``""``).
+        allow_smaller_final_batch: At the end, deliver the leftovers as one short batch
+            instead of dropping them.
+        name: Name of the batch queue and its runner (default ``"batch"``).
+
+    Returns:
+        A Batches; its runner is registered with ``add_queue_runner``.
+
+    Raises:
+        ElementSpecError: A bad size, capacity or spec.
+        TypeError: ``source`` is not a producer or a queue.
+    """
+    owner = f"batch '{name or 'batch'}'"
+    return _plan(
+        "batch",
+        [source],
+        _threads_arg(num_threads, owner),
+        batch_size,
+        capacity=capacity,
+        min_after_dequeue=0,
+        seed=None,
+        enqueue_many=enqueue_many,
+        dtypes=dtypes,
+        shapes=shapes,
+        dynamic_pad=dynamic_pad,
+        allow_smaller_final_batch=allow_smaller_final_batch,
+        name=name,
+    )
+
+
+def shuffle_batch(
+    source: Any,
+    batch_size: int,
+    capacity: int,
+    min_after_dequeue: int,
+    *,
+    num_threads: int = 1,
+    seed: int | None = None,
+    enqueue_many: bool = False,
+    dtypes: Any = None,
+    shapes: Any = None,
+    allow_smaller_final_batch: bool = False,
+    name: str | None = None,
+) -> Batches:
+    """Batch the examples of ``source`` through a RandomShuffleQueue.
+
+    As ``batch``, with ``capacity`` and ``min_after_dequeue`` of the shuffle queue (a
+    batch is taken only while ``min_after_dequeue`` examples stay behind, until the
+    sources end) and the queue's ``seed``. Default name ``"shuffle_batch"``.
+
+    Raises:
+        ElementSpecError: ``capacity <= min_after_dequeue``, or as ``batch``.
+    """
+    owner = f"shuffle_batch '{name or 'shuffle_batch'}'"
+    return _plan(
+        "shuffle_batch",
+        [source],
+        _threads_arg(num_threads, owner),
+        batch_size,
+        capacity=capacity,
+        min_after_dequeue=min_after_dequeue,
+        seed=seed,
+        enqueue_many=enqueue_many,
+        dtypes=dtypes,
+        shapes=shapes,
+        dynamic_pad=False,
+        allow_smaller_final_batch=allow_smaller_final_batch,
+        name=name,
+    )
+
+
+def _sources_arg(sources: Any, owner: str) -> list[Any]:
+    if isinstance(sources, (str, bytes)) or not isinstance(sources, Sequence):
+        raise ElementSpecError(
+            f"{owner}: sources must be a list of sources, got {type(sources).__name__}"
+        )
+    return list(sources)
+
+
+def batch_join(
+    sources: Sequence[Any],
+    batch_size: int,
+    *,
+    capacity: int = 32,
+    enqueue_many: bool = False,
+    dtypes: Any = None,
+    shapes: Any = None,
+    dynamic_pad: bool = False,
+    allow_smaller_final_batch: bool = False,
+    name: str | None = None,
+) -> Batches:
+    """Batch the examples of several sources, one producer per source.
+
+    Each source's own order is kept in the output; how sources interleave is
+    unspecified. Other arguments as for ``batch`` (default name ``"batch_join"``).
+    """
+    kind = "batch_join"
+    return _plan(
+        kind,
+        _sources_arg(sources, f"{kind} '{name or kind}'"),
+        1,
+        batch_size,
+        capacity=capacity,
+        min_after_dequeue=0,
+        seed=None,
+        enqueue_many=enqueue_many,
+        dtypes=dtypes,
+        shapes=shapes,
+        dynamic_pad=dynamic_pad,
+        allow_smaller_final_batch=allow_smaller_final_batch,
+        name=name,
+    )
+
+
+def shuffle_batch_join(
+    sources: Sequence[Any],
+    batch_size: int,
+    capacity: int,
+    min_after_dequeue: int,
+    *,
+    seed: int | None = None,
+    enqueue_many: bool = False,
+    dtypes: Any = None,
+    shapes: Any = None,
+    allow_smaller_final_batch: bool = False,
+    name: str | None = None,
+) -> Batches:
+    """Shuffle-batch the examples of several sources, one producer per source.
+
+    Arguments as for ``shuffle_batch`` (default name ``"shuffle_batch_join"``).
+    """
+    kind = "shuffle_batch_join"
+    return _plan(
+        kind,
+        _sources_arg(sources, f"{kind} '{name or kind}'"),
+        1,
+        batch_size,
+        capacity=capacity,
+        min_after_dequeue=min_after_dequeue,
+        seed=seed,
+        enqueue_many=enqueue_many,
+        dtypes=dtypes,
+        shapes=shapes,
+        dynamic_pad=False,
+        allow_smaller_final_batch=allow_smaller_final_batch,
+        name=name,
+    )

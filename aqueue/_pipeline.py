@@ -1,0 +1,351 @@
+"""Pipeline: a composable source -> map -> filter -> shuffle -> batch -> prefetch chain.
+
+    pipe = (Pipeline.from_iterable(paths)
+            .map(load, concurrency=8)
+            .shuffle(capacity=10_000, min_after_dequeue=1_000, seed=0)
+            .batch(32, allow_smaller_final_batch=True)
+            .prefetch(4))
+    async with pipe.open() as batches:
+        async for batch in batches:
+            ...
+    print(pipe.describe())
+
+A Pipeline is an immutable description: each builder method returns a new one. ``open()``
+builds one run: every stage gets an output queue (an aqueue FIFOQueue of boxed items) and
+a QueueRunner whose producers are the stage's workers, all started in one Coordinator
+(its own, or the one passed to ``open``). End of input travels down the chain as queue
+closes; a stage's exception ends the run: it leaves ``async with pipe.open()`` as
+itself, with a note naming the stage, and every other stage stops.
+
+Workers: an async function runs in ``concurrency`` tasks; a sync function on
+``concurrency`` long-lived threads that take and put items through the queues' blocking
+views (no event-loop round trip per item); ``executor="process"`` in worker processes
+through ``anyio.to_process`` (the function and the items must pickle, and each item
+costs a round trip of a few hundred microseconds plus pickling: use it for CPU-heavy work
+that holds the GIL). ``map`` delivers in completion order unless ``ordered=True``.
+Sources: lists, tuples and ranges are read on the event loop (they fill the first queue
+at once); other sync iterables and sync producers on a thread, since they may block.
+Thread stages start a few event-loop iterations after the async ones, so that creating
+threads does not delay the first items.
+
+Statistics are measured per stage (see StageStatistics); queue occupancy is sampled
+every 5 ms by a task of the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ._base import QueueBase
+from ._coordinator import Coordinator
+from ._errors import ElementSpecError
+from ._input import _int_arg, _name_arg, _seed_arg
+from ._pipeline_run import _ZERO_FIELDS, _Opened, _report, _Run, _Spec
+from ._stages import StageStatistics, is_async_callable
+
+__all__ = ["Pipeline"]
+
+_ELEMENTWISE = ("map", "filter", "prefetch")
+
+
+def _describe(fn: Any) -> str:
+    name = getattr(fn, "__name__", None) or getattr(fn, "__qualname__", None)
+    return name if isinstance(name, str) else type(fn).__name__
+
+
+def _callable_arg(fn: Any, what: str) -> None:
+    if not callable(fn):
+        raise TypeError(f"Pipeline.{what}: expected a callable, got {type(fn).__name__}")
+
+
+class Pipeline:
+    """An immutable description of a chain of stages; build one with a ``from_*`` method.
+
+    Each stage method returns a new Pipeline with one more stage. ``open()`` runs it;
+    ``statistics()`` and ``describe()`` report on this object's latest run.
+    """
+
+    __slots__ = ("_run", "_specs")
+
+    def __init__(self, _specs: tuple[_Spec, ...]) -> None:
+        if not _specs or _specs[0].kind not in ("iterable", "async_iterable", "queue", "producer"):
+            raise TypeError("create a Pipeline with Pipeline.from_iterable() or another from_*")
+        self._specs = _specs
+        self._run: _Run | None = None
+
+    def __repr__(self) -> str:
+        return "<Pipeline " + " -> ".join(s.label for s in self._specs) + ">"
+
+    def _then(self, spec: _Spec) -> Pipeline:
+        return Pipeline((*self._specs, spec))
+
+    # -- sources -------------------------------------------------------------------------
+
+    @classmethod
+    def from_iterable(cls, iterable: Any, *, name: str | None = None) -> Pipeline:
+        """Items of a sync iterable, read on a worker thread (it may block)."""
+        if isinstance(iterable, (str, bytes)) or not hasattr(iterable, "__iter__"):
+            hint = " (use from_async_iterable)" if hasattr(iterable, "__aiter__") else ""
+            raise TypeError(
+                f"Pipeline.from_iterable: expected an iterable of items, got "
+                f"{type(iterable).__name__}{hint}"
+            )
+        label = _name_arg(name, f"from_iterable({type(iterable).__name__})")
+        return cls((_Spec("iterable", label, iterable),))
+
+    @classmethod
+    def from_async_iterable(cls, iterable: Any, *, name: str | None = None) -> Pipeline:
+        """Items of an async iterable, read by a task."""
+        if not hasattr(iterable, "__aiter__"):
+            raise TypeError(
+                "Pipeline.from_async_iterable: expected an async iterable, got "
+                f"{type(iterable).__name__}"
+            )
+        label = _name_arg(name, f"from_async_iterable({type(iterable).__name__})")
+        return cls((_Spec("async_iterable", label, iterable),))
+
+    @classmethod
+    def from_queue(cls, queue: QueueBase, *, name: str | None = None) -> Pipeline:
+        """Elements dequeued from an aqueue queue until it is closed and drained."""
+        if not isinstance(queue, QueueBase):
+            raise TypeError(
+                f"Pipeline.from_queue: expected an aqueue queue, got {type(queue).__name__}"
+            )
+        label = _name_arg(name, f"from_queue({queue.name})")
+        return cls((_Spec("queue", label, queue),))
+
+    @classmethod
+    def from_producer(cls, fn: Any, *, name: str | None = None) -> Pipeline:
+        """Items returned by calling ``fn()`` repeatedly (an async one in a task, a sync
+        one on a worker thread) until it raises StopIteration, StopAsyncIteration or
+        OutOfRangeError."""
+        _callable_arg(fn, "from_producer")
+        label = _name_arg(name, f"from_producer({_describe(fn)})")
+        return cls((_Spec("producer", label, fn),))
+
+    # -- stages --------------------------------------------------------------------------
+
+    def map(
+        self,
+        fn: Any,
+        *,
+        concurrency: int = 1,
+        ordered: bool = False,
+        executor: str | None = None,
+        capacity: int | None = None,
+        name: str | None = None,
+    ) -> Pipeline:
+        """Apply ``fn`` to every item with ``concurrency`` workers.
+
+        Args:
+            fn: An async function (run in tasks) or a sync one (run on long-lived
+                threads, or in processes with ``executor="process"``).
+            concurrency: Number of workers.
+            ordered: Deliver in input order even with concurrency > 1 (a slow item then
+                holds back the ones after it); by default in completion order.
+            executor: None (by the kind of ``fn``), ``"thread"`` or ``"process"`` (the
+                function and the items must pickle; see the module docstring for costs).
+            capacity: Capacity of the output queue (default: twice the concurrency of
+                this or the next stage, at least 8).
+            name: Label in statistics (default ``"map(<fn name>)"``).
+
+        Raises:
+            ElementSpecError: A bad concurrency, capacity or executor.
+        """
+        _callable_arg(fn, "map")
+        label = _name_arg(name, f"map({_describe(fn)})")
+        conc = _int_arg(concurrency, "concurrency", f"Pipeline.map {label!r}", 1)
+        is_async = is_async_callable(fn)
+        if executor not in (None, "thread", "process"):
+            raise ElementSpecError(
+                f"Pipeline.map {label!r}: executor must be None, 'thread' or 'process', "
+                f"got {executor!r}"
+            )
+        if is_async and executor is not None:
+            raise ElementSpecError(
+                f"Pipeline.map {label!r}: {_describe(fn)} is an async function; "
+                f"executor={executor!r} takes a sync function"
+            )
+        how = "task" if is_async else (executor or "thread")
+        return self._then(
+            _Spec(
+                "map",
+                label,
+                fn,
+                concurrency=conc,
+                capacity=self._capacity_arg(capacity, label),
+                ordered=bool(ordered) and conc > 1,
+                executor=how,
+            )
+        )
+
+    def filter(
+        self, pred: Any, *, capacity: int | None = None, name: str | None = None
+    ) -> Pipeline:
+        """Keep the items for which ``pred(item)`` is true (order kept).
+
+        A sync predicate runs on the event loop (keep it cheap; use ``map`` for heavy
+        work); an async one is awaited. Dropped items are counted as ``items_dropped``.
+        """
+        _callable_arg(pred, "filter")
+        label = _name_arg(name, f"filter({_describe(pred)})")
+        return self._then(
+            _Spec(
+                "filter",
+                label,
+                pred,
+                capacity=self._capacity_arg(capacity, label),
+                executor="task" if is_async_callable(pred) else "inline",
+            )
+        )
+
+    def shuffle(
+        self,
+        capacity: int,
+        min_after_dequeue: int,
+        *,
+        seed: int | None = None,
+        name: str | None = None,
+    ) -> Pipeline:
+        """Shuffle with a buffer of ``min_after_dequeue + 1`` items (deterministic).
+
+        For each item read, the stage emits one chosen uniformly from its buffer, so
+        the output order depends only on the input order and ``seed``. ``capacity``
+        bounds the items the stage holds (buffer plus output queue). At the end of the
+        input the buffer drains in random order.
+
+        Raises:
+            ElementSpecError: ``capacity <= min_after_dequeue`` or a bad seed.
+        """
+        label = _name_arg(name, "shuffle")
+        owner = f"Pipeline.shuffle {label!r}"
+        cap = _int_arg(capacity, "capacity", owner, 1)
+        mad = _int_arg(min_after_dequeue, "min_after_dequeue", owner, 0)
+        if cap <= mad:
+            raise ElementSpecError(
+                f"{owner}: capacity ({cap}) must be greater than min_after_dequeue ({mad})"
+            )
+        return self._then(
+            _Spec(
+                "shuffle",
+                label,
+                capacity=max(1, cap - mad - 1),
+                size=mad,
+                seed=_seed_arg(seed, owner),
+            )
+        )
+
+    def batch(
+        self,
+        batch_size: int,
+        *,
+        allow_smaller_final_batch: bool = False,
+        dynamic_pad: bool = False,
+        capacity: int | None = None,
+        name: str | None = None,
+    ) -> Pipeline:
+        """Stack ``batch_size`` items into one batch (on a worker thread).
+
+        Arrays are stacked on a new axis 0; tuples and dicts per component. At the end,
+        leftovers are dropped unless ``allow_smaller_final_batch``. ``dynamic_pad``
+        pads arrays of one rank to the largest shape in the batch (0 or ``""``).
+        """
+        label = _name_arg(name, f"batch({batch_size})")
+        size = _int_arg(batch_size, "batch_size", f"Pipeline.batch {label!r}", 1)
+        return self._then(
+            _Spec(
+                "batch",
+                label,
+                capacity=self._capacity_arg(capacity, label),
+                size=size,
+                smaller=bool(allow_smaller_final_batch),
+                pad=bool(dynamic_pad),
+                executor="thread",
+            )
+        )
+
+    def prefetch(self, buffer_size: int, *, name: str | None = None) -> Pipeline:
+        """Keep up to ``buffer_size`` items ready ahead of the consumer."""
+        label = _name_arg(name, f"prefetch({buffer_size})")
+        size = _int_arg(buffer_size, "buffer_size", f"Pipeline.prefetch {label!r}", 1)
+        return self._then(_Spec("prefetch", label, capacity=size))
+
+    def repeat(self, num_epochs: int | None = None) -> Pipeline:
+        """Read the source ``num_epochs`` times (None: forever).
+
+        Only map, filter and prefetch stages may come between the source and
+        ``repeat`` (a shuffle or batch must come after it); the source must be a
+        re-iterable (a list, not a one-shot iterator) sync or async iterable.
+
+        Raises:
+            ElementSpecError: A bad ``num_epochs``, a source that cannot be re-read,
+                ``repeat`` after a shuffle or batch, or a second ``repeat``.
+        """
+        owner = "Pipeline.repeat"
+        epochs = None if num_epochs is None else _int_arg(num_epochs, "num_epochs", owner, 1)
+        source = self._specs[0]
+        late = [s.label for s in self._specs[1:] if s.kind not in _ELEMENTWISE]
+        if late:
+            raise ElementSpecError(
+                f"{owner}: must come before {late[0]} (only map, filter and prefetch may "
+                "precede it)"
+            )
+        if source.kind not in ("iterable", "async_iterable"):
+            raise ElementSpecError(f"{owner}: source {source.label} cannot be re-read")
+        if source.epochs != 1:
+            raise ElementSpecError(f"{owner}: the pipeline already repeats")
+        if epochs != 1:
+            obj = source.fn
+            one_shot = aiter(obj) is obj if source.kind == "async_iterable" else iter(obj) is obj
+            if one_shot:
+                raise ElementSpecError(
+                    f"{owner}: source {source.label} is a one-shot iterator; pass a "
+                    "re-iterable (e.g. a list) to read it more than once"
+                )
+        head = replace(source, epochs=epochs)
+        return Pipeline((head, *self._specs[1:]))
+
+    @staticmethod
+    def _capacity_arg(capacity: Any, label: str) -> int | None:
+        if capacity is None:
+            return None
+        return _int_arg(capacity, "capacity", f"Pipeline stage {label!r}", 1)
+
+    # -- running -------------------------------------------------------------------------
+
+    def open(self, coord: Coordinator | None = None) -> _Opened:
+        """Run the pipeline: ``async with pipe.open() as items: async for x in items``.
+
+        ``items`` also has ``await items.get()`` (OutOfRangeError after the last item).
+        Leaving the block stops every stage. With its own coordinator, a stage failure
+        leaves the block as the original exception, and an OutOfRangeError raised by
+        the body ends the block quietly (TF: OutOfRange ends training).
+
+        Args:
+            coord: Run the stages in this running Coordinator instead of a new one.
+        """
+        if coord is not None and not isinstance(coord, Coordinator):
+            raise TypeError(f"Pipeline.open: expected a Coordinator, got {type(coord).__name__}")
+        return _Opened(self, coord)
+
+    def statistics(self) -> tuple[StageStatistics, ...]:
+        """One StageStatistics per stage, in order, for the latest run (zeros before)."""
+        if self._run is None:
+            zero = dict.fromkeys(_ZERO_FIELDS, 0.0)
+            return tuple(
+                StageStatistics(
+                    name=s.label,
+                    items_in=0,
+                    items_out=0,
+                    items_dropped=0,
+                    concurrency=s.concurrency,
+                    **zero,
+                )
+                for s in self._specs
+            )
+        return self._run.statistics()
+
+    def describe(self) -> str:
+        """A text report: one line per stage with its statistics, and the bottleneck."""
+        return _report(self.statistics(), self._run)

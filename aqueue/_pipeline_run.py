@@ -1,0 +1,346 @@
+"""One run of a Pipeline: its queues, runners, measurements and report.
+
+``_Opened`` (what ``Pipeline.open`` returns) enters a Coordinator if none was given,
+builds a ``_Run`` and starts it; leaving the block finishes the run (every stage stops
+taking items, every queue is closed with ``cancel_pending_enqueues``, ordered-map
+workers waiting for their turn are woken) and then leaves the coordinator, which raises
+the first stage failure as itself.
+
+Each stage ``i`` owns output queue ``i`` (a FIFOQueue of boxed items, named
+``"<i>:<label>"``) and one QueueRunner of the same name whose producers are the
+stage's steps (see ``_stages.py``); stage ``i`` reads queue ``i - 1``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ._base import QueueBase
+from ._coordinator import Coordinator
+from ._errors import OutOfRangeError
+from ._queues import FIFOQueue
+from ._runner import QueueRunner
+from ._sources import AsyncSource, SyncSource, source_step
+from ._stages import (
+    StageStatistics,
+    _Meter,
+    _percentiles,
+    _Stopping,
+    _Turns,
+    async_map_step,
+    batch_step,
+    filter_step,
+    is_async_callable,
+    offloaded,
+    prefetch_step,
+    shuffle_step,
+    thread_map_step,
+)
+
+if TYPE_CHECKING:
+    from ._pipeline import Pipeline
+
+__all__: list[str] = []
+
+_SAMPLE_INTERVAL_S = 0.005  # how often the run samples its queues' occupancy
+_MAX_DEFER_CHECKPOINTS = 256  # at most this many loop iterations before thread stages start
+_MIN_CAPACITY = 8  # default output queue capacity: max(this, 2 x neighbouring concurrency)
+_ZERO_FIELDS = (
+    "items_per_s",
+    "busy_s",
+    "occupancy_mean",
+    "starved_fraction",
+    "put_wait_p50_s",
+    "put_wait_p99_s",
+    "get_wait_p50_s",
+    "get_wait_p99_s",
+    "elapsed_s",
+)
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """One stage of a Pipeline description."""
+
+    kind: str  # iterable | async_iterable | queue | producer | map | filter | shuffle | ...
+    label: str
+    fn: Any = None
+    concurrency: int = 1
+    capacity: int | None = None
+    ordered: bool = False
+    executor: str = "task"  # task | thread | process
+    epochs: int | None = 1
+    size: int = 0
+    smaller: bool = False
+    pad: bool = False
+    seed: int | None = None
+
+
+class _Outputs:
+    """What ``async with pipe.open() as items`` gives: the last stage's items."""
+
+    __slots__ = ("_queue",)
+
+    def __init__(self, queue: QueueBase) -> None:
+        self._queue = queue
+
+    @property
+    def queue(self) -> QueueBase:
+        """The last stage's output queue (its elements are internal boxes)."""
+        return self._queue
+
+    async def get(self) -> Any:
+        """The next item.
+
+        Raises:
+            OutOfRangeError: The pipeline has ended and every item was taken.
+        """
+        return (await self._queue.dequeue()).value
+
+    def __aiter__(self) -> _Outputs:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            box = await self._queue.dequeue()
+        except OutOfRangeError:
+            raise StopAsyncIteration from None
+        return box.value
+
+
+class _Opened:
+    """The async context manager returned by ``Pipeline.open``."""
+
+    __slots__ = ("_coord", "_own", "_pipeline", "_run")
+
+    def __init__(self, pipeline: Pipeline, coord: Coordinator | None) -> None:
+        self._pipeline = pipeline
+        self._coord = coord
+        self._own: Coordinator | None = None
+        self._run: _Run | None = None
+
+    async def __aenter__(self) -> _Outputs:
+        coord = self._coord
+        if coord is None:
+            self._own = Coordinator()
+            coord = await self._own.__aenter__()
+        try:
+            run = self._run = _Run(self._pipeline._specs, coord)
+            self._pipeline._run = run
+            run.start()
+        except BaseException as exc:
+            if self._run is not None:
+                self._run.finish()
+            if self._own is not None:
+                await self._own.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        return _Outputs(run.queues[-1])
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        assert self._run is not None
+        self._run.finish()
+        if self._own is not None:
+            return await self._own.__aexit__(exc_type, exc, tb)
+        return False
+
+
+class _Run:
+    """One run of a pipeline: its queues, runners and measurements."""
+
+    def __init__(self, specs: tuple[_Spec, ...], coord: Coordinator) -> None:
+        self.specs = specs
+        self.coord = coord
+        self.stop = _Stopping()
+        self.meters = [_Meter() for _ in specs]
+        self.queues: list[FIFOQueue] = []
+        self.turns: list[_Turns] = []
+        self.t0 = time.monotonic()
+        self.t1: float | None = None
+
+    def _capacity(self, i: int) -> int:
+        spec = self.specs[i]
+        if spec.capacity is not None:
+            return spec.capacity
+        after = self.specs[i + 1].concurrency if i + 1 < len(self.specs) else 1
+        return max(_MIN_CAPACITY, 2 * spec.concurrency, 2 * after)
+
+    def start(self) -> None:
+        """Create every queue and runner and start them in the coordinator.
+
+        Stages that run on threads (other than the source) start a few event-loop
+        iterations later, so that creating their threads (0.1 to 2 ms each on a busy
+        machine) does not hold back the async stages' first items.
+        """
+        for i, spec in enumerate(self.specs):
+            label = f"{i}:{spec.label}"
+            self.queues.append(FIFOQueue(self._capacity(i), object, (), name=label))
+        later: list[QueueRunner] = []
+        tasks = 0
+        for i, spec in enumerate(self.specs):
+            steps = self._steps(i, spec, f"{i} '{spec.label}'")
+            runner = QueueRunner(self.queues[i], steps, name=f"{i}:{spec.label}")
+            threaded = not any(is_async_callable(s) or hasattr(s, "__aiter__") for s in steps)
+            if threaded and i > 0:
+                later.append(runner)
+            else:
+                tasks += len(steps)
+                self.coord.start(runner)
+        if later:
+            delay = min(_MAX_DEFER_CHECKPOINTS, 2 * tasks + 8)
+            self.coord.start_soon(self._start_later, later, delay, name="pipeline thread stages")
+        self.coord.start_soon(self._sample, name="pipeline occupancy sampler")
+
+    async def _start_later(self, runners: list[QueueRunner], checkpoints: int) -> None:
+        for _ in range(checkpoints):
+            await anyio.lowlevel.checkpoint()
+        for runner in runners:
+            if self.stop.set:
+                runner.queue.close(cancel_pending_enqueues=True)
+            else:
+                self.coord.start(runner)
+
+    def _steps(self, i: int, spec: _Spec, label: str) -> list[Any]:
+        meter, stop = self.meters[i], self.stop
+        k = spec.kind
+        if k == "iterable":
+            if isinstance(spec.fn, Sequence):  # in memory: read on the loop, no thread
+                source = AsyncSource(spec.fn, spec.epochs, meter, stop, label, sync=True)
+                source.prefill(self.queues[0])
+                return [source]
+            return [SyncSource(spec.fn, spec.epochs, meter, stop, label)]
+        if k == "async_iterable":
+            return [AsyncSource(spec.fn, spec.epochs, meter, stop, label)]
+        if k == "queue":
+            return [source_step(spec.fn.dequeue, True, meter, stop, label)]
+        if k == "producer":
+            return [source_step(spec.fn, is_async_callable(spec.fn), meter, stop, label)]
+        inq = self.queues[i - 1]
+        if k == "map":
+            if spec.executor == "thread" and not spec.ordered:
+                view = inq.blocking()
+                return [
+                    thread_map_step(spec.fn, view, meter, stop, label)
+                    for _ in range(spec.concurrency)
+                ]
+            call = (
+                spec.fn
+                if spec.executor == "task"
+                else offloaded(spec.fn, spec.executor, spec.concurrency)
+            )
+            turns = _Turns(stop) if spec.ordered else None
+            if turns is not None:
+                self.turns.append(turns)
+            return [
+                async_map_step(call, inq, meter, stop, label, turns)
+                for _ in range(spec.concurrency)
+            ]
+        if k == "filter":
+            return [filter_step(spec.fn, spec.executor == "task", inq, meter, stop, label)]
+        if k == "shuffle":
+            return [shuffle_step(spec.size, spec.seed, inq, meter, stop)]
+        if k == "batch":
+            return [
+                batch_step(spec.size, spec.smaller, spec.pad, inq.blocking(), meter, stop, label)
+            ]
+        assert k == "prefetch"
+        return [prefetch_step(inq, meter, stop)]
+
+    async def _sample(self) -> None:
+        while self.t1 is None:
+            live = False
+            for q, m in zip(self.queues, self.meters):
+                size = q.size()
+                if size or not q.closed:
+                    live = True
+                    m.occ_sum += size / q.capacity
+                    m.occ_n += 1
+            if not live:
+                return
+            await anyio.sleep(_SAMPLE_INTERVAL_S)
+
+    def finish(self) -> None:
+        """Stop every stage: no new items are taken and every queue is closed."""
+        if self.t1 is None:
+            self.t1 = time.monotonic()
+        self.stop.stop()
+        for q in self.queues:
+            q.close(cancel_pending_enqueues=True)
+        for t in self.turns:
+            t.wake()
+
+    @property
+    def elapsed(self) -> float:
+        return (self.t1 if self.t1 is not None else time.monotonic()) - self.t0
+
+    def statistics(self) -> tuple[StageStatistics, ...]:
+        elapsed = max(self.elapsed, 1e-9)
+        out: list[StageStatistics] = []
+        for i, spec in enumerate(self.specs):
+            if i >= len(self.queues):
+                break
+            st = self.queues[i].statistics()
+            items_in = (
+                self.queues[i - 1].statistics().dequeued_total if i > 0 else st.enqueued_total
+            )
+            m = self.meters[i]
+            g50, g99 = _percentiles(m.get_waits)
+            p50, p99 = _percentiles(m.put_waits)
+            out.append(
+                StageStatistics(
+                    name=spec.label,
+                    items_in=items_in,
+                    items_out=st.enqueued_total,
+                    items_dropped=m.dropped,
+                    items_per_s=st.enqueued_total / elapsed,
+                    busy_s=m.busy,
+                    concurrency=spec.concurrency,
+                    occupancy_mean=m.occ_sum / m.occ_n if m.occ_n else 0.0,
+                    starved_fraction=min(1.0, st.time_empty_s / elapsed),
+                    put_wait_p50_s=p50,
+                    put_wait_p99_s=p99,
+                    get_wait_p50_s=g50,
+                    get_wait_p99_s=g99,
+                    elapsed_s=elapsed,
+                )
+            )
+        return tuple(out)
+
+
+def _report(stats: tuple[StageStatistics, ...], run: _Run | None) -> str:
+    elapsed = run.elapsed if run is not None else 0.0
+    head = (
+        f"{'#':>2} {'stage':<28} {'conc':>4} {'in':>8} {'out':>8} {'dropped':>7} {'items/s':>9} "
+        f"{'busy':>5} {'occ':>5} {'starved':>7} {'get p50/p99 ms':>15} {'put p50/p99 ms':>15}"
+    )
+    lines = [f"pipeline: {len(stats)} stages, {elapsed:.3f} s", head]
+    for i, s in enumerate(stats):
+        busy = s.busy_fraction
+        lines.append(
+            f"{i:>2} {s.name[:28]:<28} {s.concurrency:>4} {s.items_in:>8} "
+            f"{s.items_out:>8} {s.items_dropped:>7} {s.items_per_s:>9.1f} {busy:>5.0%} "
+            f"{s.occupancy_mean:>5.2f} {s.starved_fraction:>7.0%} "
+            f"{s.get_wait_p50_s * 1e3:>7.2f}/{s.get_wait_p99_s * 1e3:<7.2f} "
+            f"{s.put_wait_p50_s * 1e3:>7.2f}/{s.put_wait_p99_s * 1e3:<7.2f}"
+        )
+    if run is None or not stats:
+        lines.append("bottleneck: n/a (not run yet)")
+        return "\n".join(lines)
+    fractions = [s.busy_fraction for s in stats]
+    worst = max(range(len(stats)), key=fractions.__getitem__)
+    s = stats[worst]
+    lines.append(
+        f"bottleneck: {s.name} — {fractions[worst]:.0%} busy, downstream queue empty "
+        f"{s.starved_fraction:.0%} of the time"
+    )
+    return "\n".join(lines)

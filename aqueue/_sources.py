@@ -1,0 +1,190 @@
+"""Pipeline sources: the first stage's producers.
+
+A source reads an iterable ``epochs`` times (None: forever), or calls a function (a
+queue's dequeue, a user producer) until it signals the end, and boxes each item.
+In-memory sequences (lists, tuples, ranges) are read on the event loop and fill their
+output queue at once when the run starts; other sync iterables and sync producers run
+on the runner's thread (they may block); async ones run in a task, and their waits are
+cancelled when the run stops (an external source may never deliver again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ._stages import _CLEAN, _Box, _Meter, _noted, _perf, _Stopping
+
+if TYPE_CHECKING:
+    from ._base import QueueBase
+
+__all__ = ["AsyncSource", "SyncSource", "source_step"]
+
+
+class _Source:
+    """Reads an iterable ``epochs`` times (None: forever); shared by the source kinds.
+
+    An epoch that yields nothing ends the source (otherwise an empty iterable repeated
+    forever would spin).
+    """
+
+    def __init__(
+        self,
+        iterable: Any,
+        epochs: int | None,
+        meter: _Meter,
+        stop: _Stopping,
+        label: str,
+        *,
+        is_async: bool,
+    ) -> None:
+        self._iterable = iterable
+        self._epochs = epochs
+        self._epoch = 0
+        self._fresh = True  # nothing read yet in this epoch
+        self._is_async = is_async
+        self._it: Any = aiter(iterable) if is_async else iter(iterable)
+        self._meter = meter
+        self._w = meter.worker()
+        self._stop = stop
+        self._label = label
+
+    def _next_epoch(self) -> bool:
+        """Start the next epoch; False when the source is done."""
+        self._epoch += 1
+        if self._fresh or (self._epochs is not None and self._epoch >= self._epochs):
+            self._it = iter(())
+            self._is_async = False
+            return False
+        self._fresh = True
+        self._it = aiter(self._iterable) if self._is_async else iter(self._iterable)
+        return True
+
+    def _done(self, t0: float, value: Any) -> _Box:
+        self._fresh = False
+        t1 = _perf()
+        self._w.busy += t1 - t0
+        self._w.returned = t1
+        return _Box(value)
+
+
+class SyncSource(_Source):
+    """A sync iterable, read on the runner's thread (it may block)."""
+
+    def __init__(
+        self, iterable: Any, epochs: int | None, meter: _Meter, stop: _Stopping, label: str
+    ) -> None:
+        super().__init__(iterable, epochs, meter, stop, label, is_async=False)
+
+    def __iter__(self) -> SyncSource:
+        return self
+
+    def __next__(self) -> _Box:
+        t0 = self._meter.began(self._w)
+        self._stop.check()
+        while True:
+            try:
+                return self._done(t0, next(self._it))
+            except StopIteration:
+                if not self._next_epoch():
+                    raise
+            except Exception as exc:
+                _noted(exc, self._label)
+                raise
+
+
+class AsyncSource(_Source):
+    """An async iterable read by a task; or, with ``sync=True``, a sync one that cannot
+    block (a list, a range), read on the event loop so that the source needs no thread."""
+
+    def __init__(
+        self,
+        iterable: Any,
+        epochs: int | None,
+        meter: _Meter,
+        stop: _Stopping,
+        label: str,
+        *,
+        sync: bool = False,
+    ) -> None:
+        super().__init__(iterable, epochs, meter, stop, label, is_async=not sync)
+
+    def __aiter__(self) -> AsyncSource:
+        return self
+
+    def prefill(self, queue: QueueBase) -> None:
+        """Fill ``queue`` with the first items now (sync iterables only).
+
+        Workers that start on a full queue all take their first item in the same
+        event-loop iteration, instead of being woken one after another.
+        """
+        assert not self._is_async
+        while queue.size() < queue.capacity:
+            try:
+                value = next(self._it)
+            except StopIteration:
+                if self._next_epoch():
+                    continue
+                return
+            self._fresh = False
+            queue.enqueue_nowait(_Box(value))
+
+    async def __anext__(self) -> _Box:
+        t0 = self._meter.began(self._w)
+        self._stop.check()
+        while True:
+            try:
+                if self._is_async:
+                    return self._done(t0, await self._stop.interruptible(self._it.__anext__))
+                return self._done(t0, next(self._it))
+            except (StopIteration, StopAsyncIteration):
+                if not self._next_epoch():
+                    raise StopAsyncIteration from None
+            except Exception as exc:
+                _noted(exc, self._label)
+                raise
+
+
+def source_step(
+    fn: Callable[[], Any], is_async: bool, meter: _Meter, stop: _Stopping, label: str
+) -> Callable[[], Any]:
+    """A producer that calls ``fn()`` for each item (a queue's dequeue, a callable)."""
+    w = meter.worker()
+    ends = (StopIteration, StopAsyncIteration)
+
+    if is_async:
+
+        async def astep() -> _Box:
+            t0 = meter.began(w)
+            try:
+                value = await stop.interruptible(fn)
+            except ends:
+                raise
+            except Exception as exc:
+                if not isinstance(exc, _CLEAN):
+                    _noted(exc, label)
+                raise
+            t1 = _perf()
+            w.busy += t1 - t0
+            w.returned = t1
+            return _Box(value)
+
+        return astep
+
+    def step() -> _Box:
+        t0 = meter.began(w)
+        stop.check()
+        try:
+            value = fn()
+        except ends:
+            raise
+        except Exception as exc:
+            if not isinstance(exc, _CLEAN):
+                _noted(exc, label)
+            raise
+        t1 = _perf()
+        w.busy += t1 - t0
+        w.returned = t1
+        return _Box(value)
+
+    return step
