@@ -241,7 +241,7 @@ class _PrioritySpec(ElementSpec):
         self._single = False
         self._one_fast = False
 
-    def _convert(self, i: int, value: Any) -> Any:
+    def _convert(self, i: int, value: Any, batch: bool = False) -> Any:
         if i == 0:
             arr = np.asarray(value)
             if arr.dtype.kind not in "iu" or not np.can_cast(arr.dtype, np.int64, "same_kind"):
@@ -258,7 +258,7 @@ class _PrioritySpec(ElementSpec):
                 raise ElementSpecError(
                     f"{self.owner}: priority {value!r} does not fit int64"
                 ) from exc
-        return super()._convert(i, value)
+        return super()._convert(i, value, batch)
 
     def _check_shape(self, i: int, arr: Any, batch: int | None, value: Any) -> None:
         if i == 0 and self.shapes is None:

@@ -206,7 +206,7 @@ class ElementSpec:
 
     # -- conversion --------------------------------------------------------------------
 
-    def _convert(self, i: int, value: Any) -> npt.NDArray[Any]:
+    def _convert(self, i: int, value: Any, batch: bool = False) -> npt.NDArray[Any]:
         dt = self.dtypes[i]
         if isinstance(value, (np.ndarray, np.generic)):
             arr = np.asarray(value)
@@ -219,6 +219,18 @@ class ElementSpec:
                 f"got {arr.dtype}"
             )
         if dt.kind == "O":
+            if self.shapes is not None and self.shapes[i] == ():
+                # A scalar object component holds any Python object as it is, tuples
+                # and lists included; a batch of them is a sequence with one per element.
+                if not batch:
+                    arr = np.empty((), dtype=object)
+                    arr[()] = value
+                    return arr
+                if isinstance(value, (list, tuple)):
+                    arr = np.empty(len(value), dtype=object)
+                    for j, item in enumerate(value):
+                        arr[j] = item
+                    return arr
             try:
                 arr = np.empty((), dtype=object)
                 if isinstance(value, (list, tuple)):
@@ -312,7 +324,7 @@ class ElementSpec:
         out = []
         sizes: list[int] = []
         for i, part in enumerate(parts):
-            arr = self._convert(i, part)
+            arr = self._convert(i, part, batch=True)
             self._check_shape(i, arr, 0, value)
             out.append(arr)
             sizes.append(arr.shape[0])

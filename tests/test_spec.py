@@ -427,3 +427,15 @@ async def test_shape_less_queue_checks_component_count_and_dtype() -> None:
     with pytest.raises(aqueue.ElementSpecError):
         await q.enqueue_many(([1, 2], [1, 2, 3]))
     _unchanged(q, 0, 0)
+
+
+def test_scalar_object_component_holds_tuples_and_lists_as_they_are() -> None:
+    """A dtype=object, shape=() component stores any Python object, sequences included."""
+    q = aqueue.FIFOQueue(4, object, ())
+    q.enqueue_nowait((1, 2))
+    q.enqueue_many_nowait([(3, 4), ["a", "b"]])
+    assert q.dequeue_nowait() == (1, 2)
+    batch = q.dequeue_many_nowait(2)
+    assert batch.shape == (2,)
+    assert batch[0] == (3, 4)
+    assert batch[1] == ["a", "b"]
