@@ -38,6 +38,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Final
 
 import numpy as np
@@ -433,49 +434,36 @@ class QueueCore:
     # -- drivers -------------------------------------------------------------------------
 
     async def _get(self, w: _Waiter, *, checkpointed: bool = False) -> Any:
+        return await self._drive(w, True, self._step_get, checkpointed)
+
+    async def _put(self, w: _Waiter, *, checkpointed: bool = False) -> None:
+        await self._drive(w, False, self._step_put_or_wait, checkpointed)
+
+    async def _drive(
+        self, w: _Waiter, getter: bool, step: Callable[[_Waiter], Any], checkpointed: bool
+    ) -> Any:
+        """Run request ``w`` on the event loop: try, park, and retry when notified."""
         if not checkpointed:
             await checkpoint()
         with self._lock:
-            result = self._step_get(w)
+            result = step(w)
             if result is not _WAIT:
                 return result
             w.waker = make_waker()
-            self._add(self._getters, w, True)
+            self._add(self._getters if getter else self._putters, w, getter)
             self._notify()
         try:
             while True:
                 assert w.waker is not None
                 await w.waker.wait()
                 with self._lock:
-                    result = self._step_get(w)
+                    result = step(w)
                     if result is not _WAIT:
                         return result
                     w.notified = False
                     w.waker = make_waker()
         except BaseException:
-            self._abandon(w, True)
-            raise
-
-    async def _put(self, w: _Waiter, *, checkpointed: bool = False) -> None:
-        if not checkpointed:
-            await checkpoint()
-        with self._lock:
-            if self._step_put(w):
-                return
-            w.waker = make_waker()
-            self._add(self._putters, w, False)
-            self._notify()
-        try:
-            while True:
-                assert w.waker is not None
-                await w.waker.wait()
-                with self._lock:
-                    if self._step_put(w):
-                        return
-                    w.notified = False
-                    w.waker = make_waker()
-        except BaseException:
-            self._abandon(w, False)
+            self._abandon(w, getter)
             raise
 
     def _get_nowait(self, w: _Waiter) -> Any:

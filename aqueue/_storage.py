@@ -393,14 +393,10 @@ def _own(comps: Components) -> Components:
     )
 
 
-class DequeStorage(Storage):
-    """FIFO of per-element tuples (no declared shapes, or padded shapes)."""
+class _TupleStorage(Storage):
+    """Shared admission for storages that keep one tuple per element in ``_items``."""
 
-    def __init__(self, dtypes: Sequence[np.dtype[Any]], *, pad: bool) -> None:
-        self._dtypes = tuple(dtypes)
-        self._pad = pad
-        self._items: deque[Components] = deque()
-        self.size = 0
+    _items: deque[Components] | list[Components]
 
     def put_one(self, comps: Components) -> None:
         self._items.append(_own(comps))
@@ -410,6 +406,16 @@ class DequeStorage(Storage):
         for j in range(start, stop):
             self._items.append(_own(tuple(c[j] for c in comps)))
         self.size += max(0, stop - start)
+
+
+class DequeStorage(_TupleStorage):
+    """FIFO of per-element tuples (no declared shapes, or padded shapes)."""
+
+    def __init__(self, dtypes: Sequence[np.dtype[Any]], *, pad: bool) -> None:
+        self._dtypes = tuple(dtypes)
+        self._pad = pad
+        self._items: deque[Components] = deque()
+        self.size = 0
 
     def take_one(self) -> Components:
         self.size -= 1
@@ -430,7 +436,7 @@ class DequeStorage(Storage):
         self.size += len(elements)
 
 
-class ListPoolStorage(Storage):
+class ListPoolStorage(_TupleStorage):
     """Random-order pool of per-element tuples (no declared shapes)."""
 
     def __init__(self, dtypes: Sequence[np.dtype[Any]], rng: np.random.Generator) -> None:
@@ -438,15 +444,6 @@ class ListPoolStorage(Storage):
         self._items: list[Components] = []
         self._rng = rng
         self.size = 0
-
-    def put_one(self, comps: Components) -> None:
-        self._items.append(_own(comps))
-        self.size += 1
-
-    def put_rows(self, comps: Components, start: int, stop: int) -> None:
-        for j in range(start, stop):
-            self._items.append(_own(tuple(c[j] for c in comps)))
-        self.size += max(0, stop - start)
 
     def take_one(self) -> Components:
         items = self._items
