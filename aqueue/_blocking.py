@@ -78,6 +78,14 @@ class BlockingQueue:
         """Remove and return one element, blocking while none can be taken."""
         q = self._q
         q._thread_check("dequeue")
+        with q._lock:  # fast path: an element can be taken and nobody queued ahead
+            st = q._storage
+            if not q._getters and st.size > (0 if q._closed else q._min_after):
+                comps = st.take_one()
+                q._dequeued_total += 1
+                if q._putters:
+                    q._notify()
+                return comps[0] if q._single else q._spec.pack(comps)
         return q._thread_run(q._getter(0, 1), True, timeout, "dequeue")
 
     def dequeue_many(self, n: int, timeout: float | None = None) -> Any:
