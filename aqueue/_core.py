@@ -423,7 +423,8 @@ class QueueCore:
         return w
 
     def _batch_op(self, n: Any, what: str) -> int:
-        n = _check_count(n, f"{type(self).__name__} '{self._name}'.{what}")
+        if type(n) is not int or n < 0:  # the message is only built for bad input
+            n = _check_count(n, f"{type(self).__name__} '{self._name}'.{what}")
         if self._spec.shapes is None:
             raise ElementSpecError(
                 f"{type(self).__name__} '{self._name}'.{what} requires the components to have "
