@@ -27,10 +27,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._args import int_arg, name_arg, seed_arg
 from ._base import QueueBase
 from ._batch_spec import QueueSpec, first_value, spec_from_example, spec_from_queue, user_spec
 from ._errors import ElementSpecError, OutOfRangeError
-from ._input import _int_arg, _name_arg, _seed_arg
 from ._queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue
 from ._runner import QueueRunner, add_queue_runner
 
@@ -263,21 +263,21 @@ def _plan(
     allow_smaller_final_batch: bool,
     name: Any,
 ) -> Batches:
-    qname = _name_arg(name, kind)
+    qname = name_arg(name, kind)
     owner = f"{kind} '{qname}'"
-    size = _int_arg(batch_size, "batch_size", owner, 1)
+    size = int_arg(batch_size, "batch_size", owner, 1)
     plan = _BatchPlan(qname, owner)
-    plan.capacity = _int_arg(capacity, "capacity", owner, 1)
+    plan.capacity = int_arg(capacity, "capacity", owner, 1)
     plan.shuffle = kind.startswith("shuffle")
     if plan.shuffle:
-        mad = _int_arg(min_after_dequeue, "min_after_dequeue", owner, 0)
+        mad = int_arg(min_after_dequeue, "min_after_dequeue", owner, 0)
         if plan.capacity <= mad:
             raise ElementSpecError(
                 f"{owner}: capacity ({plan.capacity}) must be greater than min_after_dequeue "
                 f"({mad})"
             )
         plan.min_after_dequeue = mad
-        plan.seed = _seed_arg(seed, owner)
+        plan.seed = seed_arg(seed, owner)
     plan.enqueue_many = bool(enqueue_many)
     plan.dynamic_pad = bool(dynamic_pad)
     given = user_spec(dtypes, shapes, owner)
@@ -308,7 +308,7 @@ def _plan(
 
 
 def _threads_arg(num_threads: Any, owner: str) -> int:
-    return _int_arg(num_threads, "num_threads", owner, 1)
+    return int_arg(num_threads, "num_threads", owner, 1)
 
 
 def batch(

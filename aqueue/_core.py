@@ -41,8 +41,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
-import numpy as np
-
+from ._args import int_arg
 from ._backend import Waker, checkpoint, in_event_loop, make_waker
 from ._errors import ElementSpecError, OutOfRangeError, QueueClosedError, QueueEmpty, QueueFull
 from ._spec import Components, ElementSpec
@@ -111,14 +110,6 @@ class _Waiter:
             self.event.set()
         elif self.waker is not None:
             self.waker.set()
-
-
-def _check_count(n: Any, what: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        raise ElementSpecError(f"{what}: n must be an int, got {type(n).__name__}")
-    if n < 0:
-        raise ElementSpecError(f"{what}: n must be >= 0, got {n}")
-    return int(n)
 
 
 class QueueCore:
@@ -424,7 +415,7 @@ class QueueCore:
 
     def _batch_op(self, n: Any, what: str) -> int:
         if type(n) is not int or n < 0:  # the message is only built for bad input
-            n = _check_count(n, f"{type(self).__name__} '{self._name}'.{what}")
+            n = int_arg(n, "n", f"{type(self).__name__} '{self._name}'.{what}", 0)
         if self._spec.shapes is None:
             raise ElementSpecError(
                 f"{type(self).__name__} '{self._name}'.{what} requires the components to have "

@@ -21,7 +21,6 @@ The batching helpers live in ``_batching.py``.
 
 from __future__ import annotations
 
-import numbers
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,6 +29,7 @@ import anyio
 import numpy as np
 import numpy.typing as npt
 
+from ._args import epochs_arg, int_arg, name_arg, seed_arg
 from ._errors import ElementSpecError
 from ._queues import FIFOQueue
 from ._runner import QueueRunner, add_queue_runner
@@ -43,32 +43,6 @@ __all__ = [
 ]
 
 # -- argument checks ----------------------------------------------------------------------
-
-
-def _int_arg(value: Any, what: str, owner: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ElementSpecError(f"{owner}: {what} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ElementSpecError(f"{owner}: {what} must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def _epochs_arg(num_epochs: Any, owner: str) -> int | None:
-    if num_epochs is None:
-        return None
-    return _int_arg(num_epochs, "num_epochs", owner, 1)
-
-
-def _seed_arg(seed: Any, owner: str) -> int | None:
-    return None if seed is None else _int_arg(seed, "seed", owner, 0)
-
-
-def _name_arg(name: Any, default: str) -> str:
-    if name is None:
-        return default
-    if not isinstance(name, str):
-        raise ElementSpecError(f"name must be a str, got {type(name).__name__}")
-    return name
 
 
 # -- limit_epochs -------------------------------------------------------------------------
@@ -119,7 +93,7 @@ def limit_epochs(values: Any, num_epochs: int | None) -> _EpochIterator:
         ElementSpecError: ``num_epochs <= 0``, or ``values`` is empty, a str or bytes.
     """
     owner = "limit_epochs"
-    epochs = _epochs_arg(num_epochs, owner)
+    epochs = epochs_arg(num_epochs, owner)
     if isinstance(values, (str, bytes)):
         raise ElementSpecError(
             f"{owner}: values must be a sequence of items, got a {type(values).__name__}; "
@@ -238,11 +212,11 @@ def input_producer(
         ElementSpecError: Empty or ragged input, a row shape other than
             ``element_shape``, or a bad ``num_epochs``, ``seed`` or ``capacity``.
     """
-    qname = _name_arg(name, "input_producer")
+    qname = name_arg(name, "input_producer")
     owner = f"input_producer '{qname}'"
-    epochs = _epochs_arg(num_epochs, owner)
-    seed = _seed_arg(seed, owner)
-    capacity = _int_arg(capacity, "capacity", owner, 1)
+    epochs = epochs_arg(num_epochs, owner)
+    seed = seed_arg(seed, owner)
+    capacity = int_arg(capacity, "capacity", owner, 1)
     arr = _as_rows(input_array, "input_array", owner)
     if element_shape is not None:
         want = tuple(int(d) for d in element_shape)
@@ -274,11 +248,11 @@ def string_input_producer(
     Raises:
         ElementSpecError: ``strings`` is empty, a single str, or holds a non-string.
     """
-    qname = _name_arg(name, "string_input_producer")
+    qname = name_arg(name, "string_input_producer")
     owner = f"string_input_producer '{qname}'"
-    epochs = _epochs_arg(num_epochs, owner)
-    seed = _seed_arg(seed, owner)
-    capacity = _int_arg(capacity, "capacity", owner, 1)
+    epochs = epochs_arg(num_epochs, owner)
+    seed = seed_arg(seed, owner)
+    capacity = int_arg(capacity, "capacity", owner, 1)
     if isinstance(strings, (str, bytes)):
         raise ElementSpecError(
             f"{owner}: strings must be a sequence of strings, got a single "
@@ -317,12 +291,12 @@ def range_input_producer(
     Raises:
         ElementSpecError: ``limit < 1`` or not an int.
     """
-    qname = _name_arg(name, "range_input_producer")
+    qname = name_arg(name, "range_input_producer")
     owner = f"range_input_producer '{qname}'"
-    limit = _int_arg(limit, "limit", owner, 1)
-    epochs = _epochs_arg(num_epochs, owner)
-    seed = _seed_arg(seed, owner)
-    capacity = _int_arg(capacity, "capacity", owner, 1)
+    limit = int_arg(limit, "limit", owner, 1)
+    epochs = epochs_arg(num_epochs, owner)
+    seed = seed_arg(seed, owner)
+    capacity = int_arg(capacity, "capacity", owner, 1)
     arr = np.arange(limit, dtype=np.int64)
     return _producer_queue(
         (arr,), None, num_epochs=epochs, shuffle=shuffle, seed=seed, capacity=capacity, name=qname
@@ -347,11 +321,11 @@ def slice_input_producer(
     Raises:
         ElementSpecError: ``arrays`` is empty, or the arrays differ in length.
     """
-    qname = _name_arg(name, "slice_input_producer")
+    qname = name_arg(name, "slice_input_producer")
     owner = f"slice_input_producer '{qname}'"
-    epochs = _epochs_arg(num_epochs, owner)
-    seed = _seed_arg(seed, owner)
-    capacity = _int_arg(capacity, "capacity", owner, 1)
+    epochs = epochs_arg(num_epochs, owner)
+    seed = seed_arg(seed, owner)
+    capacity = int_arg(capacity, "capacity", owner, 1)
     names: tuple[str, ...] | None = None
     if isinstance(arrays, Mapping):
         names = tuple(arrays)

@@ -37,10 +37,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from ._args import epochs_arg, int_arg, name_arg, seed_arg
 from ._base import QueueBase
 from ._coordinator import Coordinator
 from ._errors import ElementSpecError
-from ._input import _int_arg, _name_arg, _seed_arg
 from ._pipeline_run import _ZERO_FIELDS, _Opened, _report, _Run, _Spec
 from ._stages import StageStatistics, is_async_callable
 
@@ -91,7 +91,7 @@ class Pipeline:
                 f"Pipeline.from_iterable: expected an iterable of items, got "
                 f"{type(iterable).__name__}{hint}"
             )
-        label = _name_arg(name, f"from_iterable({type(iterable).__name__})")
+        label = name_arg(name, f"from_iterable({type(iterable).__name__})")
         return cls((_Spec("iterable", label, iterable),))
 
     @classmethod
@@ -102,7 +102,7 @@ class Pipeline:
                 "Pipeline.from_async_iterable: expected an async iterable, got "
                 f"{type(iterable).__name__}"
             )
-        label = _name_arg(name, f"from_async_iterable({type(iterable).__name__})")
+        label = name_arg(name, f"from_async_iterable({type(iterable).__name__})")
         return cls((_Spec("async_iterable", label, iterable),))
 
     @classmethod
@@ -112,7 +112,7 @@ class Pipeline:
             raise TypeError(
                 f"Pipeline.from_queue: expected an aqueue queue, got {type(queue).__name__}"
             )
-        label = _name_arg(name, f"from_queue({queue.name})")
+        label = name_arg(name, f"from_queue({queue.name})")
         return cls((_Spec("queue", label, queue),))
 
     @classmethod
@@ -121,7 +121,7 @@ class Pipeline:
         one on a worker thread) until it raises StopIteration, StopAsyncIteration or
         OutOfRangeError."""
         _callable_arg(fn, "from_producer")
-        label = _name_arg(name, f"from_producer({_describe(fn)})")
+        label = name_arg(name, f"from_producer({_describe(fn)})")
         return cls((_Spec("producer", label, fn),))
 
     # -- stages --------------------------------------------------------------------------
@@ -154,8 +154,8 @@ class Pipeline:
             ElementSpecError: A bad concurrency, capacity or executor.
         """
         _callable_arg(fn, "map")
-        label = _name_arg(name, f"map({_describe(fn)})")
-        conc = _int_arg(concurrency, "concurrency", f"Pipeline.map {label!r}", 1)
+        label = name_arg(name, f"map({_describe(fn)})")
+        conc = int_arg(concurrency, "concurrency", f"Pipeline.map {label!r}", 1)
         is_async = is_async_callable(fn)
         if executor not in (None, "thread", "process"):
             raise ElementSpecError(
@@ -189,7 +189,7 @@ class Pipeline:
         work); an async one is awaited. Dropped items are counted as ``items_dropped``.
         """
         _callable_arg(pred, "filter")
-        label = _name_arg(name, f"filter({_describe(pred)})")
+        label = name_arg(name, f"filter({_describe(pred)})")
         return self._then(
             _Spec(
                 "filter",
@@ -218,10 +218,10 @@ class Pipeline:
         Raises:
             ElementSpecError: ``capacity <= min_after_dequeue`` or a bad seed.
         """
-        label = _name_arg(name, "shuffle")
+        label = name_arg(name, "shuffle")
         owner = f"Pipeline.shuffle {label!r}"
-        cap = _int_arg(capacity, "capacity", owner, 1)
-        mad = _int_arg(min_after_dequeue, "min_after_dequeue", owner, 0)
+        cap = int_arg(capacity, "capacity", owner, 1)
+        mad = int_arg(min_after_dequeue, "min_after_dequeue", owner, 0)
         if cap <= mad:
             raise ElementSpecError(
                 f"{owner}: capacity ({cap}) must be greater than min_after_dequeue ({mad})"
@@ -232,7 +232,7 @@ class Pipeline:
                 label,
                 capacity=max(1, cap - mad - 1),
                 size=mad,
-                seed=_seed_arg(seed, owner),
+                seed=seed_arg(seed, owner),
             )
         )
 
@@ -251,8 +251,8 @@ class Pipeline:
         leftovers are dropped unless ``allow_smaller_final_batch``. ``dynamic_pad``
         pads arrays of one rank to the largest shape in the batch (0 or ``""``).
         """
-        label = _name_arg(name, f"batch({batch_size})")
-        size = _int_arg(batch_size, "batch_size", f"Pipeline.batch {label!r}", 1)
+        label = name_arg(name, f"batch({batch_size})")
+        size = int_arg(batch_size, "batch_size", f"Pipeline.batch {label!r}", 1)
         return self._then(
             _Spec(
                 "batch",
@@ -267,8 +267,8 @@ class Pipeline:
 
     def prefetch(self, buffer_size: int, *, name: str | None = None) -> Pipeline:
         """Keep up to ``buffer_size`` items ready ahead of the consumer."""
-        label = _name_arg(name, f"prefetch({buffer_size})")
-        size = _int_arg(buffer_size, "buffer_size", f"Pipeline.prefetch {label!r}", 1)
+        label = name_arg(name, f"prefetch({buffer_size})")
+        size = int_arg(buffer_size, "buffer_size", f"Pipeline.prefetch {label!r}", 1)
         return self._then(_Spec("prefetch", label, capacity=size))
 
     def repeat(self, num_epochs: int | None = None) -> Pipeline:
@@ -283,7 +283,7 @@ class Pipeline:
                 ``repeat`` after a shuffle or batch, or a second ``repeat``.
         """
         owner = "Pipeline.repeat"
-        epochs = None if num_epochs is None else _int_arg(num_epochs, "num_epochs", owner, 1)
+        epochs = epochs_arg(num_epochs, owner)
         source = self._specs[0]
         late = [s.label for s in self._specs[1:] if s.kind not in _ELEMENTWISE]
         if late:
@@ -310,7 +310,7 @@ class Pipeline:
     def _capacity_arg(capacity: Any, label: str) -> int | None:
         if capacity is None:
             return None
-        return _int_arg(capacity, "capacity", f"Pipeline stage {label!r}", 1)
+        return int_arg(capacity, "capacity", f"Pipeline stage {label!r}", 1)
 
     # -- running -------------------------------------------------------------------------
 

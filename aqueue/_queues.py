@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import numpy as np
 
+from ._args import int_arg, name_arg, seed_arg
 from ._base import QueueBase
 from ._errors import ElementSpecError
 from ._spec import ElementSpec, normalize_dtypes, normalize_shapes
@@ -20,22 +20,6 @@ from ._storage import (
 )
 
 __all__ = ["FIFOQueue", "PaddingFIFOQueue", "PriorityQueue", "RandomShuffleQueue"]
-
-
-def _check_int(value: Any, what: str, owner: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ElementSpecError(f"{owner}: {what} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ElementSpecError(f"{owner}: {what} must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def _check_name(name: Any, default: str) -> str:
-    if name is None:
-        return default
-    if not isinstance(name, str):
-        raise ElementSpecError(f"queue name must be a str, got {type(name).__name__}")
-    return name
 
 
 def _names(names: Any, count: int, owner: str) -> tuple[str, ...] | None:
@@ -97,9 +81,9 @@ class FIFOQueue(QueueBase):
         *,
         name: str | None = None,
     ) -> None:
-        qname = _check_name(name, self._default_name)
+        qname = name_arg(name, self._default_name, "queue name")
         kind = type(self).__name__
-        capacity = _check_int(capacity, "capacity", f"{kind} '{qname}'", 1)
+        capacity = int_arg(capacity, "capacity", f"{kind} '{qname}'", 1)
         spec = _spec(kind, qname, dtypes, shapes, names)
         storage: Storage
         if spec.shapes is not None:
@@ -128,9 +112,9 @@ class PaddingFIFOQueue(QueueBase):
         *,
         name: str | None = None,
     ) -> None:
-        qname = _check_name(name, self._default_name)
+        qname = name_arg(name, self._default_name, "queue name")
         kind = type(self).__name__
-        capacity = _check_int(capacity, "capacity", f"{kind} '{qname}'", 1)
+        capacity = int_arg(capacity, "capacity", f"{kind} '{qname}'", 1)
         spec = _spec(
             kind, qname, dtypes, shapes, names, allow_unknown_dims=True, require_shapes=True
         )
@@ -168,17 +152,16 @@ class RandomShuffleQueue(QueueBase):
         seed: int | None = None,
         name: str | None = None,
     ) -> None:
-        qname = _check_name(name, self._default_name)
+        qname = name_arg(name, self._default_name, "queue name")
         kind = type(self).__name__
         owner = f"{kind} '{qname}'"
-        capacity = _check_int(capacity, "capacity", owner, 1)
-        mad = _check_int(min_after_dequeue, "min_after_dequeue", owner, 0)
+        capacity = int_arg(capacity, "capacity", owner, 1)
+        mad = int_arg(min_after_dequeue, "min_after_dequeue", owner, 0)
         if mad >= capacity:
             raise ElementSpecError(
                 f"{owner}: min_after_dequeue must be < capacity ({capacity}), got {mad}"
             )
-        if seed is not None:
-            seed = _check_int(seed, "seed", owner, 0)
+        seed = seed_arg(seed, owner)
         spec = _spec(kind, qname, dtypes, shapes, names)
         rng = np.random.default_rng(seed)
         storage: Storage
@@ -219,10 +202,10 @@ class PriorityQueue(QueueBase):
         *,
         name: str | None = None,
     ) -> None:
-        qname = _check_name(name, self._default_name)
+        qname = name_arg(name, self._default_name, "queue name")
         kind = type(self).__name__
         owner = f"{kind} '{qname}'"
-        capacity = _check_int(capacity, "capacity", owner, 1)
+        capacity = int_arg(capacity, "capacity", owner, 1)
         dts = normalize_dtypes(dtypes, owner=owner)
         shp = normalize_shapes(shapes, len(dts), owner=owner, allow_unknown_dims=False)
         all_dtypes = (np.dtype(np.int64), *dts)
