@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -162,25 +163,45 @@ def _as_rows(value: Any, what: str, owner: str) -> npt.NDArray[Any]:
     return arr
 
 
+@dataclass(frozen=True)
+class _ProducerArgs:
+    """The checked arguments every ``*_input_producer`` shares."""
+
+    name: str
+    owner: str
+    num_epochs: int | None
+    shuffle: bool
+    seed: int | None
+    capacity: int
+
+
+def _producer_args(
+    kind: str, name: Any, num_epochs: Any, shuffle: Any, seed: Any, capacity: Any
+) -> _ProducerArgs:
+    qname = name_arg(name, kind)
+    owner = f"{kind} '{qname}'"
+    return _ProducerArgs(
+        qname,
+        owner,
+        epochs_arg(num_epochs, owner),
+        bool(shuffle),
+        seed_arg(seed, owner),
+        int_arg(capacity, "capacity", owner, 1),
+    )
+
+
 def _producer_queue(
-    comps: tuple[npt.NDArray[Any], ...],
-    names: tuple[str, ...] | None,
-    *,
-    num_epochs: int | None,
-    shuffle: bool,
-    seed: int | None,
-    capacity: int,
-    name: str,
+    comps: tuple[npt.NDArray[Any], ...], names: tuple[str, ...] | None, args: _ProducerArgs
 ) -> FIFOQueue:
     queue = FIFOQueue(
-        capacity,
+        args.capacity,
         [c.dtype for c in comps],
         [tuple(c.shape[1:]) for c in comps],
         names,
-        name=name,
+        name=args.name,
     )
-    feeder = _EpochFeeder(comps, names, num_epochs, bool(shuffle), seed)
-    add_queue_runner(QueueRunner(queue, [feeder], enqueue_many=True, name=name))
+    feeder = _EpochFeeder(comps, names, args.num_epochs, args.shuffle, args.seed)
+    add_queue_runner(QueueRunner(queue, [feeder], enqueue_many=True, name=args.name))
     return queue
 
 
@@ -212,11 +233,8 @@ def input_producer(
         ElementSpecError: Empty or ragged input, a row shape other than
             ``element_shape``, or a bad ``num_epochs``, ``seed`` or ``capacity``.
     """
-    qname = name_arg(name, "input_producer")
-    owner = f"input_producer '{qname}'"
-    epochs = epochs_arg(num_epochs, owner)
-    seed = seed_arg(seed, owner)
-    capacity = int_arg(capacity, "capacity", owner, 1)
+    args = _producer_args("input_producer", name, num_epochs, shuffle, seed, capacity)
+    owner = args.owner
     arr = _as_rows(input_array, "input_array", owner)
     if element_shape is not None:
         want = tuple(int(d) for d in element_shape)
@@ -225,9 +243,7 @@ def input_producer(
                 f"{owner}: element_shape {want} does not match the rows of input_array, "
                 f"which have shape {arr.shape[1:]}"
             )
-    return _producer_queue(
-        (arr,), None, num_epochs=epochs, shuffle=shuffle, seed=seed, capacity=capacity, name=qname
-    )
+    return _producer_queue((arr,), None, args)
 
 
 def string_input_producer(
@@ -248,11 +264,8 @@ def string_input_producer(
     Raises:
         ElementSpecError: ``strings`` is empty, a single str, or holds a non-string.
     """
-    qname = name_arg(name, "string_input_producer")
-    owner = f"string_input_producer '{qname}'"
-    epochs = epochs_arg(num_epochs, owner)
-    seed = seed_arg(seed, owner)
-    capacity = int_arg(capacity, "capacity", owner, 1)
+    args = _producer_args("string_input_producer", name, num_epochs, shuffle, seed, capacity)
+    owner = args.owner
     if isinstance(strings, (str, bytes)):
         raise ElementSpecError(
             f"{owner}: strings must be a sequence of strings, got a single "
@@ -270,9 +283,7 @@ def string_input_producer(
                 f"{owner}: strings[{i}] must be a str, bytes or path, got {type(s).__name__}"
             )
         arr[i] = s
-    return _producer_queue(
-        (arr,), None, num_epochs=epochs, shuffle=shuffle, seed=seed, capacity=capacity, name=qname
-    )
+    return _producer_queue((arr,), None, args)
 
 
 def range_input_producer(
@@ -291,16 +302,10 @@ def range_input_producer(
     Raises:
         ElementSpecError: ``limit < 1`` or not an int.
     """
-    qname = name_arg(name, "range_input_producer")
-    owner = f"range_input_producer '{qname}'"
-    limit = int_arg(limit, "limit", owner, 1)
-    epochs = epochs_arg(num_epochs, owner)
-    seed = seed_arg(seed, owner)
-    capacity = int_arg(capacity, "capacity", owner, 1)
+    args = _producer_args("range_input_producer", name, num_epochs, shuffle, seed, capacity)
+    limit = int_arg(limit, "limit", args.owner, 1)
     arr = np.arange(limit, dtype=np.int64)
-    return _producer_queue(
-        (arr,), None, num_epochs=epochs, shuffle=shuffle, seed=seed, capacity=capacity, name=qname
-    )
+    return _producer_queue((arr,), None, args)
 
 
 def slice_input_producer(
@@ -321,11 +326,8 @@ def slice_input_producer(
     Raises:
         ElementSpecError: ``arrays`` is empty, or the arrays differ in length.
     """
-    qname = name_arg(name, "slice_input_producer")
-    owner = f"slice_input_producer '{qname}'"
-    epochs = epochs_arg(num_epochs, owner)
-    seed = seed_arg(seed, owner)
-    capacity = int_arg(capacity, "capacity", owner, 1)
+    args = _producer_args("slice_input_producer", name, num_epochs, shuffle, seed, capacity)
+    owner = args.owner
     names: tuple[str, ...] | None = None
     if isinstance(arrays, Mapping):
         names = tuple(arrays)
@@ -342,6 +344,4 @@ def slice_input_producer(
     lengths = [len(c) for c in comps]
     if len(set(lengths)) > 1:
         raise ElementSpecError(f"{owner}: the arrays must have the same length, got {lengths}")
-    return _producer_queue(
-        comps, names, num_epochs=epochs, shuffle=shuffle, seed=seed, capacity=capacity, name=qname
-    )
+    return _producer_queue(comps, names, args)
