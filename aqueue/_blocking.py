@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._core import _MANY, _ONE, _UP_TO
 from ._errors import ElementSpecError
 
 if TYPE_CHECKING:
@@ -45,17 +46,7 @@ class BlockingQueue:
         """Add one element, blocking while the queue is full."""
         q = self._q
         q._thread_check("enqueue")
-        w = q._putter_one(element)
-        with q._lock:  # fast path: room now and nobody queued ahead
-            st = q._storage
-            size = st.size
-            if size < q._capacity and not q._closed and not q._putters:
-                q._admit_one(w.comps)
-                q._admitted(1)
-                if q._getters:
-                    q._notify()
-                return
-        q._thread_run(w, False, timeout, "enqueue")
+        q._thread_run(q._putter_one(element), False, timeout, "enqueue")
 
     def enqueue_many(self, batch: Any, timeout: float | None = None) -> None:
         """Add a batch; progressive without timeout, all-or-nothing with one."""
@@ -78,33 +69,23 @@ class BlockingQueue:
         """Remove and return one element, blocking while none can be taken."""
         q = self._q
         q._thread_check("dequeue")
-        with q._lock:  # fast path: an element can be taken and nobody queued ahead
-            st = q._storage
-            if not q._getters and st.size > (0 if q._closed else q._min_after):
-                comps = st.take_one()
-                q._dequeued_total += 1
-                if q._putters:
-                    q._notify()
-                return comps[0] if q._single else q._spec.pack(comps)
-        return q._thread_run(q._getter(0, 1), True, timeout, "dequeue")
+        return q._thread_run(q._getter(_ONE, 1), True, timeout, "dequeue")
 
     def dequeue_many(self, n: int, timeout: float | None = None) -> Any:
         """Remove and return exactly ``n`` elements as a batch."""
-        q = self._q
-        q._thread_check("dequeue_many")
-        n = q._batch_op(n, "dequeue_many")
-        if n == 0:
-            return q._spec.empty_batch()
-        return q._thread_run(q._getter(1, n), True, timeout, "dequeue_many")
+        return self._dequeue_batch(_MANY, n, timeout, "dequeue_many")
 
     def dequeue_up_to(self, n: int, timeout: float | None = None) -> Any:
         """Like dequeue_many, but once the queue is closed return the 1..n that remain."""
+        return self._dequeue_batch(_UP_TO, n, timeout, "dequeue_up_to")
+
+    def _dequeue_batch(self, mode: int, n: int, timeout: float | None, what: str) -> Any:
         q = self._q
-        q._thread_check("dequeue_up_to")
-        n = q._batch_op(n, "dequeue_up_to")
+        q._thread_check(what)
+        n = q._batch_op(n, what)
         if n == 0:
             return q._spec.empty_batch()
-        return q._thread_run(q._getter(2, n), True, timeout, "dequeue_up_to")
+        return q._thread_run(q._getter(mode, n), True, timeout, what)
 
     def close(self, cancel_pending_enqueues: bool = False) -> None:
         """Close the queue (see ``close`` on the queue)."""
