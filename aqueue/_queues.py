@@ -35,9 +35,15 @@ def _names(names: Any, count: int, owner: str) -> tuple[str, ...] | None:
     return tuple(items)
 
 
+def _identity(queue: QueueBase, name: Any, capacity: Any) -> tuple[str, str, int]:
+    """The queue's name, its description for messages, and its checked capacity."""
+    qname = name_arg(name, queue._default_name, "queue name")
+    owner = f"{type(queue).__name__} '{qname}'"
+    return qname, owner, int_arg(capacity, "capacity", owner, 1)
+
+
 def _spec(
-    kind: str,
-    name: str,
+    owner: str,
     dtypes: Any,
     shapes: Any,
     names: Any,
@@ -45,7 +51,6 @@ def _spec(
     allow_unknown_dims: bool = False,
     require_shapes: bool = False,
 ) -> ElementSpec:
-    owner = f"{kind} '{name}'"
     dts = normalize_dtypes(dtypes, owner=owner)
     if not dts:
         raise ElementSpecError(f"{owner}: dtypes must name at least one component")
@@ -81,10 +86,8 @@ class FIFOQueue(QueueBase):
         *,
         name: str | None = None,
     ) -> None:
-        qname = name_arg(name, self._default_name, "queue name")
-        kind = type(self).__name__
-        capacity = int_arg(capacity, "capacity", f"{kind} '{qname}'", 1)
-        spec = _spec(kind, qname, dtypes, shapes, names)
+        qname, owner, capacity = _identity(self, name, capacity)
+        spec = _spec(owner, dtypes, shapes, names)
         storage: Storage
         if spec.shapes is not None:
             storage = RingStorage(capacity, spec.dtypes, spec.shapes)
@@ -112,12 +115,8 @@ class PaddingFIFOQueue(QueueBase):
         *,
         name: str | None = None,
     ) -> None:
-        qname = name_arg(name, self._default_name, "queue name")
-        kind = type(self).__name__
-        capacity = int_arg(capacity, "capacity", f"{kind} '{qname}'", 1)
-        spec = _spec(
-            kind, qname, dtypes, shapes, names, allow_unknown_dims=True, require_shapes=True
-        )
+        qname, owner, capacity = _identity(self, name, capacity)
+        spec = _spec(owner, dtypes, shapes, names, allow_unknown_dims=True, require_shapes=True)
         storage: Storage
         if spec.fully_defined and spec.shapes is not None:
             storage = RingStorage(capacity, spec.dtypes, spec.shapes)
@@ -152,17 +151,14 @@ class RandomShuffleQueue(QueueBase):
         seed: int | None = None,
         name: str | None = None,
     ) -> None:
-        qname = name_arg(name, self._default_name, "queue name")
-        kind = type(self).__name__
-        owner = f"{kind} '{qname}'"
-        capacity = int_arg(capacity, "capacity", owner, 1)
+        qname, owner, capacity = _identity(self, name, capacity)
         mad = int_arg(min_after_dequeue, "min_after_dequeue", owner, 0)
         if mad >= capacity:
             raise ElementSpecError(
                 f"{owner}: min_after_dequeue must be < capacity ({capacity}), got {mad}"
             )
         seed = seed_arg(seed, owner)
-        spec = _spec(kind, qname, dtypes, shapes, names)
+        spec = _spec(owner, dtypes, shapes, names)
         rng = np.random.default_rng(seed)
         storage: Storage
         if spec.shapes is not None:
@@ -202,10 +198,7 @@ class PriorityQueue(QueueBase):
         *,
         name: str | None = None,
     ) -> None:
-        qname = name_arg(name, self._default_name, "queue name")
-        kind = type(self).__name__
-        owner = f"{kind} '{qname}'"
-        capacity = int_arg(capacity, "capacity", owner, 1)
+        qname, owner, capacity = _identity(self, name, capacity)
         dts = normalize_dtypes(dtypes, owner=owner)
         shp = normalize_shapes(shapes, len(dts), owner=owner, allow_unknown_dims=False)
         all_dtypes = (np.dtype(np.int64), *dts)
