@@ -86,16 +86,7 @@ class QueueBase(QueueCore):
 
         If cancelled, the element was not admitted.
         """
-        spec = self._spec
-        if (
-            type(element) is np.ndarray
-            and spec._one_fast
-            and element.dtype is spec._dtype0
-            and element.shape == spec._shape0
-        ):
-            comps: tuple[Any, ...] = (element,)
-        else:
-            comps = spec.element(element)
+        comps = self._spec.element(element)
         await (_sleep(0) if _get_running_loop() is not None else trio_checkpoint())
         with self._lock:  # fast path: room now and nobody queued ahead
             st = self._storage
