@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._backend import _get_running_loop, _sleep, checkpoint, in_event_loop, trio_checkpoint
+from ._backend import checkpoint, in_event_loop
 from ._core import _MANY, _ONE, _UP_TO, QueueCore, _Waiter
 from ._errors import ElementSpecError, OutOfRangeError
 from ._stats import QueueStatistics
@@ -87,8 +87,10 @@ class QueueBase(QueueCore):
         If cancelled, the element was not admitted.
         """
         comps = self._spec.element(element)
-        await (_sleep(0) if _get_running_loop() is not None else trio_checkpoint())
-        with self._lock:  # fast path: room now and nobody queued ahead
+        await checkpoint()
+        lock = self._lock  # fast path: room now and nobody queued ahead
+        lock.acquire()  # (acquire/release: half the cost of `with` here)
+        try:
             st = self._storage
             size = st.size
             if size < self._capacity and not self._closed and not self._putters:
@@ -102,6 +104,8 @@ class QueueBase(QueueCore):
                 if size >= self._peak:
                     self._peak = size + 1
                 return
+        finally:
+            lock.release()
         w = _Waiter(_ONE, 1)
         w.comps = comps
         w.count = 1
@@ -117,10 +121,12 @@ class QueueBase(QueueCore):
         An empty batch is a no-op.
         """
         comps, count = self._spec.batch(batch)
-        await (_sleep(0) if _get_running_loop() is not None else trio_checkpoint())
+        await checkpoint()
         if count == 0:
             return
-        with self._lock:  # fast path: room for the whole batch and nobody queued ahead
+        lock = self._lock  # fast path: room for the whole batch and nobody queued ahead
+        lock.acquire()  # (acquire/release: half the cost of `with` here)
+        try:
             st = self._storage
             if not self._closed and not self._putters and st.size + count <= self._capacity:
                 if self._getters:  # a waiting batch dequeue may take rows directly
@@ -131,6 +137,8 @@ class QueueBase(QueueCore):
                 st.put_rows(comps, 0, count)
                 self._admitted(count)
                 return
+        finally:
+            lock.release()
         w = _Waiter(_MANY, 0)
         w.comps = comps
         w.count = count
@@ -144,8 +152,10 @@ class QueueBase(QueueCore):
 
         If cancelled, nothing was consumed.
         """
-        await (_sleep(0) if _get_running_loop() is not None else trio_checkpoint())
-        with self._lock:  # fast path: an element can be taken and nobody queued ahead
+        await checkpoint()
+        lock = self._lock  # fast path: an element can be taken and nobody queued ahead
+        lock.acquire()  # (acquire/release: half the cost of `with` here)
+        try:
             st = self._storage
             if not self._getters and st.size > (0 if self._closed else self._min_after):
                 comps = st.take_one()
@@ -153,6 +163,8 @@ class QueueBase(QueueCore):
                 if self._putters:
                     self._notify()
                 return comps[0] if self._single else self._spec.pack(comps)
+        finally:
+            lock.release()
         return await self._get(self._getter(_ONE, 1), checkpointed=True)
 
     async def dequeue_many(self, n: int) -> Any:
@@ -166,10 +178,12 @@ class QueueBase(QueueCore):
         If cancelled, nothing was consumed.
         """
         n = self._batch_op(n, "dequeue_many")
-        await (_sleep(0) if _get_running_loop() is not None else trio_checkpoint())
+        await checkpoint()
         if n == 0:
             return self._spec.empty_batch()
-        with self._lock:  # fast path: n can be taken in one copy and nobody queued ahead
+        lock = self._lock  # fast path: n can be taken in one copy and nobody queued ahead
+        lock.acquire()  # (acquire/release: half the cost of `with` here)
+        try:
             st = self._storage
             if not self._getters and st.size - (0 if self._closed else self._min_after) >= n:
                 comps = st.take_batch(n)
@@ -177,6 +191,8 @@ class QueueBase(QueueCore):
                 if self._putters:
                     self._notify()
                 return comps[0] if self._single else self._spec.pack(comps)
+        finally:
+            lock.release()
         return await self._get(self._getter(_MANY, n), checkpointed=True)
 
     async def dequeue_up_to(self, n: int) -> Any:

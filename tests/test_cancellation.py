@@ -447,3 +447,32 @@ async def test_cancel_does_not_swallow_cancellation() -> None:
     task = await _blocked(waiter())
     task.cancel()
     assert await task == 1
+
+
+def test_checkpoint_follows_the_backend_across_runs() -> None:
+    """The fast paths try the backend seen last first; switching between asyncio and
+    trio runs in one thread (both directions, twice) keeps every op a real checkpoint:
+    a cancel scope cancelled beforehand stops the op there, and nothing changes."""
+    trio = pytest.importorskip("trio")
+    q = aqueue.FIFOQueue(8, np.int64, ())
+
+    async def round_trip(tag: int) -> None:
+        await q.enqueue(tag)
+        await q.enqueue_many(np.array([tag + 1, tag + 2]))
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await q.enqueue(-1)  # cancelled at its checkpoint: admits nothing
+        assert scope.cancelled_caught
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await q.dequeue()  # cancelled at its checkpoint: consumes nothing
+        assert scope.cancelled_caught
+        assert int(await q.dequeue()) == tag
+        assert _ints(await q.dequeue_many(2)) == [tag + 1, tag + 2]
+
+    for tag in (0, 10, 20, 30):
+        if tag % 20:
+            trio.run(round_trip, tag)
+        else:
+            asyncio.run(round_trip(tag))
+    assert q.size() == 0
