@@ -20,6 +20,7 @@ from typing import Any
 __all__ = ["Waker", "checkpoint", "in_event_loop", "make_waker"]
 
 _get_running_loop = asyncio._get_running_loop  # returns None instead of raising
+_get_ident = threading.get_ident
 
 
 def _current_trio_token() -> Any:
@@ -93,7 +94,7 @@ class _AsyncioWaker(Waker):
     __slots__ = ("_fut", "_loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__()
+        self._thread = _get_ident()  # (Waker.__init__ inlined: one wait creates one)
         self._loop = loop
         self._fut: asyncio.Future[None] = loop.create_future()
 
@@ -101,7 +102,7 @@ class _AsyncioWaker(Waker):
         return self._fut
 
     def set(self) -> None:
-        if threading.get_ident() == self._thread:
+        if _get_ident() == self._thread:
             if not self._fut.done():
                 self._fut.set_result(None)
         else:

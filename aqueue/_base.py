@@ -131,7 +131,9 @@ class QueueBase(QueueCore):
             if not self._closed and not self._putters and st.size + count <= self._capacity:
                 if self._getters:  # a waiting batch dequeue may take rows directly
                     self._admit_rows(comps, 0, count)
-                    self._admitted(count)
+                    self._enqueued_total += count  # (_admitted inlined)
+                    if st.size > self._peak:
+                        self._peak = st.size
                     self._notify()
                     return
                 st.put_rows(comps, 0, count)
@@ -178,6 +180,10 @@ class QueueBase(QueueCore):
         If cancelled, nothing was consumed.
         """
         n = self._batch_op(n, "dequeue_many")
+        if n:
+            w = self._park_batch_getter(_MANY, n)
+            if w is not None:  # it waits: the wait is its checkpoint
+                return await self._wait(w, True, self._step_get)
         await checkpoint()
         if n == 0:
             return self._spec.empty_batch()
@@ -205,6 +211,9 @@ class QueueBase(QueueCore):
         if n == 0:
             await checkpoint()
             return self._spec.empty_batch()
+        w = self._park_batch_getter(_UP_TO, n)
+        if w is not None:  # it waits: the wait is its checkpoint
+            return await self._wait(w, True, self._step_get)
         return await self._get(self._getter(_UP_TO, n))
 
     # -- public sync API -----------------------------------------------------------------

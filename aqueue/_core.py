@@ -220,9 +220,13 @@ class QueueCore:
         return self._storage.size - (0 if self._closed else self._min_after)
 
     def _getter_ready(self, w: _Waiter) -> bool:
-        if self._final():
-            return True
-        avail = self._available()
+        # _final() and _available() inlined: this runs on every notify.
+        if self._closed:
+            if not self._putters:
+                return True
+            avail = self._storage.size
+        else:
+            avail = self._storage.size - self._min_after
         return avail >= w.n - w.claimed or (w.progressive and avail > 0)
 
     def _putter_ready(self, w: _Waiter) -> bool:
@@ -441,9 +445,32 @@ class QueueCore:
             result = step(w)
             if result is not _WAIT:
                 return result
-            w.waker = make_waker()
-            self._add(self._getters if getter else self._putters, w, getter)
-            self._notify()
+            self._park(w, getter)
+        return await self._wait(w, getter, step)
+
+    def _park(self, w: _Waiter, getter: bool) -> None:
+        """Register ``w`` as a waiter on the running event loop (lock held)."""
+        w.waker = make_waker()
+        self._add(self._getters if getter else self._putters, w, getter)
+        self._notify()
+
+    def _park_batch_getter(self, mode: int, n: int) -> _Waiter | None:
+        """Park a batch dequeue at once if it cannot complete now, else return None.
+
+        Its wait is then its checkpoint. Parking before yielding matters on a FIFO
+        ring: a filling getter registered before the producers' next enqueue receives
+        their rows directly (one copy each), where a getter that first yielded would
+        find them in the ring and copy them a second time.
+        """
+        w = self._getter(mode, n)
+        with self._lock:
+            if not self._getters and self._getter_ready(w):
+                return None
+            self._park(w, True)
+        return w
+
+    async def _wait(self, w: _Waiter, getter: bool, step: Callable[[_Waiter], Any]) -> Any:
+        """Wait until parked request ``w`` completes (or fails); its wait is a checkpoint."""
         try:
             while True:
                 assert w.waker is not None

@@ -196,9 +196,9 @@ class RingStorage(Storage):
 
     def empty_batch(self, n: int) -> Components:
         """Fresh, uninitialised batch arrays for ``n`` elements."""
-        return tuple(
-            np.empty((n, *shape), dtype=dt) for dt, shape in zip(self._dtypes, self._shapes)
-        )
+        if len(self._bufs) == 1:  # (a generator expression costs ~0.5 µs more)
+            return (np.empty((n, *self._shapes[0]), self._dtypes[0]),)
+        return tuple(np.empty((n, *sh), dtype=dt) for dt, sh in zip(self._dtypes, self._shapes))
 
     def take_into(self, out: Components, pos: int, k: int) -> None:
         """Remove the next ``k`` elements into ``out[c][pos:pos + k]`` (two copies at most)."""

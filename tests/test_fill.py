@@ -8,6 +8,8 @@ back to the front, in order, if the dequeue is cancelled or cannot be satisfied.
 
 from __future__ import annotations
 
+import asyncio
+
 import anyio
 import numpy as np
 import pytest
@@ -37,6 +39,37 @@ async def test_waiting_batch_takes_ring_contents_then_new_rows_in_order() -> Non
     assert _ints(q.dequeue_many_nowait(2)) == [5, 6]
     stats = q.statistics()
     assert (stats.enqueued_total, stats.dequeued_total) == (7, 7)
+
+
+@pytest.mark.asyncio
+async def test_batch_dequeue_that_must_wait_parks_before_yielding() -> None:
+    """A dequeue_many that cannot complete registers in its first step (its wait is its
+    checkpoint), so an enqueue that runs right after it copies into its batch: nothing
+    lands in the ring, and the claimed rows have left size()."""
+    q = aqueue.FIFOQueue(8, np.int64, ())
+    task = asyncio.ensure_future(q.dequeue_many(4))
+    await asyncio.sleep(0)  # exactly one step of the task
+    assert q.statistics().tasks_waiting_dequeue == 1
+    q.enqueue_many_nowait(np.array([0, 1, 2]))
+    assert q.size() == 0
+    q.enqueue_nowait(3)
+    assert _ints(await task) == [0, 1, 2, 3]
+    assert q.statistics().dequeued_total == 4
+
+
+@pytest.mark.asyncio
+async def test_batch_dequeue_that_can_complete_checkpoints_first() -> None:
+    """A dequeue_many whose elements are there takes them only after its checkpoint:
+    cancelled there, it consumes nothing."""
+    q = aqueue.FIFOQueue(8, np.int64, ())
+    q.enqueue_many_nowait(np.array([0, 1, 2, 3]))
+    task = asyncio.ensure_future(q.dequeue_many(4))
+    await asyncio.sleep(0)  # the task runs up to its checkpoint
+    assert q.size() == 4
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert _ints(q.dequeue_many_nowait(4)) == [0, 1, 2, 3]
 
 
 @pytest.mark.anyio
