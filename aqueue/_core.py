@@ -192,9 +192,11 @@ class QueueCore:
             g = self._getters[0]
             if g.out is not None and g.claimed < g.n:
                 k = min(stop - start, g.n - g.claimed)
+                a = g.claimed
+                whole = k == len(comps[0])  # the whole batch: no slice of it needed
                 for o, c in zip(g.out, comps):
-                    o[g.claimed : g.claimed + k] = c[start : start + k]
-                g.claimed += k
+                    o[a : a + k] = c if whole else c[start : start + k]
+                g.claimed = a + k
                 start += k
         if start < stop:
             self._storage.put_rows(comps, start, stop)

@@ -15,7 +15,9 @@ Workloads (element = float32[32, 32], 4096 bytes):
 Peers (each run only when importable): ``asyncio.Queue`` (W1 as is and with one
 ``asyncio.sleep(0)`` per operation, the "every call yields" contract aqueue keeps; W2/W3
 holding single elements and building each batch with ``np.stack``; W3 adds a consumer-side
-shuffle pool), anyio's memory object stream (W1, asyncio and trio), and
+shuffle pool), anyio's memory object stream (W1, asyncio and trio), a *bare ring* (W1: the
+floor of any queue that copies into numpy storage, i.e. one yield, one copy in and one copy
+out per element and nothing else; see ``BareRing``), and
 ``tf.queue.FIFOQueue`` / ``tf.queue.RandomShuffleQueue`` (eager, producer thread). aqueue W1
 and W2 also run under trio.
 
@@ -56,6 +58,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -490,6 +493,72 @@ async def anyio_w1(src: Source, n: int) -> Run:
         return Run(await _run_tasks(producer, consumer), tags, lasts)
 
 
+@types.coroutine
+def _bare_yield() -> Any:
+    yield  # one asyncio loop iteration, as asyncio.sleep(0)
+
+
+class BareRing:
+    """The floor of a copying queue on asyncio, for W1 only (an informative row).
+
+    A preallocated ring with exactly what any queue that copies into numpy storage must
+    do per element: one yield per operation, one copy in, one copy out. Nothing else: no
+    validation, no lock, no statistics, no cancellation safety, one producer and one
+    consumer only.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.buf = np.empty((capacity, *SHAPE), DTYPE)
+        self.cap, self.head, self.size = capacity, 0, 0
+        self.getter: asyncio.Future[None] | None = None
+        self.putter: asyncio.Future[None] | None = None
+
+    async def put(self, x: np.ndarray) -> None:
+        await _bare_yield()
+        while self.size == self.cap:
+            self.putter = asyncio.get_running_loop().create_future()
+            await self.putter
+        i = self.head + self.size
+        self.buf[i if i < self.cap else i - self.cap] = x
+        self.size += 1
+        if self.getter is not None:
+            self.getter.set_result(None)
+            self.getter = None
+
+    async def get(self) -> np.ndarray:
+        await _bare_yield()
+        while self.size == 0:
+            self.getter = asyncio.get_running_loop().create_future()
+            await self.getter
+        i = self.head
+        x = self.buf[i].copy()
+        self.head = i + 1 if i + 1 < self.cap else 0
+        self.size -= 1
+        if self.putter is not None:
+            self.putter.set_result(None)
+            self.putter = None
+        return x
+
+
+async def bare_ring_w1(src: Source, n: int) -> Run:
+    q = BareRing(CAPACITY)
+    rows, m = src.rows, len(src.rows)
+    tags: list[Any] = []
+    lasts: list[Any] = []
+
+    async def producer() -> None:
+        for i in range(n):
+            await q.put(rows[i % m])
+
+    async def consumer() -> None:
+        for _ in range(n):
+            x = await q.get()
+            tags.append(x[0, 0])
+            lasts.append(x[-1, -1])
+
+    return Run(await _run_tasks(producer, consumer), tags, lasts)
+
+
 # --------------------------------------------------------------------------------------------
 # tf.queue (eager; producer thread, consumer in the main thread)
 # --------------------------------------------------------------------------------------------
@@ -692,6 +761,10 @@ RATIOS = [
           "memcpy/in+out/numpy", None),
     Ratio("W1 aqueue / asyncio.Queue+sleep(0)+copy", "W1/aqueue/asyncio",
           "W1/asyncio.Queue+sleep0+copy/asyncio", None),
+    Ratio("W1 aqueue / bare ring (2 copies, nothing else)", "W1/aqueue/asyncio",
+          "W1/bare ring/asyncio", None),
+    Ratio("W1 bare ring / asyncio.Queue+sleep(0)", "W1/bare ring/asyncio",
+          "W1/asyncio.Queue+sleep0/asyncio", None),
     Ratio("W1 aqueue / asyncio.Queue (no sleep)", "W1/aqueue/asyncio",
           "W1/asyncio.Queue/asyncio", None),
     Ratio("W1 aqueue / tf.queue.FIFOQueue", "W1/aqueue/asyncio", "W1/tf.queue/threads", None),
@@ -720,6 +793,7 @@ def build_cases(scale: float, with_tf: bool, with_trio: bool) -> list[Case]:
         ("W1", "asyncio.Queue+sleep0+copy", "asyncio", n1,
          _on("asyncio", asyncio_w1_sleep0_copy), check_fifo),
         ("W1", "anyio-stream", "asyncio", n1, _on("asyncio", anyio_w1), check_fifo),
+        ("W1", "bare ring", "asyncio", n1, _on("asyncio", bare_ring_w1), check_fifo),
         ("W1-threads", "aqueue", "asyncio", n1, _on("asyncio", aqueue_w1_threads),
          check_threads),
         ("W2", "aqueue", "asyncio", n2, _on("asyncio", aqueue_w2), check_fifo),
