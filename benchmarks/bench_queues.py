@@ -532,8 +532,8 @@ class BareRing:
             await self.getter
         i = self.head
         x = self.buf[i].copy()
-        self.head = i + 1 if i + 1 < self.cap else 0
         self.size -= 1
+        self.head = 0 if self.size == 0 else i + 1 if i + 1 < self.cap else 0  # as aqueue's
         if self.putter is not None:
             self.putter.set_result(None)
             self.putter = None
