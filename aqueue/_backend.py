@@ -14,7 +14,7 @@ import asyncio
 import sys
 import threading
 import types
-from collections.abc import Awaitable, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any
 
 __all__ = ["Waker", "checkpoint", "in_event_loop", "make_waker"]
@@ -40,6 +40,7 @@ def in_event_loop() -> bool:
 
 _sleep = asyncio.sleep
 _asyncio_first = True  # which backend checkpoint() tries first (see checkpoint)
+_trio_checkpoint: Callable[[], Coroutine[Any, Any, None]] | None = None
 
 
 @types.coroutine
@@ -67,9 +68,12 @@ def checkpoint() -> Generator[Any, Any, None]:
         _asyncio_first = True
         yield
         return
-    import trio
+    global _trio_checkpoint
+    if _trio_checkpoint is None:
+        import trio  # optional: only reached when trio drives the caller
 
-    yield from trio.lowlevel.checkpoint().__await__()  # noqa: ASYNC105 - awaited here
+        _trio_checkpoint = trio.lowlevel.checkpoint
+    yield from _trio_checkpoint().__await__()
 
 
 class Waker:
