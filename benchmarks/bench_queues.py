@@ -244,23 +244,31 @@ def _on(backend: str, fn: Callable[[Source, int], Awaitable[Run]]) -> Callable[[
 # --------------------------------------------------------------------------------------------
 
 
-async def aqueue_w1(src: Source, n: int) -> Run:
-    q = aqueue.FIFOQueue(CAPACITY, DTYPE, SHAPE)
+async def _w1_pair(
+    put: Callable[[np.ndarray], Awaitable[Any]], get: Callable[[], Awaitable[Any]],
+    src: Source, n: int,
+) -> Run:
+    """W1's producer and consumer tasks around one queue's put and get."""
     rows, m = src.rows, len(src.rows)
     tags: list[Any] = []
     lasts: list[Any] = []
 
     async def producer() -> None:
         for i in range(n):
-            await q.enqueue(rows[i % m])
+            await put(rows[i % m])
 
     async def consumer() -> None:
         for _ in range(n):
-            x = await q.dequeue()
+            x = await get()
             tags.append(x[0, 0])
             lasts.append(x[-1, -1])
 
     return Run(await _run_tasks(producer, consumer), tags, lasts)
+
+
+async def aqueue_w1(src: Source, n: int) -> Run:
+    q = aqueue.FIFOQueue(CAPACITY, DTYPE, SHAPE)
+    return await _w1_pair(q.enqueue, q.dequeue, src, n)
 
 
 async def aqueue_w1_threads(src: Source, n: int) -> Run:
@@ -353,21 +361,7 @@ async def aqueue_w3(src: Source, n: int) -> Run:
 
 async def asyncio_w1(src: Source, n: int) -> Run:
     q: asyncio.Queue[np.ndarray] = asyncio.Queue(maxsize=CAPACITY)
-    rows, m = src.rows, len(src.rows)
-    tags: list[Any] = []
-    lasts: list[Any] = []
-
-    async def producer() -> None:
-        for i in range(n):
-            await q.put(rows[i % m])
-
-    async def consumer() -> None:
-        for _ in range(n):
-            x = await q.get()
-            tags.append(x[0, 0])
-            lasts.append(x[-1, -1])
-
-    return Run(await _run_tasks(producer, consumer), tags, lasts)
+    return await _w1_pair(q.put, q.get, src, n)
 
 
 async def asyncio_w1_sleep0(src: Source, n: int) -> Run:
@@ -475,22 +469,8 @@ async def asyncio_w3(src: Source, n: int) -> Run:
 
 async def anyio_w1(src: Source, n: int) -> Run:
     send, receive = anyio.create_memory_object_stream[np.ndarray](CAPACITY)
-    rows, m = src.rows, len(src.rows)
-    tags: list[Any] = []
-    lasts: list[Any] = []
-
-    async def producer() -> None:
-        for i in range(n):
-            await send.send(rows[i % m])
-
-    async def consumer() -> None:
-        for _ in range(n):
-            x = await receive.receive()
-            tags.append(x[0, 0])
-            lasts.append(x[-1, -1])
-
     with send, receive:
-        return Run(await _run_tasks(producer, consumer), tags, lasts)
+        return await _w1_pair(send.send, receive.receive, src, n)
 
 
 @types.coroutine
@@ -542,21 +522,7 @@ class BareRing:
 
 async def bare_ring_w1(src: Source, n: int) -> Run:
     q = BareRing(CAPACITY)
-    rows, m = src.rows, len(src.rows)
-    tags: list[Any] = []
-    lasts: list[Any] = []
-
-    async def producer() -> None:
-        for i in range(n):
-            await q.put(rows[i % m])
-
-    async def consumer() -> None:
-        for _ in range(n):
-            x = await q.get()
-            tags.append(x[0, 0])
-            lasts.append(x[-1, -1])
-
-    return Run(await _run_tasks(producer, consumer), tags, lasts)
+    return await _w1_pair(q.put, q.get, src, n)
 
 
 # --------------------------------------------------------------------------------------------
