@@ -5,10 +5,14 @@ blocking view's threads and the event loop can both change it; nothing awaits wh
 holding it):
 
 - ``storage.size`` elements are stored; enqueuers may admit while
-  ``storage.size < capacity``. Elements claimed by a waiting batch dequeue have left
-  the storage (they are not counted by ``size()``) and are put back if that dequeue
-  fails, is cancelled or times out, which may push ``size`` above ``capacity`` for a
-  while; enqueuers then stay blocked until it falls below.
+  ``storage.size < capacity``. An all-or-nothing batch (``enqueue_many_nowait``, a
+  timed thread ``enqueue_many``) goes in whole when it fits, or when the waiting head
+  dequeue will then take enough to bring the size back within capacity
+  (``_getter_makes_room``), so the two never wait for each other. Elements claimed by
+  a waiting batch dequeue have left the storage (they are not counted by ``size()``)
+  and are put back if that dequeue fails, is cancelled or times out. Both may push
+  ``size`` above ``capacity`` for a while; enqueuers then stay blocked until it falls
+  below.
 - A dequeue may take an element only while ``storage.size - floor >= taken``, where
   ``floor`` is ``min_after_dequeue`` while the queue is open and 0 once it is closed.
 - ``_putters`` and ``_getters`` are the pending requests, oldest first. Only the head of
@@ -236,8 +240,26 @@ class QueueCore:
             return True
         free = self._capacity - self._storage.size
         if w.mode == _MANY and w.atomic:
-            return free >= w.count - w.pos
+            return free >= w.count - w.pos or self._getter_makes_room(w.count - w.pos)
         return free >= 1
+
+    def _getter_makes_room(self, k: int) -> bool:
+        """Whether an all-or-nothing batch of ``k`` may go in although it does not fit.
+
+        It may when the waiting head dequeue will then take enough to bring the size
+        back within capacity. Otherwise a timed thread enqueue_many (all-or-nothing) and
+        a batch dequeue that waits for its ``n`` would each wait for the other until the
+        timeout. If that dequeue leaves before taking (cancelled, timed out), the size
+        stays above capacity for a while, as after restored claims.
+        """
+        if not self._getters:
+            return False
+        g = self._getters[0]
+        need = g.n - g.claimed
+        size = self._storage.size
+        after = size + k  # (rows a filling getter takes never reach the storage)
+        floor = 0 if self._closed else self._min_after
+        return after - need <= self._capacity and after - floor >= need
 
     def _notify(self) -> None:
         """Wake the head of each list if it can progress now."""
@@ -335,17 +357,22 @@ class QueueCore:
                 return False
         st = self._storage
         free = self._capacity - st.size
-        if free <= 0:
-            return False
         if w.mode == _ONE:
+            if free <= 0:
+                return False
             self._admit_one(w.comps)
             w.pos = 1
             k = 1
         else:
             remaining = w.count - w.pos
-            if w.atomic and free < remaining:
+            if w.atomic:
+                if free < remaining and not self._getter_makes_room(remaining):
+                    return False
+                k = remaining
+            elif free <= 0:
                 return False
-            k = min(free, remaining)
+            else:
+                k = min(free, remaining)
             self._admit_rows(w.comps, w.pos, w.pos + k)
             w.pos += k
         self._admitted(k)

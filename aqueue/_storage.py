@@ -24,7 +24,8 @@ a few cache-hot slots instead of walking the whole ring (W1: ~7% faster).
 A run of k rows starting at position p is at most two slice copies (``p:slots`` and
 ``0:rest``), so enqueue_many and dequeue_many cost two copies per component at most
 and no Python object per element. ``slots == capacity`` except after a restore
-overflow, which grows the ring (linearising it, head 0).
+overflow or an all-or-nothing batch admitted above capacity (see ``QueueCore``), which
+grow the ring (linearising it, head 0).
 
 ``PoolStorage`` (fixed shapes, random order). Preallocated arrays plus ``_ids``, a
 permutation of the slot numbers: its first ``size`` entries list the occupied slots
@@ -159,6 +160,8 @@ class RingStorage(Storage):
         k = stop - start
         if k <= 0:
             return
+        if self.size + k > self._slots:  # an all-or-nothing batch let in above capacity
+            self._grow(self.size + k)
         p = (self._head + self.size) % self._slots
         first = min(k, self._slots - p)
         for buf, c in zip(self._bufs, comps):

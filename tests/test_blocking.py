@@ -369,6 +369,49 @@ async def test_timed_enqueue_many_larger_than_capacity_is_refused() -> None:
     assert q.size() == 0
 
 
+def _values(batch: Any) -> list[int]:
+    """Element values of a batch: the priorities' partner component for PriorityQueue."""
+    return _ints(batch[1] if isinstance(batch, tuple) else batch)
+
+
+@pytest.mark.parametrize(
+    ("make", "batch"),
+    [
+        (lambda: aqueue.FIFOQueue(10, np.int64, ()), np.arange),
+        (lambda: aqueue.RandomShuffleQueue(10, 2, np.int64, (), seed=3), np.arange),
+        (lambda: aqueue.PaddingFIFOQueue(10, np.int64, ()), np.arange),
+        (
+            lambda: aqueue.PriorityQueue(10, np.int64, ()),
+            lambda a, b: (np.arange(a, b)[::-1].copy(), np.arange(a, b)[::-1].copy()),
+        ),
+    ],
+    ids=["fifo", "shuffle", "padding", "priority"],
+)
+async def test_timed_enqueue_many_and_waiting_dequeue_many_do_not_block_each_other(
+    make: Callable[[], Any], batch: Callable[[int, int], Any]
+) -> None:
+    """A timed thread enqueue_many (all-or-nothing) that does not fit the free space goes
+    in whole when the waiting dequeue_many will take enough to bring the size back
+    within capacity: neither waits for the other until the timeout."""
+    q = make()
+    q.enqueue_many_nowait(batch(0, 5))
+    bq = q.blocking()
+    async with anyio.create_task_group() as tg:
+        got = spawn(tg, q.dequeue_many, 8)
+        await settle()
+        t = _start(lambda: bq.enqueue_many(batch(5, 13), timeout=20.0))
+        await t.join_async()  # TimeoutError here if the two waited for each other
+        await settle()
+    taken = _values(got.result())
+    assert len(taken) == 8
+    assert q.size() == 5  # back within capacity once the dequeue took its 8
+    q.close()  # lifts the shuffle queue's floor
+    rest = _values(q.dequeue_many_nowait(q.size()))
+    assert sorted(taken + rest) == list(range(13))
+    if isinstance(q, aqueue.PriorityQueue):  # still the 8 smallest, in order
+        assert taken == list(range(8))
+
+
 @pytest.mark.parametrize("kind", ["fifo", "shuffle"])
 async def test_threads_and_tasks_with_timeouts_and_cancellations_conserve(kind: str) -> None:
     """Producer threads (some calls timing out) and consumer threads and tasks (some

@@ -627,6 +627,26 @@ class _ContractSuite:
         kind.check(first + rest, [0, 1, 2])
         assert q.statistics().enqueued_total == 3
 
+    async def test_all_or_nothing_batch_goes_in_when_a_waiting_dequeue_makes_room(
+        self, kind: Kind
+    ) -> None:
+        """enqueue_many_nowait of a batch larger than the free space succeeds when the
+        waiting dequeue_many will take enough to bring the size back within capacity,
+        and fails (admitting nothing) when it would not."""
+        q = kind.make(4)
+        q.enqueue_many_nowait(kind.batch([0, 1, 2]))
+        async with anyio.create_task_group() as tg:
+            d = spawn(tg, q.dequeue_many, 4)
+            await settle()
+            with pytest.raises(aqueue.QueueFull):  # 3 + 6 - 4 = 5 > capacity 4
+                q.enqueue_many_nowait(kind.batch(range(3, 9)))
+            q.enqueue_many_nowait(kind.batch(range(3, 8)))  # 3 + 5 - 4 = 4: fits after
+            await settle()
+            taken = kind.values(d.result(), 4)
+        assert q.size() == 4
+        rest = kind.values(q.dequeue_many_nowait(4), 4)
+        kind.check(taken + rest, list(range(8)))
+
     async def test_nowait_queues_behind_waiters_of_its_direction(self, kind: Kind) -> None:
         """A _nowait op fails while waiters of its own direction are queued (no overtaking)."""
         q = kind.make(2)
