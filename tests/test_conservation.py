@@ -59,10 +59,11 @@ def scenarios(cancels: list[str]) -> st.SearchStrategy[Scenario]:
         capacity = draw(st.integers(1, 6))
         mad = draw(st.integers(0, capacity - 1)) if kind == "shuffle" else 0
         mode = st.sampled_from(cancels)
+        pmode = st.sampled_from([*cancels, "nowait"])  # producers also try the _nowait twins
         delay = st.integers(0, 4)
         producers = draw(
             st.lists(
-                st.lists(st.tuples(st.integers(0, 2 * capacity + 1), mode, delay), max_size=6),
+                st.lists(st.tuples(st.integers(0, 2 * capacity + 1), pmode, delay), max_size=6),
                 min_size=1,
                 max_size=3,
             )
@@ -95,7 +96,8 @@ class Ledger:
     """What the tasks observed."""
 
     batches: list[tuple[int, list[int], str]] = field(default_factory=list)
-    """Each enqueue attempt: its producer, its values and 'done', 'cancelled' or 'closed'."""
+    """Each enqueue attempt: its producer, its values and 'done', 'cancelled', 'closed' or
+    'full' (an enqueue_many_nowait refused as a whole)."""
     consumed: list[int] = field(default_factory=list)
     per_consumer: list[list[int]] = field(default_factory=list)
     cancelled_dequeues: int = 0
@@ -176,6 +178,20 @@ async def _scenario(s: Scenario) -> None:
         for size, mode, delay in plan:
             vals = fresh(size)
             arr = np.asarray(vals, dtype=np.int64)
+            if mode == "nowait":  # all-or-nothing, never waits
+                item: Any = (arr, arr) if s.kind == "priority" else arr
+                try:
+                    q.enqueue_many_nowait(item)
+                    status = "done"
+                except aqueue.QueueFull:
+                    status = "full"
+                except aqueue.QueueClosedError:
+                    status = "closed"
+                ledger.batches.append((p, vals, status))
+                await anyio.lowlevel.checkpoint()
+                if status == "closed":
+                    return
+                continue
             if size == 1:
                 element: Any = (vals[0], vals[0]) if s.kind == "priority" else vals[0]
                 status, res = await _run_cancellable(partial(q.enqueue, element), mode, delay)
@@ -244,7 +260,7 @@ async def _scenario(s: Scenario) -> None:
         admitted = [v for v in vals if v in present]
         if status == "done":
             assert admitted == vals, "a completed enqueue lost elements"
-        elif len(vals) == 1:
+        elif status == "full" or len(vals) == 1:
             assert admitted == [], "a cancelled or refused enqueue admitted its element"
         assert admitted == vals[: len(admitted)], "admitted elements are not a prefix"
         produced |= set(admitted)
