@@ -3,6 +3,8 @@ point 8, and TF's random_shuffle_queue_test behaviours)."""
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -331,6 +333,37 @@ async def test_batch_takes_are_uniform_among_old_and_new(
     observed, expected = _take_ranks(q, stored, k, rounds, bins=5)
     # About 900-960 expected per cell; 5 standard deviations (Poisson bound) apart.
     assert np.all(np.abs(observed - expected) <= 5 * np.sqrt(expected)), (observed, expected)
+
+
+class _Token:
+    """An object a weak reference can follow."""
+
+
+@pytest.mark.parametrize("count", [8, 1200], ids=["small-pool", "large-pool"])
+async def test_object_takes_drop_the_pool_reference(count: int) -> None:
+    """dtype=object elements come back as stored, and a taken slot no longer keeps its
+    object alive (both samplers)."""
+    q = aqueue.RandomShuffleQueue(count, 0, object, (), seed=3)
+    tokens = [_Token() for _ in range(count)]
+    refs = [weakref.ref(t) for t in tokens]
+    batch = np.empty(count, dtype=object)
+    batch[:] = tokens
+    q.enqueue_many_nowait(batch)
+    del tokens, batch
+    got = q.dequeue_many_nowait(3)
+    assert all(isinstance(t, _Token) for t in got)
+    taken = {id(t) for t in got}
+    assert len(taken) == 3
+    del got
+    gc.collect()
+    assert sum(r() is None for r in refs) == 3
+    rest = q.dequeue_many_nowait(count - 3)
+    rest_ids = {id(t) for t in rest}
+    assert rest_ids.isdisjoint(taken)
+    assert len(rest_ids) == count - 3
+    del rest
+    gc.collect()
+    assert all(r() is None for r in refs)
 
 
 async def test_restored_claims_go_back_into_the_pool() -> None:
