@@ -130,10 +130,16 @@ class QueueBase(QueueCore):
             st = self._storage
             if not self._closed and not self._putters and st.size + count <= self._capacity:
                 if self._getters:  # a waiting batch dequeue may take rows directly
+                    g = self._getters[0]
+                    if g.out is not None and g.claimed + count <= g.n:
+                        # It fills that batch: the only request this can make ready.
+                        self._fill(g, comps, 0, count)
+                        self._enqueued_total += count
+                        if g.claimed == g.n and not g.notified:
+                            g.wake()
+                        return
                     self._admit_rows(comps, 0, count)
-                    self._enqueued_total += count  # (_admitted inlined)
-                    if st.size > self._peak:
-                        self._peak = st.size
+                    self._admitted(count)
                     self._notify()
                     return
                 st.put_rows(comps, 0, count)

@@ -196,14 +196,20 @@ class QueueCore:
             g = self._getters[0]
             if g.out is not None and g.claimed < g.n:
                 k = min(stop - start, g.n - g.claimed)
-                a = g.claimed
-                whole = k == len(comps[0])  # the whole batch: no slice of it needed
-                for o, c in zip(g.out, comps):
-                    o[a : a + k] = c if whole else c[start : start + k]
-                g.claimed = a + k
+                self._fill(g, comps, start, start + k)
                 start += k
         if start < stop:
             self._storage.put_rows(comps, start, stop)
+
+    @staticmethod
+    def _fill(g: _Waiter, comps: Components, start: int, stop: int) -> None:
+        """Copy rows ``start:stop`` of a batch into filling getter ``g``'s batch."""
+        a = g.claimed
+        k = stop - start
+        whole = k == len(comps[0])  # the whole batch: no slice of it needed
+        for o, c in zip(g.out, comps):  # type: ignore[arg-type]
+            o[a : a + k] = c if whole else c[start:stop]
+        g.claimed = a + k
 
     def _remove(self, waiters: deque[_Waiter], w: _Waiter, getter: bool) -> None:
         if not w.registered:
