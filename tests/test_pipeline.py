@@ -178,6 +178,33 @@ async def test_in_memory_items_pass_unchanged() -> None:
 
 
 @pytest.mark.anyio
+async def test_an_async_map_lets_other_tasks_run_between_its_items() -> None:
+    """An async map whose function never awaits still yields to the event loop once
+    per item (its runner's enqueue does), even when its input is already there."""
+    ticks = 0
+    seen: list[int] = []
+
+    async def heartbeat() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await anyio.lowlevel.checkpoint()
+
+    async def instant(x: int) -> int:
+        seen.append(ticks)
+        return x
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(heartbeat)
+            got = await collect(Pipeline.from_iterable(range(20)).map(instant))
+            tg.cancel_scope.cancel()
+    assert got == list(range(20))
+    # trio may run the heartbeat before or after the map in each round: look two apart
+    assert all(later > earlier for earlier, later in zip(seen, seen[2:]))
+
+
+@pytest.mark.anyio
 async def test_leaving_at_once_stops_thread_stages_not_yet_started() -> None:
     """Leaving the block before the thread stages have started: nothing hangs and no
     stage thread is left running."""
