@@ -37,7 +37,7 @@ import anyio.to_thread
 import numpy as np
 import numpy.typing as npt
 
-from ._errors import ElementSpecError, OutOfRangeError, QueueClosedError
+from ._errors import ElementSpecError, OutOfRangeError, QueueClosedError, QueueEmpty
 from ._runner import _add_note
 
 if TYPE_CHECKING:
@@ -280,7 +280,7 @@ def async_map_step(
             w.turn = -1
         t0 = meter.began(w)
         stop.check()
-        box: _Box = await source.dequeue()
+        box: _Box = await _take(source)
         seq = turns.take() if turns is not None else 0
         t1 = _perf()
         meter.get_waits.append(t1 - t0)
@@ -298,6 +298,22 @@ def async_map_step(
         return box
 
     return step
+
+
+async def _take(source: QueueBase) -> Any:
+    """The next element of ``source``: taken at once when one is there, else awaited.
+
+    Only for steps that return the element (or what they make of it): their runner's
+    enqueue then yields to the event loop once per item, so taking without a checkpoint
+    never starves other tasks, and an item waiting in the queue is worked on one
+    event-loop iteration sooner.
+    """
+    if source.size():
+        try:
+            return source.dequeue_nowait()
+        except QueueEmpty:  # earlier dequeues are waiting: queue up behind them
+            pass
+    return await source.dequeue()
 
 
 def offloaded(fn: Callable[[Any], Any], executor: str, concurrency: int) -> Callable[[Any], Any]:
@@ -394,7 +410,7 @@ def prefetch_step(source: QueueBase, meter: _Meter, stop: _Stopping) -> Callable
     async def step() -> _Box:
         t0 = meter.began(w)
         stop.check()
-        box: _Box = await source.dequeue()
+        box: _Box = await _take(source)
         t1 = _perf()
         meter.get_waits.append(t1 - t0)
         w.returned = t1

@@ -21,7 +21,9 @@ item consumed, after one small warm-up run in the same process):
   ``build(num_threads=C)``), when importable by the interpreter named by ``--peer-python``
   (default: /work/tfvenv/bin/python if present). They run in a subprocess.
 
-Not a timed test: the machine is shared; run it alone. ``--quick`` runs C = 4 only.
+Not a timed test: the machine is shared; run it alone. ``--quick`` runs C = 4 only;
+``--repeat N`` measures every row N times and reports the run of median wall time (the
+percent-of-ceiling figures at C = 16 move by about half a point from run to run).
 """
 
 from __future__ import annotations
@@ -67,6 +69,14 @@ def row(peer: str, run: str, c: int, n: int, wall: float, wait: float, occ: str)
         "consumer_wait_s": round(wait, 4),
         "occupancy": occ,
     }
+
+
+def median_run(
+    repeat: int, measure: Callable[..., tuple[float, float, str]], *args: Any
+) -> tuple[float, float, str]:
+    """Run ``measure(*args)`` ``repeat`` times; return the run of median wall time."""
+    runs = sorted((measure(*args) for _ in range(repeat)), key=lambda r: r[0])
+    return runs[(len(runs) - 1) // 2]
 
 
 # -- aqueue -----------------------------------------------------------------------------
@@ -262,7 +272,7 @@ def run_spdl(n: int, c: int, consumer_s: float) -> tuple[float, float, str]:
     return t1 - t0, wait, "-"
 
 
-def peer_worker(peer: str, cs: list[int], runs: list[str]) -> list[dict[str, Any]]:
+def peer_worker(peer: str, cs: list[int], runs: list[str], repeat: int) -> list[dict[str, Any]]:
     """Measure one peer that lives in this interpreter (called in the subprocess)."""
     out = []
     fns: dict[str, Callable[[int, int, float], tuple[float, float, str]]]
@@ -278,12 +288,14 @@ def peer_worker(peer: str, cs: list[int], runs: list[str]) -> list[dict[str, Any
         for run in runs:
             for c in cs:
                 n, consumer_s = RUNS[run]
-                wall, wait, occ = fn(n, c, consumer_s)
+                wall, wait, occ = median_run(repeat, fn, n, c, consumer_s)
                 out.append(row(label, run, c, n, wall, wait, occ))
     return out
 
 
-def run_peer_subprocess(python: str, peer: str, cs: list[int], runs: list[str]) -> list[Any]:
+def run_peer_subprocess(
+    python: str, peer: str, cs: list[int], runs: list[str], repeat: int
+) -> list[Any]:
     module = "spdl.pipeline" if peer == "spdl" else "tensorflow"
     probe = subprocess.run(
         [python, "-c", f"import {module}"], capture_output=True, timeout=120, check=False
@@ -300,9 +312,14 @@ def run_peer_subprocess(python: str, peer: str, cs: list[int], runs: list[str]) 
         ",".join(map(str, cs)),
         "--runs",
         ",".join(runs),
+        "--repeat",
+        str(repeat),
     ]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, check=False)
+    timeout = 900 * repeat
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
     if done.returncode != 0:
         print(f"# {peer} failed:\n{done.stderr[-2000:]}", file=sys.stderr)
         return []
@@ -334,13 +351,17 @@ def main() -> None:
     parser.add_argument("--runs", default="a,b", help="which runs: a, b or a,b")
     parser.add_argument("--quick", action="store_true", help="C=4, run b only")
     parser.add_argument("--no-peers", action="store_true", help="aqueue only")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="measure each row N times, report the median"
+    )
     parser.add_argument("--peer-python", default=None, help="interpreter for tf.data / SPDL")
     parser.add_argument("--peer-worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     cs = [4] if args.quick else [int(x) for x in args.concurrency.split(",")]
     runs = ["b"] if args.quick else args.runs.split(",")
+    repeat = max(1, args.repeat)
     if args.peer_worker:
-        print(json.dumps(peer_worker(args.peer_worker, cs, runs)))
+        print(json.dumps(peer_worker(args.peer_worker, cs, runs, repeat)))
         return
 
     import anyio
@@ -350,11 +371,13 @@ def main() -> None:
     for run in runs:
         for c in cs:
             n, consumer_s = RUNS[run]
-            wall, wait, occ = anyio.run(run_aqueue, n, c, consumer_s)
+            wall, wait, occ = median_run(repeat, anyio.run, run_aqueue, n, c, consumer_s)
             rows.append(row("aqueue Pipeline (defaults)", run, c, n, wall, wait, occ))
             if not args.no_peers:
                 for pool, label in ((False, "default executor"), (True, "executor of C")):
-                    wall, wait, occ = asyncio.run(run_asyncio(n, c, consumer_s, pool))
+                    wall, wait, occ = median_run(
+                        repeat, lambda *a: asyncio.run(run_asyncio(*a)), n, c, consumer_s, pool
+                    )
                     rows.append(row(f"asyncio+to_thread ({label})", run, c, n, wall, wait, occ))
     if not args.no_peers:
         python = args.peer_python or (
@@ -364,7 +387,7 @@ def main() -> None:
             print("# no --peer-python: tf.data and SPDL skipped", file=sys.stderr)
         else:
             for peer in ("tfdata", "spdl"):
-                rows += run_peer_subprocess(python, peer, cs, runs)
+                rows += run_peer_subprocess(python, peer, cs, runs, repeat)
     print(table(rows))
     print(json.dumps(rows))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+import threading
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -163,6 +164,60 @@ async def test_prefetch_and_sources() -> None:
         q.enqueue_nowait(i)
     q.close()
     assert [int(x) for x in await collect(Pipeline.from_queue(q))] == [0, 1, 2]
+
+
+@pytest.mark.anyio
+async def test_in_memory_items_pass_unchanged() -> None:
+    """Items of a list source (more than the first queue holds) come out as the very
+    objects put in, in order: lists, tuples and arrays are not unpacked."""
+    kinds: list[Any] = [[1, 2], (3,), np.arange(3), "s", None, {"k": 1}, 7]
+    items = [kinds[i % len(kinds)] if i % 2 else [i] for i in range(40)]
+    got = await collect(Pipeline.from_iterable(items).prefetch(4))
+    assert len(got) == len(items)
+    assert all(g is x for g, x in zip(got, items))
+
+
+@pytest.mark.anyio
+async def test_an_async_map_lets_other_tasks_run_between_its_items() -> None:
+    """An async map whose function never awaits still yields to the event loop once
+    per item (its runner's enqueue does), even when its input is already there."""
+    ticks = 0
+    seen: list[int] = []
+
+    async def heartbeat() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await anyio.lowlevel.checkpoint()
+
+    async def instant(x: int) -> int:
+        seen.append(ticks)
+        return x
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(heartbeat)
+            got = await collect(Pipeline.from_iterable(range(20)).map(instant))
+            tg.cancel_scope.cancel()
+    assert got == list(range(20))
+    # trio may run the heartbeat before or after the map in each round: look two apart
+    assert all(later > earlier for earlier, later in zip(seen, seen[2:]))
+
+
+@pytest.mark.anyio
+async def test_leaving_at_once_stops_thread_stages_not_yet_started() -> None:
+    """Leaving the block before the thread stages have started: nothing hangs and no
+    stage thread is left running."""
+
+    def twice(x: int) -> int:
+        return 2 * x
+
+    pipe = Pipeline.from_iterable(range(100)).map(twice, concurrency=3).batch(4)
+    with anyio.fail_after(10):
+        async with pipe.open():
+            pass
+    assert not [t for t in threading.enumerate() if t.name.startswith("QueueRunnerThread-1:")]
+    assert [s.items_out for s in pipe.statistics()][1:] == [0, 0]
 
 
 # -- shuffle, repeat, determinism ------------------------------------------------------------

@@ -235,6 +235,62 @@ async def test_thread_producers_keep_filling_while_the_event_loop_is_blocked() -
         assert sorted(int(x) for x in await q.dequeue_many(100)) == list(range(100))
 
 
+async def test_a_slow_thread_start_does_not_hold_up_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Producer threads are started off the event loop: while a thread start is held
+    up (as on a busy machine), the async producers and the body keep running."""
+    gate = threading.Event()
+    loop_was_held: list[str] = []
+    real_start = threading.Thread.start
+
+    def held_start(self: threading.Thread) -> None:
+        if self.name.startswith("QueueRunnerThread-") and not gate.wait(10):
+            loop_was_held.append(self.name)  # nobody could set the gate: the loop waited
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", held_start)
+    q = int_queue(10)
+    async with Coordinator() as coord:
+        coord.start(QueueRunner(q, [lambda: 7, _async_callable(3)]))
+        first = [int(await q.dequeue()) for _ in range(3)]  # the thread is not running yet
+        gate.set()
+        assert int(await q.dequeue()) == 7
+    assert first == [0, 1, 2]
+    assert loop_was_held == []
+
+
+async def test_a_thread_that_cannot_start_is_reported_as_a_failed_producer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A producer thread that cannot be started fails like a producer: its error, with a
+    note naming runner and producer, leaves the block and the queue is closed."""
+    real_start = threading.Thread.start
+
+    def failing_start(self: threading.Thread) -> None:
+        if self.name.startswith("QueueRunnerThread-"):
+            raise RuntimeError("can't start new thread")
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", failing_start)
+    q = int_queue(2)
+    runner = QueueRunner(q, [lambda: 1], name="loader")
+
+    async def block() -> None:
+        async with Coordinator() as coord:
+            coord.start(runner)
+            await anyio.sleep_forever()
+
+    with anyio.fail_after(20):
+        exc = await raised(block)
+    assert type(exc) is RuntimeError
+    assert "can't start new thread" in str(exc)
+    assert runner.exceptions_raised == [exc]
+    assert "producer 0" in exc.__notes__[0]
+    assert "QueueRunner 'loader'" in exc.__notes__[0]
+    assert q.closed
+
+
 async def test_shared_generator_is_advanced_by_one_producer_at_a_time() -> None:
     """A generator listed several times is shared safely: no item lost or repeated."""
 
