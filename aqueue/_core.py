@@ -110,6 +110,10 @@ class _Waiter:
 
     def wake(self) -> None:
         self.notified = True
+        self.fire()
+
+    def fire(self) -> None:
+        """Set the thread event or the async waker (the part of ``wake`` that may wait)."""
         if self.event is not None:
             self.event.set()
         elif self.waker is not None:
@@ -151,6 +155,7 @@ class QueueCore:
         self._full_since = 0.0
         self._empty_since = 0.0
         self._loop_thread: int | None = None
+        self._deferred: list[_Waiter] | None = None  # wake-ups a thread's step sends later
         self._single = spec.names is None and len(spec.dtypes) == 1
 
     # -- bookkeeping (lock held) ---------------------------------------------------------
@@ -272,11 +277,19 @@ class QueueCore:
         if self._getters:
             g = self._getters[0]
             if not g.notified and self._getter_ready(g):
-                g.wake()
+                self._wake(g)
         if self._putters:
             p = self._putters[0]
             if not p.notified and self._putter_ready(p):
-                p.wake()
+                self._wake(p)
+
+    def _wake(self, w: _Waiter) -> None:
+        w.notified = True
+        deferred = self._deferred
+        if deferred is None:
+            w.fire()
+        else:  # a thread's step: fired once the lock is released (see _thread_step)
+            deferred.append(w)
 
     def _admitted(self, k: int) -> None:
         self._enqueued_total += k
@@ -560,13 +573,9 @@ class QueueCore:
     def _thread_run(self, w: _Waiter, getter: bool, timeout: float | None, what: str) -> Any:
         deadline = None if timeout is None else time.monotonic() + timeout
         step = self._step_get if getter else self._step_put_or_wait
-        with self._lock:
-            result = step(w)
-            if result is not _WAIT:
-                return result
-            w.event = threading.Event()
-            self._add(self._getters if getter else self._putters, w, getter)
-            self._notify()
+        result = self._thread_step(w, step, getter, True)
+        if result is not _WAIT:
+            return result
         try:
             while True:
                 remaining = None if deadline is None else deadline - time.monotonic()
@@ -575,15 +584,41 @@ class QueueCore:
                         f"BlockingQueue.{what}() on queue '{self._name}' "
                         f"timed out after {timeout} s"
                     )
-                w.event.wait(remaining)
-                with self._lock:
-                    if not w.event.is_set():
-                        continue
-                    result = step(w)
-                    if result is not _WAIT:
-                        return result
-                    w.notified = False
-                    w.event.clear()
+                assert w.event is not None
+                if not w.event.wait(remaining):
+                    continue
+                result = self._thread_step(w, step, getter, False)
+                if result is not _WAIT:
+                    return result
         except BaseException:
             self._abandon(w, getter)
             raise
+
+    def _thread_step(
+        self, w: _Waiter, step: Callable[[_Waiter], Any], getter: bool, first: bool
+    ) -> Any:
+        """One step of a thread's request under the lock; on ``_WAIT`` it is parked
+        (``first``) or re-armed. The wake-ups the step causes are sent only after the
+        lock is released: waking a task from a thread is a system call that may also
+        hand the GIL to the event loop, and other threads would wait for the lock
+        meanwhile (a wake-up is never lost: ``notified`` is set under the lock)."""
+        deferred: list[_Waiter] = []
+        try:
+            with self._lock:
+                self._deferred = deferred
+                try:
+                    result = step(w)
+                    if result is _WAIT:
+                        if first:
+                            w.event = threading.Event()
+                            self._add(self._getters if getter else self._putters, w, getter)
+                            self._notify()
+                        else:
+                            w.notified = False
+                            w.event.clear()  # type: ignore[union-attr]
+                    return result
+                finally:
+                    self._deferred = None
+        finally:
+            for d in deferred:
+                d.fire()
