@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._backend import checkpoint, in_event_loop
-from ._core import _MANY, _ONE, _UP_TO, QueueCore, _Waiter
+from ._core import _MANY, _ONE, _UP_TO, _WAIT, QueueCore, _Waiter
 from ._errors import ElementSpecError, OutOfRangeError
+from ._spec import Components
 from ._stats import QueueStatistics
 
 if TYPE_CHECKING:
@@ -88,7 +89,16 @@ class QueueBase(QueueCore):
         """
         comps = self._spec.element(element)
         await checkpoint()
-        lock = self._lock  # fast path: room now and nobody queued ahead
+        if not self._put_one_now(comps):
+            w = _Waiter(_ONE, 1)
+            w.comps = comps
+            w.count = 1
+            await self._put(w, checkpointed=True)
+
+    def _put_one_now(self, comps: Components) -> bool:
+        """Fast path of enqueue and enqueue_nowait: admit if there is room now and
+        nobody is queued ahead; False (nothing changed) otherwise."""
+        lock = self._lock
         lock.acquire()  # (acquire/release: half the cost of `with` here)
         try:
             st = self._storage
@@ -98,18 +108,15 @@ class QueueBase(QueueCore):
                     self._admit_one(comps)
                     self._admitted(1)
                     self._notify()
-                    return
+                    return True
                 st.put_one(comps)
                 self._enqueued_total += 1
                 if size >= self._peak:
                     self._peak = size + 1
-                return
+                return True
+            return False
         finally:
             lock.release()
-        w = _Waiter(_ONE, 1)
-        w.comps = comps
-        w.count = 1
-        await self._put(w, checkpointed=True)
 
     async def enqueue_many(self, batch: Any) -> None:
         """Add the elements of ``batch`` (sliced along axis 0), in order.
@@ -161,7 +168,15 @@ class QueueBase(QueueCore):
         If cancelled, nothing was consumed.
         """
         await checkpoint()
-        lock = self._lock  # fast path: an element can be taken and nobody queued ahead
+        result = self._take_one_now()
+        if result is _WAIT:
+            return await self._get(self._getter(_ONE, 1), checkpointed=True)
+        return result
+
+    def _take_one_now(self) -> Any:
+        """Fast path of dequeue and dequeue_nowait: take an element if one can be taken
+        now and nobody is queued ahead; ``_WAIT`` (nothing changed) otherwise."""
+        lock = self._lock
         lock.acquire()  # (acquire/release: half the cost of `with` here)
         try:
             st = self._storage
@@ -171,9 +186,9 @@ class QueueBase(QueueCore):
                 if self._putters:
                     self._notify()
                 return comps[0] if self._single else self._spec.pack(comps)
+            return _WAIT
         finally:
             lock.release()
-        return await self._get(self._getter(_ONE, 1), checkpointed=True)
 
     async def dequeue_many(self, n: int) -> Any:
         """Remove and return exactly ``n`` elements as a batch, waiting for them.
@@ -226,7 +241,12 @@ class QueueBase(QueueCore):
 
     def enqueue_nowait(self, element: Any) -> None:
         """Add one element now, or raise QueueFull (or QueueClosedError)."""
-        self._put_nowait(self._putter_one(element))
+        comps = self._spec.element(element)
+        if not self._put_one_now(comps):
+            w = _Waiter(_ONE, 1)
+            w.comps = comps
+            w.count = 1
+            self._put_nowait(w)  # raises the precise error
 
     def enqueue_many_nowait(self, batch: Any) -> None:
         """Add the whole batch now, or nothing and raise QueueFull (all-or-nothing)."""
@@ -236,7 +256,10 @@ class QueueBase(QueueCore):
 
     def dequeue_nowait(self) -> Any:
         """Remove one element now, or raise QueueEmpty (OutOfRangeError when final)."""
-        return self._get_nowait(self._getter(_ONE, 1))
+        result = self._take_one_now()
+        if result is _WAIT:
+            return self._get_nowait(self._getter(_ONE, 1))  # raises the precise error
+        return result
 
     def dequeue_many_nowait(self, n: int) -> Any:
         """Remove exactly ``n`` elements now, or raise QueueEmpty (OutOfRangeError when final)."""
