@@ -95,11 +95,13 @@ class QueueBase(QueueCore):
             w.count = 1
             await self._put(w, checkpointed=True)
 
-    def _put_one_now(self, comps: Components) -> bool:
-        """Fast path of enqueue and enqueue_nowait: admit if there is room now and
-        nobody is queued ahead; False (nothing changed) otherwise."""
+    def _put_one_now(self, comps: Components, deferred: list[_Waiter] | None = None) -> bool:
+        """Fast path of enqueue (async, nowait and thread-side): admit if there is room
+        now and nobody is queued ahead; False (nothing changed) otherwise. A thread
+        passes ``deferred`` to send the wake-ups itself after the lock is released."""
         lock = self._lock
         lock.acquire()  # (acquire/release: half the cost of `with` here)
+        self._deferred = deferred
         try:
             st = self._storage
             size = st.size
@@ -116,6 +118,7 @@ class QueueBase(QueueCore):
                 return True
             return False
         finally:
+            self._deferred = None
             lock.release()
 
     async def enqueue_many(self, batch: Any) -> None:
@@ -173,11 +176,13 @@ class QueueBase(QueueCore):
             return await self._get(self._getter(_ONE, 1), checkpointed=True)
         return result
 
-    def _take_one_now(self) -> Any:
-        """Fast path of dequeue and dequeue_nowait: take an element if one can be taken
-        now and nobody is queued ahead; ``_WAIT`` (nothing changed) otherwise."""
+    def _take_one_now(self, deferred: list[_Waiter] | None = None) -> Any:
+        """Fast path of dequeue (async, nowait and thread-side): take an element if one
+        can be taken now and nobody is queued ahead; ``_WAIT`` (nothing changed)
+        otherwise. ``deferred`` as for ``_put_one_now``."""
         lock = self._lock
         lock.acquire()  # (acquire/release: half the cost of `with` here)
+        self._deferred = deferred
         try:
             st = self._storage
             if not self._getters and st.size > (0 if self._closed else self._min_after):
@@ -188,6 +193,7 @@ class QueueBase(QueueCore):
                 return comps[0] if self._single else self._spec.pack(comps)
             return _WAIT
         finally:
+            self._deferred = None
             lock.release()
 
     async def dequeue_many(self, n: int) -> Any:

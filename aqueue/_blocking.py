@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._core import _MANY, _ONE, _UP_TO
+from ._core import _MANY, _ONE, _UP_TO, _WAIT, _Waiter
 from ._errors import ElementSpecError
 
 if TYPE_CHECKING:
@@ -46,7 +46,18 @@ class BlockingQueue:
         """Add one element, blocking while the queue is full."""
         q = self._q
         q._thread_check("enqueue")
-        q._thread_run(q._putter_one(element), False, timeout, "enqueue")
+        comps = q._spec.element(element)
+        deferred: list[_Waiter] = []
+        try:
+            if q._put_one_now(comps, deferred):  # room now: no request object needed
+                return
+        finally:
+            for d in deferred:
+                d.fire()
+        w = _Waiter(_ONE, 1)
+        w.comps = comps
+        w.count = 1
+        q._thread_run(w, False, timeout, "enqueue")
 
     def enqueue_many(self, batch: Any, timeout: float | None = None) -> None:
         """Add a batch; progressive without timeout, all-or-nothing with one."""
@@ -69,6 +80,14 @@ class BlockingQueue:
         """Remove and return one element, blocking while none can be taken."""
         q = self._q
         q._thread_check("dequeue")
+        deferred: list[_Waiter] = []
+        try:
+            result = q._take_one_now(deferred)  # one there now: no request object needed
+        finally:
+            for d in deferred:
+                d.fire()
+        if result is not _WAIT:
+            return result
         return q._thread_run(q._getter(_ONE, 1), True, timeout, "dequeue")
 
     def dequeue_many(self, n: int, timeout: float | None = None) -> Any:
