@@ -125,7 +125,17 @@ class ElementSpec:
         owner: the queue's description for error messages, e.g. ``"FIFOQueue 'q'"``.
     """
 
-    __slots__ = ("_dtype0", "_one_fast", "_shape0", "_single", "dtypes", "names", "owner", "shapes")
+    __slots__ = (
+        "_dtype0",
+        "_obj_scalar",
+        "_one_fast",
+        "_shape0",
+        "_single",
+        "dtypes",
+        "names",
+        "owner",
+        "shapes",
+    )
 
     def __init__(
         self,
@@ -148,6 +158,10 @@ class ElementSpec:
             and shapes is not None
             and None not in shapes[0]
             and dtypes[0] != np.dtype(object)
+        )
+        # Fast path: one object component of shape () holding any Python object as is.
+        self._obj_scalar = (
+            self._single and shapes is not None and shapes[0] == () and dtypes[0].kind == "O"
         )
 
     @property
@@ -306,6 +320,14 @@ class ElementSpec:
             and value.dtype == self._dtype0
         ):
             return (value,)
+        if (
+            self._obj_scalar
+            and not isinstance(value, (np.ndarray, np.generic))
+            and not isinstance(value, Mapping)  # (refused below with the reason)
+        ):
+            held = np.empty((), dtype=object)  # what _convert makes of it, without the checks
+            held[()] = value
+            return (held,)
         parts = self._split(value, "element")
         out = []
         for i, part in enumerate(parts):

@@ -439,3 +439,27 @@ def test_scalar_object_component_holds_tuples_and_lists_as_they_are() -> None:
     assert batch.shape == (2,)
     assert batch[0] == (3, 4)
     assert batch[1] == ["a", "b"]
+
+
+def test_scalar_object_component_takes_any_object_but_a_dict_or_array_of_another_shape() -> None:
+    """A dtype=object, shape=() queue holds arbitrary objects (None, strings, instances)
+    as they are; a dict (the form of named components) and an array whose shape is not
+    () are refused with ElementSpecError, and nothing is admitted."""
+    q = aqueue.FIFOQueue(8, object, ())
+
+    class Item:
+        pass
+
+    item = Item()
+    for value in (item, None, "path/a.jpg", 3.5):
+        q.enqueue_nowait(value)
+    got = [q.dequeue_nowait() for _ in range(4)]
+    assert got[0] is item
+    assert got[1:] == [None, "path/a.jpg", 3.5]
+    with pytest.raises(aqueue.ElementSpecError, match="dict"):
+        q.enqueue_nowait({"a": 1})
+    with pytest.raises(aqueue.ElementSpecError, match="shape"):
+        q.enqueue_nowait(np.zeros(3))
+    assert q.size() == 0
+    q.enqueue_nowait(np.array("zero-d", dtype=object))  # a 0-d array is one element
+    assert q.dequeue_nowait() == "zero-d"
