@@ -138,6 +138,11 @@ class RingStorage(Storage):
             self._bufs[0] if len(self._bufs) == 1 and not self._has_objects else None
         )
         self._only_copy = bool(self._only is not None and self._only.ndim > 1)
+        # ... and so does one scalar object component (file names, pipeline items).
+        one = self._bufs[0] if len(self._bufs) == 1 else None
+        self._obj1: npt.NDArray[Any] | None = (
+            one if one is not None and one.dtype.kind == "O" and one.ndim == 1 else None
+        )
         self._head = 0
         self.size = 0
 
@@ -182,6 +187,12 @@ class RingStorage(Storage):
             self.size = size
             self._head = 0 if size == 0 else i + 1 if i + 1 < self._slots else 0  # _advance
             return (only[i].copy() if self._only_copy else only[i],)
+        obj1 = self._obj1
+        if obj1 is not None:
+            value = obj1[i]
+            obj1[i] = None  # drop the reference held by the slot
+            self._advance(i, 1)
+            return (value,)
         out = tuple(_row(buf, i) for buf in self._bufs)
         if self._has_objects:
             for buf in self._bufs:
@@ -255,6 +266,8 @@ class RingStorage(Storage):
         self._bufs, self._slots, self._head = new, slots, 0
         if self._only is not None:
             self._only = new[0]
+        if self._obj1 is not None:
+            self._obj1 = new[0]
 
 
 # A take of k from a pool of at most this + 4k elements shuffles the whole dense run: at
