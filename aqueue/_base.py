@@ -101,7 +101,8 @@ class QueueBase(QueueCore):
         passes ``deferred`` to send the wake-ups itself after the lock is released."""
         lock = self._lock
         lock.acquire()  # (acquire/release: half the cost of `with` here)
-        self._deferred = deferred
+        if deferred is not None:
+            self._deferred = deferred
         try:
             st = self._storage
             size = st.size
@@ -118,7 +119,8 @@ class QueueBase(QueueCore):
                 return True
             return False
         finally:
-            self._deferred = None
+            if deferred is not None:
+                self._deferred = None
             lock.release()
 
     async def enqueue_many(self, batch: Any) -> None:
@@ -182,7 +184,8 @@ class QueueBase(QueueCore):
         otherwise. ``deferred`` as for ``_put_one_now``."""
         lock = self._lock
         lock.acquire()  # (acquire/release: half the cost of `with` here)
-        self._deferred = deferred
+        if deferred is not None:
+            self._deferred = deferred
         try:
             st = self._storage
             if not self._getters and st.size > (0 if self._closed else self._min_after):
@@ -193,7 +196,8 @@ class QueueBase(QueueCore):
                 return comps[0] if self._single else self._spec.pack(comps)
             return _WAIT
         finally:
-            self._deferred = None
+            if deferred is not None:
+                self._deferred = None
             lock.release()
 
     async def dequeue_many(self, n: int) -> Any:
