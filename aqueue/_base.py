@@ -90,10 +90,7 @@ class QueueBase(QueueCore):
         comps = self._spec.element(element)
         await checkpoint()
         if not self._put_one_now(comps):
-            w = _Waiter(_ONE, 1)
-            w.comps = comps
-            w.count = 1
-            await self._put(w, checkpointed=True)
+            await self._put(self._putter(_ONE, comps, 1), checkpointed=True)
 
     def _put_one_now(self, comps: Components, deferred: list[_Waiter] | None = None) -> bool:
         """Fast path of enqueue (async, nowait and thread-side): admit if there is room
@@ -148,7 +145,7 @@ class QueueBase(QueueCore):
                         self._fill(g, comps, 0, count)
                         self._enqueued_total += count
                         if g.claimed == g.n and not g.notified:
-                            g.wake()
+                            self._wake(g)
                         return
                     self._admit_rows(comps, 0, count)
                     self._admitted(count)
@@ -159,10 +156,7 @@ class QueueBase(QueueCore):
                 return
         finally:
             lock.release()
-        w = _Waiter(_MANY, 0)
-        w.comps = comps
-        w.count = count
-        await self._put(w, checkpointed=True)
+        await self._put(self._putter(_MANY, comps, count), checkpointed=True)
 
     async def dequeue(self) -> Any:
         """Remove and return one element, waiting while none can be taken.
@@ -253,16 +247,13 @@ class QueueBase(QueueCore):
         """Add one element now, or raise QueueFull (or QueueClosedError)."""
         comps = self._spec.element(element)
         if not self._put_one_now(comps):
-            w = _Waiter(_ONE, 1)
-            w.comps = comps
-            w.count = 1
-            self._put_nowait(w)  # raises the precise error
+            self._put_nowait(self._putter(_ONE, comps, 1))  # raises the precise error
 
     def enqueue_many_nowait(self, batch: Any) -> None:
         """Add the whole batch now, or nothing and raise QueueFull (all-or-nothing)."""
-        w = self._putter_many(batch)
-        if w.count:
-            self._put_nowait(w)
+        comps, count = self._spec.batch(batch)
+        if count:
+            self._put_nowait(self._putter(_MANY, comps, count))
 
     def dequeue_nowait(self) -> Any:
         """Remove one element now, or raise QueueEmpty (OutOfRangeError when final)."""
@@ -300,7 +291,7 @@ class QueueBase(QueueCore):
                 for w in self._putters:
                     if not w.rejected:
                         w.rejected = True
-                        w.wake()
+                        self._wake(w)
             self._notify()
 
     async def aclose(self) -> None:

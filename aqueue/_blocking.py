@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._core import _MANY, _ONE, _UP_TO, _WAIT, _Waiter
+from ._core import _MANY, _ONE, _UP_TO, _WAIT
 from ._errors import ElementSpecError
 
 if TYPE_CHECKING:
@@ -47,25 +47,18 @@ class BlockingQueue:
         q = self._q
         q._thread_check("enqueue")
         comps = q._spec.element(element)
-        deferred: list[_Waiter] = []
-        try:
-            if q._put_one_now(comps, deferred):  # room now: no request object needed
-                return
-        finally:
-            for d in deferred:
-                d.fire()
-        w = _Waiter(_ONE, 1)
-        w.comps = comps
-        w.count = 1
-        q._thread_run(w, False, timeout, "enqueue")
+        if q._thread_call(q._put_one_now, comps):  # room now: no request object needed
+            return
+        q._thread_run(q._putter(_ONE, comps, 1), False, timeout, "enqueue")
 
     def enqueue_many(self, batch: Any, timeout: float | None = None) -> None:
         """Add a batch; progressive without timeout, all-or-nothing with one."""
         q = self._q
         q._thread_check("enqueue_many")
-        w = q._putter_many(batch)
-        if w.count == 0:
+        comps, count = q._spec.batch(batch)
+        if count == 0:
             return
+        w = q._putter(_MANY, comps, count)
         if timeout is not None:
             if w.count > q.capacity:
                 raise ElementSpecError(
@@ -80,12 +73,7 @@ class BlockingQueue:
         """Remove and return one element, blocking while none can be taken."""
         q = self._q
         q._thread_check("dequeue")
-        deferred: list[_Waiter] = []
-        try:
-            result = q._take_one_now(deferred)  # one there now: no request object needed
-        finally:
-            for d in deferred:
-                d.fire()
+        result = q._thread_call(q._take_one_now)  # one there now: no request object needed
         if result is not _WAIT:
             return result
         return q._thread_run(q._getter(_ONE, 1), True, timeout, "dequeue")

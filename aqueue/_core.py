@@ -108,12 +108,8 @@ class _Waiter:
         # into it (one copy per element instead of two). See QueueCore._admit_rows.
         self.out: tuple[Any, ...] | None = None
 
-    def wake(self) -> None:
-        self.notified = True
-        self.fire()
-
     def fire(self) -> None:
-        """Set the thread event or the async waker (the part of ``wake`` that may wait)."""
+        """Set the thread event or the async waker (see QueueCore._wake)."""
         if self.event is not None:
             self.event.set()
         elif self.waker is not None:
@@ -267,10 +263,8 @@ class QueueCore:
             return False
         g = self._getters[0]
         need = g.n - g.claimed
-        size = self._storage.size
-        after = size + k  # (rows a filling getter takes never reach the storage)
-        floor = 0 if self._closed else self._min_after
-        return after - need <= self._capacity and after - floor >= need
+        # (rows a filling getter takes never reach the storage, so this holds for it too)
+        return self._storage.size + k - need <= self._capacity and self._available() + k >= need
 
     def _notify(self) -> None:
         """Wake the head of each list if it can progress now."""
@@ -288,7 +282,7 @@ class QueueCore:
         deferred = self._deferred
         if deferred is None:
             w.fire()
-        else:  # a thread's step: fired once the lock is released (see _thread_step)
+        else:  # a thread's step: fired once the lock is released (see _thread_call)
             deferred.append(w)
 
     def _admitted(self, k: int) -> None:
@@ -454,15 +448,12 @@ class QueueCore:
         w.progressive = mode != _ONE and n > self._one_copy_limit
         return w
 
-    def _putter_one(self, element: Any) -> _Waiter:
-        w = _Waiter(_ONE, 1)
-        w.comps = self._spec.element(element)
-        w.count = 1
-        return w
-
-    def _putter_many(self, batch: Any) -> _Waiter:
-        w = _Waiter(_MANY, 0)
-        w.comps, w.count = self._spec.batch(batch)
+    @staticmethod
+    def _putter(mode: int, comps: Components, count: int) -> _Waiter:
+        """An enqueue request for converted components (``count`` elements)."""
+        w = _Waiter(mode, 1 if mode == _ONE else 0)
+        w.comps = comps
+        w.count = count
         return w
 
     def _batch_op(self, n: Any, what: str) -> int:
@@ -573,7 +564,7 @@ class QueueCore:
     def _thread_run(self, w: _Waiter, getter: bool, timeout: float | None, what: str) -> Any:
         deadline = None if timeout is None else time.monotonic() + timeout
         step = self._step_get if getter else self._step_put_or_wait
-        result = self._thread_step(w, step, getter, True)
+        result = self._thread_call(self._thread_step, w, step, getter, True)
         if result is not _WAIT:
             return result
         try:
@@ -587,38 +578,49 @@ class QueueCore:
                 assert w.event is not None
                 if not w.event.wait(remaining):
                     continue
-                result = self._thread_step(w, step, getter, False)
+                result = self._thread_call(self._thread_step, w, step, getter, False)
                 if result is not _WAIT:
                     return result
         except BaseException:
             self._abandon(w, getter)
             raise
 
-    def _thread_step(
-        self, w: _Waiter, step: Callable[[_Waiter], Any], getter: bool, first: bool
-    ) -> Any:
-        """One step of a thread's request under the lock; on ``_WAIT`` it is parked
-        (``first``) or re-armed. The wake-ups the step causes are sent only after the
-        lock is released: waking a task from a thread is a system call that may also
-        hand the GIL to the event loop, and other threads would wait for the lock
-        meanwhile (a wake-up is never lost: ``notified`` is set under the lock)."""
+    @staticmethod
+    def _thread_call(attempt: Callable[..., Any], *args: Any) -> Any:
+        """Run ``attempt(*args, deferred)`` for a thread, then send the wake-ups it
+        deferred, once the lock is released: waking a task from a thread is a system
+        call that may also hand the GIL to the event loop, and other threads would wait
+        for the lock meanwhile (a wake-up is never lost: ``notified`` is set under the
+        lock, see ``_wake``)."""
         deferred: list[_Waiter] = []
         try:
-            with self._lock:
-                self._deferred = deferred
-                try:
-                    result = step(w)
-                    if result is _WAIT:
-                        if first:
-                            w.event = threading.Event()
-                            self._add(self._getters if getter else self._putters, w, getter)
-                            self._notify()
-                        else:
-                            w.notified = False
-                            w.event.clear()  # type: ignore[union-attr]
-                    return result
-                finally:
-                    self._deferred = None
+            return attempt(*args, deferred)
         finally:
             for d in deferred:
                 d.fire()
+
+    def _thread_step(
+        self,
+        w: _Waiter,
+        step: Callable[[_Waiter], Any],
+        getter: bool,
+        first: bool,
+        deferred: list[_Waiter],
+    ) -> Any:
+        """One step of a thread's request under the lock (through ``_thread_call``); on
+        ``_WAIT`` it is parked (``first``) or re-armed."""
+        with self._lock:
+            self._deferred = deferred
+            try:
+                result = step(w)
+                if result is _WAIT:
+                    if first:
+                        w.event = threading.Event()
+                        self._add(self._getters if getter else self._putters, w, getter)
+                        self._notify()
+                    else:
+                        w.notified = False
+                        w.event.clear()  # type: ignore[union-attr]
+                return result
+            finally:
+                self._deferred = None
