@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._backend import checkpoint, in_event_loop
-from ._core import _MANY, _ONE, _UP_TO, _WAIT, QueueCore, _Waiter
+from ._core import _MANY, _ONE, _UP_TO, _WAIT, QueueCore, _fire, _Waiter
 from ._errors import ElementSpecError, OutOfRangeError
 from ._spec import Components
 from ._stats import QueueStatistics
@@ -95,7 +95,7 @@ class QueueBase(QueueCore):
     def _put_one_now(self, comps: Components, deferred: list[_Waiter] | None = None) -> bool:
         """Fast path of enqueue (async, nowait and thread-side): admit if there is room
         now and nobody is queued ahead; False (nothing changed) otherwise. A thread
-        passes ``deferred`` to send the wake-ups itself after the lock is released."""
+        passes a ``deferred`` list: its wake-ups are then sent after the lock is released."""
         lock = self._lock
         lock.acquire()  # (acquire/release: half the cost of `with` here)
         if deferred is not None:
@@ -118,7 +118,10 @@ class QueueBase(QueueCore):
         finally:
             if deferred is not None:
                 self._deferred = None
-            lock.release()
+                lock.release()
+                _fire(deferred)
+            else:
+                lock.release()
 
     async def enqueue_many(self, batch: Any) -> None:
         """Add the elements of ``batch`` (sliced along axis 0), in order.
@@ -192,7 +195,10 @@ class QueueBase(QueueCore):
         finally:
             if deferred is not None:
                 self._deferred = None
-            lock.release()
+                lock.release()
+                _fire(deferred)
+            else:
+                lock.release()
 
     async def dequeue_many(self, n: int) -> Any:
         """Remove and return exactly ``n`` elements as a batch, waiting for them.

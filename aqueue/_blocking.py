@@ -47,7 +47,7 @@ class BlockingQueue:
         q = self._q
         q._thread_check("enqueue")
         comps = q._spec.element(element)
-        if q._thread_call(q._put_one_now, comps):  # room now: no request object needed
+        if q._put_one_now(comps, []):  # room now: no request object needed
             return
         q._thread_run(q._putter(_ONE, comps, 1), False, timeout, "enqueue")
 
@@ -73,7 +73,7 @@ class BlockingQueue:
         """Remove and return one element, blocking while none can be taken."""
         q = self._q
         q._thread_check("dequeue")
-        result = q._thread_call(q._take_one_now)  # one there now: no request object needed
+        result = q._take_one_now([])  # one there now: no request object needed
         if result is not _WAIT:
             return result
         return q._thread_run(q._getter(_ONE, 1), True, timeout, "dequeue")

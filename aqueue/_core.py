@@ -116,6 +116,15 @@ class _Waiter:
             self.waker.set()
 
 
+def _fire(deferred: list[_Waiter]) -> None:
+    """Send the wake-ups a thread's operation deferred (``QueueCore._wake``), after it
+    released the lock: waking a task from a thread is a system call that may also hand
+    the GIL to the event loop, and other threads would wait for the lock meanwhile. A
+    wake-up is never lost: ``notified`` was set under the lock."""
+    for w in deferred:
+        w.fire()
+
+
 class QueueCore:
     """State and request machinery; ``QueueBase`` adds the public operations."""
 
@@ -282,7 +291,7 @@ class QueueCore:
         deferred = self._deferred
         if deferred is None:
             w.fire()
-        else:  # a thread's step: fired once the lock is released (see _thread_call)
+        else:  # a thread's step: sent by _fire once the lock is released
             deferred.append(w)
 
     def _admitted(self, k: int) -> None:
@@ -564,7 +573,7 @@ class QueueCore:
     def _thread_run(self, w: _Waiter, getter: bool, timeout: float | None, what: str) -> Any:
         deadline = None if timeout is None else time.monotonic() + timeout
         step = self._step_get if getter else self._step_put_or_wait
-        result = self._thread_call(self._thread_step, w, step, getter, True)
+        result = self._thread_step(w, step, getter, True)
         if result is not _WAIT:
             return result
         try:
@@ -578,49 +587,34 @@ class QueueCore:
                 assert w.event is not None
                 if not w.event.wait(remaining):
                     continue
-                result = self._thread_call(self._thread_step, w, step, getter, False)
+                result = self._thread_step(w, step, getter, False)
                 if result is not _WAIT:
                     return result
         except BaseException:
             self._abandon(w, getter)
             raise
 
-    @staticmethod
-    def _thread_call(attempt: Callable[..., Any], *args: Any) -> Any:
-        """Run ``attempt(*args, deferred)`` for a thread, then send the wake-ups it
-        deferred, once the lock is released: waking a task from a thread is a system
-        call that may also hand the GIL to the event loop, and other threads would wait
-        for the lock meanwhile (a wake-up is never lost: ``notified`` is set under the
-        lock, see ``_wake``)."""
+    def _thread_step(
+        self, w: _Waiter, step: Callable[[_Waiter], Any], getter: bool, first: bool
+    ) -> Any:
+        """One step of a thread's request under the lock; on ``_WAIT`` it is parked
+        (``first``) or re-armed. Its wake-ups are sent after the lock is released."""
         deferred: list[_Waiter] = []
         try:
-            return attempt(*args, deferred)
+            with self._lock:
+                self._deferred = deferred
+                try:
+                    result = step(w)
+                    if result is _WAIT:
+                        if first:
+                            w.event = threading.Event()
+                            self._add(self._getters if getter else self._putters, w, getter)
+                            self._notify()
+                        else:
+                            w.notified = False
+                            w.event.clear()  # type: ignore[union-attr]
+                    return result
+                finally:
+                    self._deferred = None
         finally:
-            for d in deferred:
-                d.fire()
-
-    def _thread_step(
-        self,
-        w: _Waiter,
-        step: Callable[[_Waiter], Any],
-        getter: bool,
-        first: bool,
-        deferred: list[_Waiter],
-    ) -> Any:
-        """One step of a thread's request under the lock (through ``_thread_call``); on
-        ``_WAIT`` it is parked (``first``) or re-armed."""
-        with self._lock:
-            self._deferred = deferred
-            try:
-                result = step(w)
-                if result is _WAIT:
-                    if first:
-                        w.event = threading.Event()
-                        self._add(self._getters if getter else self._putters, w, getter)
-                        self._notify()
-                    else:
-                        w.notified = False
-                        w.event.clear()  # type: ignore[union-attr]
-                return result
-            finally:
-                self._deferred = None
+            _fire(deferred)
