@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._stages import _CLEAN, _Box, _Meter, _noted, _perf, _Stopping
+from ._stages import _CLEAN, _Box, _Meter, _noted, _Stopping
 
 if TYPE_CHECKING:
     from ._base import QueueBase
@@ -64,9 +64,7 @@ class _Source:
 
     def _done(self, t0: float, value: Any) -> _Box:
         self._fresh = False
-        t1 = _perf()
-        self._w.busy += t1 - t0
-        self._w.returned = t1
+        self._w.returned = self._w.worked(t0)
         return _Box(value)
 
 
@@ -172,9 +170,7 @@ def source_step(
                 if not isinstance(exc, _CLEAN):
                     _noted(exc, label)
                 raise
-            t1 = _perf()
-            w.busy += t1 - t0
-            w.returned = t1
+            w.returned = w.worked(t0)
             return _Box(value)
 
         return astep
@@ -190,9 +186,7 @@ def source_step(
             if not isinstance(exc, _CLEAN):
                 _noted(exc, label)
             raise
-        t1 = _perf()
-        w.busy += t1 - t0
-        w.returned = t1
+        w.returned = w.worked(t0)
         return _Box(value)
 
     return step

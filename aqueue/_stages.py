@@ -111,6 +111,12 @@ class _Worker:
         self.returned = 0.0  # perf_counter() when the step last returned an item
         self.turn = -1  # ordered maps: the sequence number this worker holds
 
+    def worked(self, since: float) -> float:
+        """The step worked on an item from ``since`` until now; return now."""
+        now = _perf()
+        self.busy += now - since
+        return now
+
 
 class _Meter:
     """One stage's measurements (shared by its workers)."""
@@ -136,6 +142,12 @@ class _Meter:
         if w.returned:
             self.put_waits.append(now - w.returned)
             w.returned = 0.0
+        return now
+
+    def got(self, since: float) -> float:
+        """A step waited for its input from ``since`` until now; return now."""
+        now = _perf()
+        self.get_waits.append(now - since)
         return now
 
     @property
@@ -218,16 +230,13 @@ def thread_map_step(
         t0 = meter.began(w)
         stop.check()
         box: _Box = source.dequeue()
-        t1 = _perf()
-        meter.get_waits.append(t1 - t0)
+        t1 = meter.got(t0)
         try:
             box.value = fn(box.value)
         except Exception as exc:
             _noted(exc, label)
             raise
-        t2 = _perf()
-        w.busy += t2 - t1
-        w.returned = t2
+        w.returned = w.worked(t1)
         return box
 
     return step
@@ -282,15 +291,13 @@ def async_map_step(
         stop.check()
         box: _Box = await _take(source)
         seq = turns.take() if turns is not None else 0
-        t1 = _perf()
-        meter.get_waits.append(t1 - t0)
+        t1 = meter.got(t0)
         try:
             box.value = await call(box.value)
         except Exception as exc:
             _noted(exc, label)
             raise
-        t2 = _perf()
-        w.busy += t2 - t1
+        w.worked(t1)
         if turns is not None:
             await turns.wait(seq)
             w.turn = seq
@@ -351,15 +358,13 @@ def filter_step(
         while True:
             stop.check()
             box: _Box = await source.dequeue()
-            t1 = _perf()
-            meter.get_waits.append(t1 - t0)
+            t1 = meter.got(t0)
             try:
                 keep = await pred(box.value) if is_async else pred(box.value)
             except Exception as exc:
                 _noted(exc, label)
                 raise
-            t0 = _perf()
-            w.busy += t0 - t1
+            t0 = w.worked(t1)
             if keep:
                 w.returned = t0
                 return box
@@ -391,8 +396,7 @@ def shuffle_step(
                 buf.append(await source.dequeue())
             except OutOfRangeError:
                 ended = True
-        t1 = _perf()
-        meter.get_waits.append(t1 - t0)
+        meter.got(t0)
         if not buf:
             raise StopAsyncIteration
         j = rng.randrange(len(buf))
@@ -411,9 +415,7 @@ def prefetch_step(source: QueueBase, meter: _Meter, stop: _Stopping) -> Callable
         t0 = meter.began(w)
         stop.check()
         box: _Box = await _take(source)
-        t1 = _perf()
-        meter.get_waits.append(t1 - t0)
-        w.returned = t1
+        w.returned = meter.got(t0)
         return box
 
     return step
@@ -435,16 +437,13 @@ def batch_step(
         t0 = meter.began(w)
         stop.check()
         boxes = source.dequeue_up_to(size) if smaller else source.dequeue_many(size)
-        t1 = _perf()
-        meter.get_waits.append(t1 - t0)
+        t1 = meter.got(t0)
         try:
             value = collate([b.value for b in boxes], pad=pad)
         except Exception as exc:
             _noted(exc, label)
             raise
-        t2 = _perf()
-        w.busy += t2 - t1
-        w.returned = t2
+        w.returned = w.worked(t1)
         return _Box(value)
 
     return step
