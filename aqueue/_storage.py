@@ -122,8 +122,9 @@ def _concat(chunks: Sequence[Components], ncomp: int) -> Components:
     return tuple(np.concatenate([c[i] for c in chunks]) for i in range(ncomp))
 
 
-class RingStorage(Storage):
-    """Preallocated FIFO ring of fixed-shape elements (see the module docstring)."""
+class _ArrayStorage(Storage):
+    """Fixed-shape elements in preallocated arrays of shape ``(slots, *shape)``, one per
+    component (the base of RingStorage and PoolStorage)."""
 
     def __init__(
         self, capacity: int, dtypes: Sequence[np.dtype[Any]], shapes: Sequence[Shape]
@@ -133,6 +134,24 @@ class RingStorage(Storage):
         self._slots = max(capacity, 1)
         self._bufs = _alloc(self._slots, dtypes, shapes)
         self._has_objects = any(dt.kind == "O" for dt in dtypes)
+        self.size = 0
+
+    def _release(self, *where: Any) -> None:
+        """Drop the references that object components hold at the given slots (indices,
+        slices or index arrays) once their elements were taken."""
+        for buf in self._bufs:
+            if buf.dtype.kind == "O":
+                for index in where:
+                    buf[index] = None
+
+
+class RingStorage(_ArrayStorage):
+    """Preallocated FIFO ring of fixed-shape elements (see the module docstring)."""
+
+    def __init__(
+        self, capacity: int, dtypes: Sequence[np.dtype[Any]], shapes: Sequence[Shape]
+    ) -> None:
+        super().__init__(capacity, dtypes, shapes)
         # The common case (one numeric component) gets a shorter path per element.
         self._only: npt.NDArray[Any] | None = (
             self._bufs[0] if len(self._bufs) == 1 and not self._has_objects else None
@@ -144,7 +163,6 @@ class RingStorage(Storage):
             one if one is not None and one.dtype.kind == "O" and one.ndim == 1 else None
         )
         self._head = 0
-        self.size = 0
 
     def put_one(self, comps: Components) -> None:
         i = self._head + self.size
@@ -195,9 +213,7 @@ class RingStorage(Storage):
             return (value,)
         out = tuple(_row(buf, i) for buf in self._bufs)
         if self._has_objects:
-            for buf in self._bufs:
-                if buf.dtype.kind == "O":
-                    buf[i] = None  # drop the reference held by the slot
+            self._release(i)
         self._advance(i, 1)
         return out
 
@@ -211,9 +227,8 @@ class RingStorage(Storage):
             else:
                 chunk = np.concatenate((buf[p:], buf[: k - first]))
             out.append(chunk)
-            if buf.dtype.kind == "O":
-                buf[p : p + first] = None
-                buf[: k - first] = None
+        if self._has_objects:
+            self._release(slice(p, p + first), slice(0, k - first))
         self._advance(p, k)
         return tuple(out)
 
@@ -234,9 +249,8 @@ class RingStorage(Storage):
             o[pos : pos + first] = buf[p : p + first]
             if k > first:
                 o[pos + first : pos + k] = buf[: k - first]
-            if buf.dtype.kind == "O":
-                buf[p : p + first] = None
-                buf[: k - first] = None
+        if self._has_objects:
+            self._release(slice(p, p + first), slice(0, k - first))
         self._advance(p, k)
 
     def restore(self, chunks: Sequence[Components]) -> None:
@@ -276,7 +290,7 @@ class RingStorage(Storage):
 _SHUFFLE_ALL = 1024
 
 
-class PoolStorage(Storage):
+class PoolStorage(_ArrayStorage):
     """Preallocated pool of fixed-shape elements taken in random order.
 
     Data rows never move once written: ``_ids`` is a permutation of the slot numbers
@@ -294,14 +308,9 @@ class PoolStorage(Storage):
         shapes: Sequence[Shape],
         rng: np.random.Generator,
     ) -> None:
-        self._dtypes = tuple(dtypes)
-        self._shapes = tuple(shapes)
-        self._slots = max(capacity, 1)
-        self._bufs = _alloc(self._slots, dtypes, shapes)
+        super().__init__(capacity, dtypes, shapes)
         self._ids = np.arange(self._slots, dtype=np.intp)
-        self._has_objects = any(dt.kind == "O" for dt in dtypes)
         self._rng = rng
-        self.size = 0
 
     def put_one(self, comps: Components) -> None:
         i = self.size
@@ -338,9 +347,7 @@ class PoolStorage(Storage):
         ids[i] = ids[last]
         ids[last] = slot
         if self._has_objects:
-            for buf in self._bufs:
-                if buf.dtype.kind == "O":
-                    buf[slot] = None
+            self._release(slot)
         self.size = last
         return out
 
@@ -367,9 +374,7 @@ class PoolStorage(Storage):
             ids[keep:size] = slots  # the taken slots become the next free ones
         out = tuple(np.take(buf, slots, axis=0) for buf in self._bufs)
         if self._has_objects:
-            for buf in self._bufs:
-                if buf.dtype.kind == "O":
-                    buf[slots] = None
+            self._release(slots)
         self.size = keep
         return out
 
