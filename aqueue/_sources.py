@@ -156,7 +156,7 @@ def source_step(
 ) -> Callable[[], Any]:
     """A producer that calls ``fn()`` for each item (a queue's dequeue, a callable)."""
     w = meter.worker()
-    ends = (StopIteration, StopAsyncIteration)
+    quiet = (StopIteration, StopAsyncIteration, *_CLEAN)  # ends, not failures
 
     if is_async:
 
@@ -164,10 +164,8 @@ def source_step(
             t0 = meter.began(w)
             try:
                 value = await stop.interruptible(fn)
-            except ends:
-                raise
             except Exception as exc:
-                if not isinstance(exc, _CLEAN):
+                if not isinstance(exc, quiet):
                     _noted(exc, label)
                 raise
             w.returned = w.worked(t0)
@@ -180,10 +178,8 @@ def source_step(
         stop.check()
         try:
             value = fn()
-        except ends:
-            raise
         except Exception as exc:
-            if not isinstance(exc, _CLEAN):
+            if not isinstance(exc, quiet):
                 _noted(exc, label)
             raise
         w.returned = w.worked(t0)

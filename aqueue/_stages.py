@@ -216,6 +216,32 @@ def _noted(exc: BaseException, label: str) -> None:
 # -- map ----------------------------------------------------------------------------------
 
 
+def _thread_step(
+    take: Callable[[], Any],
+    work: Callable[[Any], _Box],
+    meter: _Meter,
+    stop: _Stopping,
+    label: str,
+) -> Callable[[], _Box]:
+    """A step for a worker thread: ``take()`` its input, ``work`` on it, hand it back."""
+    w = meter.worker()
+
+    def step() -> _Box:
+        t0 = meter.began(w)
+        stop.check()
+        got = take()
+        t1 = meter.got(t0)
+        try:
+            box = work(got)
+        except Exception as exc:
+            _noted(exc, label)
+            raise
+        w.returned = w.worked(t1)
+        return box
+
+    return step
+
+
 def thread_map_step(
     fn: Callable[[Any], Any],
     source: BlockingQueue,
@@ -224,22 +250,12 @@ def thread_map_step(
     label: str,
 ) -> Callable[[], _Box]:
     """A step for a worker thread: take an item, apply ``fn``, hand it back."""
-    w = meter.worker()
 
-    def step() -> _Box:
-        t0 = meter.began(w)
-        stop.check()
-        box: _Box = source.dequeue()
-        t1 = meter.got(t0)
-        try:
-            box.value = fn(box.value)
-        except Exception as exc:
-            _noted(exc, label)
-            raise
-        w.returned = w.worked(t1)
+    def apply(box: _Box) -> _Box:
+        box.value = fn(box.value)
         return box
 
-    return step
+    return _thread_step(source.dequeue, apply, meter, stop, label)
 
 
 class _Turns:
@@ -431,22 +447,12 @@ def batch_step(
     label: str,
 ) -> Callable[[], _Box]:
     """A thread step that takes ``size`` items and stacks them into one batch."""
-    w = meter.worker()
+    take = source.dequeue_up_to if smaller else source.dequeue_many
 
-    def step() -> _Box:
-        t0 = meter.began(w)
-        stop.check()
-        boxes = source.dequeue_up_to(size) if smaller else source.dequeue_many(size)
-        t1 = meter.got(t0)
-        try:
-            value = collate([b.value for b in boxes], pad=pad)
-        except Exception as exc:
-            _noted(exc, label)
-            raise
-        w.returned = w.worked(t1)
-        return _Box(value)
+    def stack(boxes: Any) -> _Box:
+        return _Box(collate([b.value for b in boxes], pad=pad))
 
-    return step
+    return _thread_step(lambda: take(size), stack, meter, stop, label)
 
 
 def collate(items: list[Any], *, pad: bool = False) -> Any:
