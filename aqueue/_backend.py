@@ -38,7 +38,6 @@ def in_event_loop() -> bool:
     return _get_running_loop() is not None or _current_trio_token() is not None
 
 
-_sleep = asyncio.sleep
 _asyncio_first = True  # which backend checkpoint() tries first (see checkpoint)
 _trio_checkpoint: Callable[[], Coroutine[Any, Any, None]] | None = None
 
