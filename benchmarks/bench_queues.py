@@ -15,11 +15,19 @@ Workloads (element = float32[32, 32], 4096 bytes):
 Peers (each run only when importable): ``asyncio.Queue`` (W1 as is and with one
 ``asyncio.sleep(0)`` per operation, the "every call yields" contract aqueue keeps; W2/W3
 holding single elements and building each batch with ``np.stack``; W3 adds a consumer-side
-shuffle pool), anyio's memory object stream (W1, asyncio and trio), a *bare ring* (W1: the
-floor of any queue that copies into numpy storage, i.e. one yield, one copy in and one copy
-out per element and nothing else; see ``BareRing``), and
-``tf.queue.FIFOQueue`` / ``tf.queue.RandomShuffleQueue`` (eager, producer thread). aqueue W1
-and W2 also run under trio.
+shuffle pool), anyio's memory object stream (W1, asyncio and trio),
+``tf.queue.FIFOQueue`` / ``tf.queue.RandomShuffleQueue`` (eager, producer thread), and three
+*floors*, which are not queues but the least work any queue under aqueue's contract must do:
+
+* *bare ring* (W1): one yield, one copy in and one copy out per element, nothing else
+  (``BareRing``);
+* *checked ring* (W1): the bare ring plus the element check and the storage lock that the
+  contract requires on every operation (``CheckedRing``);
+* *bare pool* (W3): one yield per operation, one copy into a preallocated pool per element,
+  a uniformly random ordered sample gathered into a fresh array per dequeue, nothing else
+  (``BarePool``).
+
+aqueue W1 and W2 also run under trio.
 
 Every run checks what it received: the element count, the tag stored in element ``[0, 0]``
 (exact global order for FIFO, per-thread order for W1-threads, the exact multiset and a
@@ -326,6 +334,11 @@ async def aqueue_w2(src: Source, n: int) -> Run:
 
 async def aqueue_w3(src: Source, n: int) -> Run:
     q = aqueue.RandomShuffleQueue(RS_CAPACITY, RS_MIN_AFTER, DTYPE, SHAPE, seed=0)
+    return await _w3_pair(q, src, n)
+
+
+async def _w3_pair(q: Any, src: Source, n: int) -> Run:
+    """W3's producer and consumer tasks around a shuffling queue ``q`` (aqueue's API)."""
     batches, nb = src.batches, len(src.batches)
     tags: list[Any] = []
     lasts: list[Any] = []
@@ -516,6 +529,128 @@ class BareRing:
 async def bare_ring_w1(src: Source, n: int) -> Run:
     q = BareRing(CAPACITY)
     return await _w1_pair(q.put, q.get, src, n)
+
+
+class CheckedRing(BareRing):
+    """The bare ring plus the two things aqueue's contract adds to every single operation:
+    the fast-path check of the element (an array of exactly the declared dtype and shape;
+    anything else would go to a full validation) and a lock around the ring update (thread
+    producers admit directly into the storage). Still no statistics, no closing, no
+    waiter lists, no cancellation safety, one producer and one consumer only: a floor, not
+    a queue.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__(capacity)
+        self.lock = threading.Lock()
+
+    async def put(self, x: np.ndarray) -> None:
+        if type(x) is not np.ndarray or x.dtype != DTYPE or x.shape != SHAPE:
+            raise ValueError(f"expected float32{list(SHAPE)}, got {x!r:.40}")
+        await _bare_yield()
+        while self.size == self.cap:
+            self.putter = asyncio.get_running_loop().create_future()
+            await self.putter
+        self.lock.acquire()  # (acquire/release: cheaper than `with`, as in aqueue)
+        i = self.head + self.size
+        self.buf[i if i < self.cap else i - self.cap] = x
+        self.size += 1
+        self.lock.release()
+        if self.getter is not None:
+            self.getter.set_result(None)
+            self.getter = None
+
+    async def get(self) -> np.ndarray:
+        await _bare_yield()
+        while self.size == 0:
+            self.getter = asyncio.get_running_loop().create_future()
+            await self.getter
+        self.lock.acquire()
+        i = self.head
+        x = self.buf[i].copy()
+        self.size -= 1
+        self.head = 0 if self.size == 0 else i + 1 if i + 1 < self.cap else 0
+        self.lock.release()
+        if self.putter is not None:
+            self.putter.set_result(None)
+            self.putter = None
+        return x
+
+
+async def checked_ring_w1(src: Source, n: int) -> Run:
+    q = CheckedRing(CAPACITY)
+    return await _w1_pair(q.put, q.get, src, n)
+
+
+class BarePool:
+    """The floor of a uniformly shuffling queue on preallocated storage, for W3 only.
+
+    What any such queue must do: one yield per operation, each enqueued row copied once
+    into a free slot of a preallocated pool, each dequeue_many picking a uniformly random
+    ordered sample (one Fisher-Yates shuffle of the occupied slot numbers, as aqueue does
+    for pools of this size) and gathering its rows into a fresh array. Nothing else: no
+    validation, no lock, no statistics, no cancellation safety, one producer and one
+    consumer only.
+    """
+
+    def __init__(self, capacity: int, min_after: int, seed: int) -> None:
+        self.buf = np.empty((capacity, *SHAPE), DTYPE)
+        self.ids = np.arange(capacity)
+        self.cap, self.floor, self.size, self.closed = capacity, min_after, 0, False
+        self.rng = np.random.default_rng(seed)
+        self.getter: asyncio.Future[None] | None = None
+        self.putter: asyncio.Future[None] | None = None
+        self.need = 0
+
+    def _wake_getter(self) -> None:
+        if self.getter is not None and (self.closed or self.size - self.floor >= self.need):
+            self.getter.set_result(None)
+            self.getter = None
+
+    async def enqueue_many(self, batch: np.ndarray) -> None:
+        await _bare_yield()
+        k = len(batch)
+        while self.size + k > self.cap:
+            self.putter = asyncio.get_running_loop().create_future()
+            await self.putter
+        s = self.size
+        self.buf[self.ids[s : s + k]] = batch
+        self.size = s + k
+        self._wake_getter()
+
+    async def dequeue_many(self, n: int) -> np.ndarray:
+        await _bare_yield()
+        while self.size - (0 if self.closed else self.floor) < n:
+            if self.closed:
+                raise aqueue.OutOfRangeError("bare pool", n, self.size)
+            self.need = n
+            self.getter = asyncio.get_running_loop().create_future()
+            await self.getter
+        return self._take(n)
+
+    async def dequeue_up_to(self, n: int) -> np.ndarray:
+        await _bare_yield()
+        if not self.closed or self.size == 0:  # (only called once closed, for a remainder)
+            raise aqueue.OutOfRangeError("bare pool", n, self.size)
+        return self._take(min(n, self.size))
+
+    def _take(self, n: int) -> np.ndarray:
+        size = self.size
+        self.rng.shuffle(self.ids[:size])
+        out = np.take(self.buf, self.ids[size - n : size], axis=0)
+        self.size = size - n
+        if self.putter is not None:
+            self.putter.set_result(None)
+            self.putter = None
+        return out
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake_getter()
+
+
+async def bare_pool_w3(src: Source, n: int) -> Run:
+    return await _w3_pair(BarePool(RS_CAPACITY, RS_MIN_AFTER, 0), src, n)
 
 
 # --------------------------------------------------------------------------------------------
@@ -724,6 +859,10 @@ RATIOS = [
           "W1/bare ring/asyncio", None),
     Ratio("W1 bare ring / asyncio.Queue+sleep(0)", "W1/bare ring/asyncio",
           "W1/asyncio.Queue+sleep0/asyncio", None),
+    Ratio("W1 aqueue / checked ring (bare ring + check + lock)", "W1/aqueue/asyncio",
+          "W1/checked ring/asyncio", None),
+    Ratio("W1 checked ring / asyncio.Queue+sleep(0)", "W1/checked ring/asyncio",
+          "W1/asyncio.Queue+sleep0/asyncio", None),
     Ratio("W1 aqueue / asyncio.Queue (no sleep)", "W1/aqueue/asyncio",
           "W1/asyncio.Queue/asyncio", None),
     Ratio("W1 aqueue / tf.queue.FIFOQueue", "W1/aqueue/asyncio", "W1/tf.queue/threads", None),
@@ -732,6 +871,10 @@ RATIOS = [
     Ratio("W1 trio: aqueue / anyio stream", "W1/aqueue/trio", "W1/anyio-stream/trio", None),
     Ratio("W1 aqueue: trio / asyncio", "W1/aqueue/trio", "W1/aqueue/asyncio", None),
     Ratio("W2 aqueue: trio / asyncio", "W2/aqueue/trio", "W2/aqueue/asyncio", None),
+    Ratio("W3 aqueue / bare pool (1 copy in, 1 gather out, nothing else)",
+          "W3/aqueue/asyncio", "W3/bare pool/asyncio", None),
+    Ratio("W3 bare pool / tf.queue.RandomShuffleQueue", "W3/bare pool/asyncio",
+          "W3/tf.queue/threads", None),
     Ratio("W3 aqueue / asyncio.Queue+pool+np.stack", "W3/aqueue/asyncio",
           "W3/asyncio.Queue+pool+np.stack/asyncio", None),
 ]
@@ -753,6 +896,7 @@ def build_cases(scale: float, with_tf: bool, with_trio: bool) -> list[Case]:
          _on("asyncio", asyncio_w1_sleep0_copy), check_fifo),
         ("W1", "anyio-stream", "asyncio", n1, _on("asyncio", anyio_w1), check_fifo),
         ("W1", "bare ring", "asyncio", n1, _on("asyncio", bare_ring_w1), check_fifo),
+        ("W1", "checked ring", "asyncio", n1, _on("asyncio", checked_ring_w1), check_fifo),
         ("W1-threads", "aqueue", "asyncio", n1, _on("asyncio", aqueue_w1_threads),
          check_threads),
         ("W2", "aqueue", "asyncio", n2, _on("asyncio", aqueue_w2), check_fifo),
@@ -760,6 +904,7 @@ def build_cases(scale: float, with_tf: bool, with_trio: bool) -> list[Case]:
         ("W3", "aqueue", "asyncio", n3, _on("asyncio", aqueue_w3), check_shuffle),
         ("W3", "asyncio.Queue+pool+np.stack", "asyncio", n3, _on("asyncio", asyncio_w3),
          check_shuffle),
+        ("W3", "bare pool", "asyncio", n3, _on("asyncio", bare_pool_w3), check_shuffle),
     ]
     if with_trio:
         specs += [
