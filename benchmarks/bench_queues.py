@@ -499,11 +499,20 @@ class BareRing:
         self.getter: asyncio.Future[None] | None = None
         self.putter: asyncio.Future[None] | None = None
 
-    async def put(self, x: np.ndarray) -> None:
-        await _bare_yield()
+    async def _room(self) -> None:
         while self.size == self.cap:
             self.putter = asyncio.get_running_loop().create_future()
             await self.putter
+
+    async def _data(self) -> None:
+        while self.size == 0:
+            self.getter = asyncio.get_running_loop().create_future()
+            await self.getter
+
+    async def put(self, x: np.ndarray) -> None:
+        await _bare_yield()
+        if self.size == self.cap:
+            await self._room()
         i = self.head + self.size
         self.buf[i if i < self.cap else i - self.cap] = x
         self.size += 1
@@ -513,9 +522,8 @@ class BareRing:
 
     async def get(self) -> np.ndarray:
         await _bare_yield()
-        while self.size == 0:
-            self.getter = asyncio.get_running_loop().create_future()
-            await self.getter
+        if self.size == 0:
+            await self._data()
         i = self.head
         x = self.buf[i].copy()
         self.size -= 1
@@ -548,9 +556,8 @@ class CheckedRing(BareRing):
         if type(x) is not np.ndarray or x.dtype != DTYPE or x.shape != SHAPE:
             raise ValueError(f"expected float32{list(SHAPE)}, got {x!r:.40}")
         await _bare_yield()
-        while self.size == self.cap:
-            self.putter = asyncio.get_running_loop().create_future()
-            await self.putter
+        if self.size == self.cap:
+            await self._room()
         self.lock.acquire()  # (acquire/release: cheaper than `with`, as in aqueue)
         i = self.head + self.size
         self.buf[i if i < self.cap else i - self.cap] = x
@@ -562,9 +569,8 @@ class CheckedRing(BareRing):
 
     async def get(self) -> np.ndarray:
         await _bare_yield()
-        while self.size == 0:
-            self.getter = asyncio.get_running_loop().create_future()
-            await self.getter
+        if self.size == 0:
+            await self._data()
         self.lock.acquire()
         i = self.head
         x = self.buf[i].copy()
