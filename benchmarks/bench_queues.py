@@ -534,11 +534,6 @@ class BareRing:
         return x
 
 
-async def bare_ring_w1(src: Source, n: int) -> Run:
-    q = BareRing(CAPACITY)
-    return await _w1_pair(q.put, q.get, src, n)
-
-
 class CheckedRing(BareRing):
     """The bare ring plus the two things aqueue's contract adds to every single operation:
     the fast-path check of the element (an array of exactly the declared dtype and shape;
@@ -583,9 +578,14 @@ class CheckedRing(BareRing):
         return x
 
 
-async def checked_ring_w1(src: Source, n: int) -> Run:
-    q = CheckedRing(CAPACITY)
-    return await _w1_pair(q.put, q.get, src, n)
+def ring_w1(ring: type[BareRing]) -> Callable[[Source, int], Awaitable[Run]]:
+    """W1 on a floor ring (``BareRing`` or ``CheckedRing``)."""
+
+    async def run(src: Source, n: int) -> Run:
+        q = ring(CAPACITY)
+        return await _w1_pair(q.put, q.get, src, n)
+
+    return run
 
 
 class BarePool:
@@ -901,8 +901,8 @@ def build_cases(scale: float, with_tf: bool, with_trio: bool) -> list[Case]:
         ("W1", "asyncio.Queue+sleep0+copy", "asyncio", n1,
          _on("asyncio", asyncio_w1_sleep0_copy), check_fifo),
         ("W1", "anyio-stream", "asyncio", n1, _on("asyncio", anyio_w1), check_fifo),
-        ("W1", "bare ring", "asyncio", n1, _on("asyncio", bare_ring_w1), check_fifo),
-        ("W1", "checked ring", "asyncio", n1, _on("asyncio", checked_ring_w1), check_fifo),
+        ("W1", "bare ring", "asyncio", n1, _on("asyncio", ring_w1(BareRing)), check_fifo),
+        ("W1", "checked ring", "asyncio", n1, _on("asyncio", ring_w1(CheckedRing)), check_fifo),
         ("W1-threads", "aqueue", "asyncio", n1, _on("asyncio", aqueue_w1_threads),
          check_threads),
         ("W2", "aqueue", "asyncio", n2, _on("asyncio", aqueue_w2), check_fifo),
