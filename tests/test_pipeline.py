@@ -419,6 +419,24 @@ async def test_get_after_the_end_raises_out_of_range() -> None:
             await items.get()
 
 
+@pytest.mark.anyio
+async def test_in_memory_source_keeps_order_across_refills_and_epochs() -> None:
+    """A list longer than its queue, repeated: a one-thread map sees every item in order."""
+    seen: list[int] = []
+
+    def record(x: int) -> int:
+        seen.append(x)
+        return x
+
+    # Queue 0 holds 8 items: the 13-item list is refilled in batches that cross epochs.
+    pipe = Pipeline.from_iterable(list(range(13))).repeat(3).map(record)
+    with anyio.fail_after(10):
+        got = await collect(pipe)
+    assert got == seen == list(range(13)) * 3
+    source, mapped = pipe.statistics()
+    assert (source.items_out, mapped.items_in, mapped.items_out) == (39, 39, 39)
+
+
 # -- process executor -------------------------------------------------------------------
 
 
