@@ -26,7 +26,7 @@ from ._coordinator import Coordinator
 from ._errors import OutOfRangeError
 from ._queues import FIFOQueue
 from ._runner import QueueRunner
-from ._sources import AsyncSource, SyncSource, source_step
+from ._sources import AsyncSource, SequenceSource, SyncSource, source_step
 from ._stages import (
     StageStatistics,
     _Meter,
@@ -209,7 +209,9 @@ class _Run:
         """Build stage ``i``'s runner and start it; return its number of workers."""
         spec = self.specs[i]
         steps = self._steps(i, spec, f"{i} '{spec.label}'")
-        self.coord.start(QueueRunner(self.queues[i], steps, name=f"{i}:{spec.label}"))
+        many = isinstance(steps[0], SequenceSource)  # it produces batches
+        runner = QueueRunner(self.queues[i], steps, enqueue_many=many, name=f"{i}:{spec.label}")
+        self.coord.start(runner)
         return len(steps)
 
     async def _start_later(self, stages: list[int], checkpoints: int) -> None:
@@ -226,8 +228,8 @@ class _Run:
         k = spec.kind
         if k == "iterable":
             if isinstance(spec.fn, Sequence):  # in memory: read on the loop, no thread
-                source = AsyncSource(spec.fn, spec.epochs, meter, stop, label, sync=True)
-                source.prefill(self.queues[0])
+                source = SequenceSource(spec.fn, spec.epochs, meter, stop, label, self.queues[0])
+                source.prefill()
                 return [source]
             return [SyncSource(spec.fn, spec.epochs, meter, stop, label)]
         if k == "async_iterable":

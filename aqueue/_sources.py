@@ -2,10 +2,11 @@
 
 A source reads an iterable ``epochs`` times (None: forever), or calls a function (a
 queue's dequeue, a user producer) until it signals the end, and boxes each item.
-In-memory sequences (lists, tuples, ranges) are read on the event loop and fill their
-output queue at once when the run starts; other sync iterables and sync producers run
-on the runner's thread (they may block); async ones run in a task, and their waits are
-cancelled when the run stops (an external source may never deliver again).
+In-memory sequences (lists, tuples, ranges) are read on the event loop, in batches,
+and fill their output queue at once when the run starts; other sync iterables and sync
+producers run on the runner's thread (they may block); async ones run in a task, and
+their waits are cancelled when the run stops (an external source may never deliver
+again).
 """
 
 from __future__ import annotations
@@ -14,13 +15,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ._stages import _CLEAN, _Box, _Meter, _noted, _Stopping
 
 if TYPE_CHECKING:
     from ._base import QueueBase
 
-__all__ = ["AsyncSource", "SyncSource", "source_step"]
+__all__ = ["AsyncSource", "SequenceSource", "SyncSource", "source_step"]
+
+_REFILL_MAX = 256  # items per refill batch of an in-memory source (about 0.1 ms of loop time)
 
 
 class _Source:
@@ -94,46 +98,15 @@ class SyncSource(_Source):
 
 
 class AsyncSource(_Source):
-    """An async iterable read by a task; or, with ``sync=True``, a sync one that cannot
-    block (a list, a range), read on the event loop so that the source needs no thread."""
+    """An async iterable, read by a task."""
 
     def __init__(
-        self,
-        iterable: Any,
-        epochs: int | None,
-        meter: _Meter,
-        stop: _Stopping,
-        label: str,
-        *,
-        sync: bool = False,
+        self, iterable: Any, epochs: int | None, meter: _Meter, stop: _Stopping, label: str
     ) -> None:
-        super().__init__(iterable, epochs, meter, stop, label, is_async=not sync)
+        super().__init__(iterable, epochs, meter, stop, label, is_async=True)
 
     def __aiter__(self) -> AsyncSource:
         return self
-
-    def prefill(self, queue: QueueBase) -> None:
-        """Fill ``queue`` with the first items now (sync iterables only).
-
-        Workers that start on a full queue all take their first item in the same
-        event-loop iteration, instead of being woken one after another.
-        """
-        assert not self._is_async
-        boxes: list[_Box] = []
-        room = queue.capacity - queue.size()
-        while len(boxes) < room:
-            try:
-                value = next(self._it)
-            except StopIteration:
-                if self._next_epoch():
-                    continue
-                break
-            self._fresh = False
-            boxes.append(_Box(value))
-        if boxes:  # one enqueue for all (a tenth of the cost of one per item)
-            batch = np.empty(len(boxes), dtype=object)
-            batch[:] = boxes
-            queue.enqueue_many_nowait(batch)
 
     async def __anext__(self) -> _Box:
         t0 = self._meter.began(self._w)
@@ -149,6 +122,74 @@ class AsyncSource(_Source):
             except Exception as exc:
                 _noted(exc, self._label)
                 raise
+
+
+class SequenceSource(_Source):
+    """An in-memory sequence (a list, a range), read on the event loop in batches.
+
+    Reading cannot block, so the source needs no thread. Its runner enqueues batches
+    (``enqueue_many``): ``prefill`` fills the whole queue when the run starts, so
+    workers that start on it all take their first item in the same event-loop
+    iteration; after that each batch is at least half the queue's capacity (at most
+    ``_REFILL_MAX`` items, which bounds the time one refill holds the loop), admitted
+    progressively as the next stage takes items. Refilling item by item would cost a
+    task step (and an event-loop iteration) per item, on the loop that also serves
+    the consumer and the async stages.
+    """
+
+    def __init__(
+        self,
+        sequence: Any,
+        epochs: int | None,
+        meter: _Meter,
+        stop: _Stopping,
+        label: str,
+        queue: QueueBase,
+    ) -> None:
+        super().__init__(sequence, epochs, meter, stop, label, is_async=False)
+        self._queue = queue
+
+    def __aiter__(self) -> SequenceSource:
+        return self
+
+    def _read(self, n: int) -> npt.NDArray[Any] | None:
+        """Up to ``n`` boxed items as a batch (None at the end of the last epoch)."""
+        boxes: list[_Box] = []
+        while len(boxes) < n:
+            try:
+                value = next(self._it)
+            except StopIteration:
+                if self._next_epoch():
+                    continue
+                break
+            except Exception as exc:
+                _noted(exc, self._label)
+                raise
+            self._fresh = False
+            boxes.append(_Box(value))
+        if not boxes:
+            return None
+        batch = np.empty(len(boxes), dtype=object)
+        batch[:] = boxes
+        return batch
+
+    def prefill(self) -> None:
+        """Fill the queue with the first items now (one enqueue for all of them)."""
+        q = self._queue
+        batch = self._read(q.capacity - q.size())
+        if batch is not None:
+            q.enqueue_many_nowait(batch)
+
+    async def __anext__(self) -> npt.NDArray[Any]:
+        t0 = self._meter.began(self._w)
+        self._stop.check()
+        q = self._queue
+        want = max(q.capacity - q.size(), (q.capacity + 1) // 2)
+        batch = self._read(min(want, _REFILL_MAX))
+        if batch is None:
+            raise StopAsyncIteration
+        self._w.returned = self._w.worked(t0)
+        return batch
 
 
 def source_step(

@@ -419,6 +419,45 @@ async def test_get_after_the_end_raises_out_of_range() -> None:
             await items.get()
 
 
+@pytest.mark.anyio
+async def test_in_memory_source_keeps_order_across_refills_and_epochs() -> None:
+    """A list longer than its queue, repeated: a one-thread map sees every item in order."""
+    seen: list[int] = []
+
+    def record(x: int) -> int:
+        seen.append(x)
+        return x
+
+    # Queue 0 holds 8 items: the 13-item list is refilled in batches that cross epochs.
+    pipe = Pipeline.from_iterable(list(range(13))).repeat(3).map(record)
+    with anyio.fail_after(10):
+        got = await collect(pipe)
+    assert got == seen == list(range(13)) * 3
+    source, mapped = pipe.statistics()
+    assert (source.items_out, mapped.items_in, mapped.items_out) == (39, 39, 39)
+
+
+@pytest.mark.anyio
+async def test_cancelled_get_loses_no_item() -> None:
+    """A get() cancelled while it waits takes nothing: the next get() has the item."""
+    q = FIFOQueue(4, np.int64, ())
+    with anyio.fail_after(10):
+        async with Pipeline.from_queue(q).open() as items:
+            async with anyio.create_task_group() as tg:
+                async def waiter() -> None:
+                    await items.get()
+                    pytest.fail("the cancelled get() returned an item")
+
+                tg.start_soon(waiter)
+                await anyio.wait_all_tasks_blocked()
+                tg.cancel_scope.cancel()
+            q.enqueue_nowait(7)
+            assert await items.get() == 7
+            q.close()
+            with pytest.raises(OutOfRangeError):
+                await items.get()
+
+
 # -- process executor -------------------------------------------------------------------
 
 
