@@ -1,11 +1,12 @@
 """The few event-loop primitives the queues need, for asyncio and trio.
 
 The queues park on one *waker* per wait: a one-shot object the waiter awaits and any
-thread may set. On asyncio it is a future, set directly on the loop's thread or through
-``call_soon_threadsafe`` from others; on trio a ``trio.Event``, set through the trio
-token from other threads. Setting a waker only *notifies*: the woken task re-checks the
-queue itself, so a waiter cancelled after being woken loses nothing (it passes the
-wake-up on instead).
+thread may set. On asyncio it is a future, set directly on the loop's thread; other
+threads hand it to the loop's ``_Wakeups``, which delivers every wake-up sent while one
+delivery is pending in a single ``call_soon_threadsafe`` callback. On trio it is a
+``trio.Event``, set through the trio token from other threads. Setting a waker only
+*notifies*: the woken task re-checks the queue itself, so a waiter cancelled after
+being woken loses nothing (it passes the wake-up on instead).
 """
 
 from __future__ import annotations
@@ -93,13 +94,69 @@ class Waker:
         raise NotImplementedError
 
 
+class _Wakeups:
+    """Wake-ups that other threads send to one asyncio event loop.
+
+    A burst of them (16 pipeline threads handing back items, say) costs the loop one
+    ``call_soon_threadsafe``, one self-pipe write and one callback instead of one of
+    each per wake-up: a thread appends its future and schedules a delivery only when
+    none is pending, and the delivery sets every future collected until it runs.
+    Invariant: ``_pending`` is non-empty only while a delivery is scheduled (or about
+    to be, by the thread that made it non-empty).
+    """
+
+    __slots__ = ("_lock", "_loop", "_pending")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._pending: list[asyncio.Future[None]] = []
+
+    def send(self, fut: asyncio.Future[None]) -> None:
+        """Have ``fut`` set on the loop's thread (called from any other thread)."""
+        with self._lock:
+            pending = self._pending
+            pending.append(fut)
+            if len(pending) > 1:  # a delivery is already scheduled and will include it
+                return
+        try:
+            self._loop.call_soon_threadsafe(self._deliver)
+        except RuntimeError:  # the event loop is gone: nobody left to wake
+            with self._lock:
+                self._pending.clear()
+
+    def _deliver(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for fut in pending:
+            if not fut.done():
+                fut.set_result(None)
+
+
+def _loop_wakeups(loop: asyncio.AbstractEventLoop) -> _Wakeups:
+    """The ``_Wakeups`` of ``loop`` (called on the loop's own thread).
+
+    It is kept on the loop object; a loop class that takes no attributes gets a fresh
+    one per waker, which is still correct, only without the coalescing.
+    """
+    try:
+        return loop._aqueue_wakeups  # type: ignore[attr-defined,no-any-return]
+    except AttributeError:
+        w = _Wakeups(loop)
+        try:
+            loop._aqueue_wakeups = w  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
+        return w
+
+
 class _AsyncioWaker(Waker):
-    __slots__ = ("_fut", "_loop")
+    __slots__ = ("_fut", "_wakeups")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._thread = _get_ident()  # (Waker.__init__ inlined: one wait creates one)
-        self._loop = loop
         self._fut: asyncio.Future[None] = loop.create_future()
+        self._wakeups = _loop_wakeups(loop)
 
     def wait(self) -> Awaitable[Any]:
         return self._fut
@@ -109,10 +166,7 @@ class _AsyncioWaker(Waker):
             if not self._fut.done():
                 self._fut.set_result(None)
         else:
-            try:
-                self._loop.call_soon_threadsafe(_set_future, self._fut)
-            except RuntimeError:  # the event loop is gone: nobody left to wake
-                pass
+            self._wakeups.send(self._fut)
 
 
 class _TrioWaker(Waker):
@@ -134,11 +188,6 @@ class _TrioWaker(Waker):
                 self._token.run_sync_soon(self._event.set)
             except RuntimeError:  # trio.RunFinishedError: nobody left to wake
                 pass
-
-
-def _set_future(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
 
 
 def make_waker() -> Waker:

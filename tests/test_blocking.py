@@ -176,6 +176,33 @@ async def test_blocked_thread_enqueue_woken_by_task_dequeue() -> None:
     assert got == list(range(6))
 
 
+async def test_a_burst_of_thread_wakeups_reaches_every_waiting_task() -> None:
+    """Threads that wake many waiting tasks while the loop is busy wake every one of them.
+
+    The loop is blocked while eight threads each admit an element into its own queue,
+    so all eight wake-ups are sent before the loop can deliver any (on asyncio they
+    travel together); each waiting dequeue must still get its own element.
+    """
+    queues = [_fifo(2) for _ in range(8)]
+    views = [q.blocking() for q in queues]
+    async with anyio.create_task_group() as tg:
+        ops = [spawn(tg, q.dequeue) for q in queues]
+        await settle()
+        assert all(q.statistics().tasks_waiting_dequeue == 1 for q in queues)
+        start = threading.Barrier(len(views))
+
+        def admit(i: int) -> None:
+            start.wait()
+            views[i].enqueue(100 + i)
+
+        threads = [_start(lambda i=i: admit(i)) for i in range(len(views))]
+        for t in threads:
+            t.join()  # blocks the loop: the wake-ups pile up meanwhile
+        with anyio.fail_after(5):
+            await poll(lambda: not any(op.pending for op in ops))
+    assert [int(op.result()) for op in ops] == [100 + i for i in range(8)]
+
+
 async def test_thread_to_thread_wakeups() -> None:
     """Two threads hand data to each other through the queue while the loop idles."""
     q = _fifo(3)
