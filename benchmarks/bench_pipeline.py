@@ -16,6 +16,10 @@ item consumed, after one small warm-up run in the same process):
 - aqueue ``Pipeline`` with default settings;
 - plain asyncio tasks + ``asyncio.Queue`` + ``asyncio.to_thread``, with the default
   executor and with an executor of C threads;
+- a *floor*, not a peer: the leanest hand-written asyncio + threads version of the job
+  (``run_floor``: tasks, a ``queue.SimpleQueue`` to the threads, one
+  ``call_soon_threadsafe`` per result), which shows what Python's event loop and threads
+  cost on the machine at hand;
 - tf.data (``map(py_function, num_parallel_calls=C)``), default options and with a
   private thread pool of 2C + 2 threads, and SPDL (``pipe(fn, concurrency=C)``,
   ``build(num_threads=C)``), when importable by the interpreter named by ``--peer-python``
@@ -32,8 +36,10 @@ import argparse
 import asyncio
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -191,6 +197,50 @@ async def run_asyncio(n: int, c: int, consumer_s: float, pool: bool) -> tuple[fl
     return t1 - t0, wait, occ
 
 
+async def run_floor(n: int, c: int, consumer_s: float) -> tuple[float, float, str]:
+    """The leanest hand-written asyncio + threads version of the job: a floor, not a peer.
+
+    Stage-1 tasks read one shared iterator, hand items to the stage-2 threads through an
+    unbounded ``queue.SimpleQueue``, and the threads hand results to the consumer with
+    one ``call_soon_threadsafe`` each. No bounded queues, statistics, failure handling
+    or clean stop: only the work any implementation of this job must do.
+    """
+    loop = asyncio.get_running_loop()
+    t0 = time.perf_counter()
+    items = iter(range(n))
+    mid: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+    out: asyncio.Queue[int] = asyncio.Queue()
+
+    async def stage1() -> None:
+        for x in items:
+            await asyncio.sleep(S1)
+            mid.put(x)
+
+    def stage2() -> None:
+        while (x := mid.get()) is not None:
+            time.sleep(S2)
+            loop.call_soon_threadsafe(out.put_nowait, x)
+
+    tasks = [asyncio.create_task(stage1()) for _ in range(c)]
+    threads = [threading.Thread(target=stage2, daemon=True) for _ in range(c)]
+    for t in threads:
+        t.start()
+    wait = 0.0
+    for _ in range(n):
+        t = time.perf_counter()
+        await out.get()
+        wait += time.perf_counter() - t
+        if consumer_s:
+            await asyncio.sleep(consumer_s)
+    t1 = time.perf_counter()
+    for _ in range(c):
+        mid.put(None)
+    await asyncio.gather(*tasks)
+    for t in threads:
+        t.join()
+    return t1 - t0, wait, "-"
+
+
 # -- peers in another interpreter -----------------------------------------------------------
 
 
@@ -297,9 +347,13 @@ def run_peer_subprocess(
     python: str, peer: str, cs: list[int], runs: list[str], repeat: int
 ) -> list[Any]:
     module = "spdl.pipeline" if peer == "spdl" else "tensorflow"
-    probe = subprocess.run(
-        [python, "-c", f"import {module}"], capture_output=True, timeout=120, check=False
-    )
+    try:
+        probe = subprocess.run(
+            [python, "-c", f"import {module}"], capture_output=True, timeout=120, check=False
+        )
+    except OSError as exc:  # no such interpreter
+        print(f"# {peer}: cannot run {python} ({exc}); skipped", file=sys.stderr)
+        return []
     if probe.returncode != 0:
         print(f"# {peer}: not importable by {python}; skipped", file=sys.stderr)
         return []
@@ -379,6 +433,10 @@ def main() -> None:
                         repeat, lambda *a: asyncio.run(run_asyncio(*a)), n, c, consumer_s, pool
                     )
                     rows.append(row(f"asyncio+to_thread ({label})", run, c, n, wall, wait, occ))
+                wall, wait, occ = median_run(
+                    repeat, lambda *a: asyncio.run(run_floor(*a)), n, c, consumer_s
+                )
+                rows.append(row("floor: asyncio+SimpleQueue+threads", run, c, n, wall, wait, occ))
     if not args.no_peers:
         python = args.peer_python or (
             DEFAULT_PEER_PYTHON if os.path.exists(DEFAULT_PEER_PYTHON) else None
