@@ -525,7 +525,7 @@ class BareRing:
         if self.size == 0:
             await self._data()
         i = self.head
-        x = self.buf[i].copy()
+        x: np.ndarray = self.buf[i].copy()
         self.size -= 1
         self.head = 0 if self.size == 0 else i + 1 if i + 1 < self.cap else 0  # as aqueue's
         if self.putter is not None:
@@ -568,7 +568,7 @@ class CheckedRing(BareRing):
             await self._data()
         self.lock.acquire()
         i = self.head
-        x = self.buf[i].copy()
+        x: np.ndarray = self.buf[i].copy()
         self.size -= 1
         self.head = 0 if self.size == 0 else i + 1 if i + 1 < self.cap else 0
         self.lock.release()
