@@ -34,21 +34,16 @@ class _Source:
     forever would spin).
     """
 
+    _reads_async = False  # the kind's iterable is an async iterable
+
     def __init__(
-        self,
-        iterable: Any,
-        epochs: int | None,
-        meter: _Meter,
-        stop: _Stopping,
-        label: str,
-        *,
-        is_async: bool,
+        self, iterable: Any, epochs: int | None, meter: _Meter, stop: _Stopping, label: str
     ) -> None:
         self._iterable = iterable
         self._epochs = epochs
         self._epoch = 0
         self._fresh = True  # nothing read yet in this epoch
-        self._is_async = is_async
+        self._is_async = is_async = self._reads_async  # (False once the source is done)
         self._it: Any = aiter(iterable) if is_async else iter(iterable)
         self._meter = meter
         self._w = meter.worker()
@@ -75,11 +70,6 @@ class _Source:
 class SyncSource(_Source):
     """A sync iterable, read on the runner's thread (it may block)."""
 
-    def __init__(
-        self, iterable: Any, epochs: int | None, meter: _Meter, stop: _Stopping, label: str
-    ) -> None:
-        super().__init__(iterable, epochs, meter, stop, label, is_async=False)
-
     def __iter__(self) -> SyncSource:
         return self
 
@@ -100,10 +90,7 @@ class SyncSource(_Source):
 class AsyncSource(_Source):
     """An async iterable, read by a task."""
 
-    def __init__(
-        self, iterable: Any, epochs: int | None, meter: _Meter, stop: _Stopping, label: str
-    ) -> None:
-        super().__init__(iterable, epochs, meter, stop, label, is_async=True)
+    _reads_async = True
 
     def __aiter__(self) -> AsyncSource:
         return self
@@ -146,7 +133,7 @@ class SequenceSource(_Source):
         label: str,
         queue: QueueBase,
     ) -> None:
-        super().__init__(sequence, epochs, meter, stop, label, is_async=False)
+        super().__init__(sequence, epochs, meter, stop, label)
         self._queue = queue
 
     def __aiter__(self) -> SequenceSource:
