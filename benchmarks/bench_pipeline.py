@@ -244,6 +244,25 @@ async def run_floor(n: int, c: int, consumer_s: float) -> tuple[float, float, st
 # -- peers in another interpreter -----------------------------------------------------------
 
 
+def _consume(it: Any, n: int, consumer_s: float) -> float:
+    """The sync consumer of the peers run in a subprocess: take every item of ``it``
+    (sleeping ``consumer_s`` after each), check there were ``n``; return the total wait."""
+    wait = 0.0
+    got = 0
+    while True:
+        t = time.perf_counter()
+        try:
+            next(it)
+        except StopIteration:
+            break
+        wait += time.perf_counter() - t
+        got += 1
+        if consumer_s:
+            time.sleep(consumer_s)
+    assert got == n, (got, n)
+    return wait
+
+
 def run_tfdata(n: int, c: int, consumer_s: float, tuned: bool) -> tuple[float, float, str]:
     import tensorflow as tf  # type: ignore[import-untyped,unused-ignore]
 
@@ -265,22 +284,8 @@ def run_tfdata(n: int, c: int, consumer_s: float, tuned: bool) -> tuple[float, f
         options = tf.data.Options()
         options.threading.private_threadpool_size = 2 * c + 2
         ds = ds.with_options(options)
-    wait = 0.0
-    got = 0
-    it = iter(ds)
-    while True:
-        t = time.perf_counter()
-        try:
-            next(it)
-        except StopIteration:
-            break
-        wait += time.perf_counter() - t
-        got += 1
-        if consumer_s:
-            time.sleep(consumer_s)
-    t1 = time.perf_counter()
-    assert got == n
-    return t1 - t0, wait, "-"
+    wait = _consume(iter(ds), n, consumer_s)
+    return time.perf_counter() - t0, wait, "-"
 
 
 def run_spdl(n: int, c: int, consumer_s: float) -> tuple[float, float, str]:
@@ -303,23 +308,9 @@ def run_spdl(n: int, c: int, consumer_s: float) -> tuple[float, float, str]:
         .add_sink(3)
         .build(num_threads=c)
     )
-    wait = 0.0
-    got = 0
     with pipeline.auto_stop():
-        it = iter(pipeline)
-        while True:
-            t = time.perf_counter()
-            try:
-                next(it)
-            except StopIteration:
-                break
-            wait += time.perf_counter() - t
-            got += 1
-            if consumer_s:
-                time.sleep(consumer_s)
-    t1 = time.perf_counter()
-    assert got == n
-    return t1 - t0, wait, "-"
+        wait = _consume(iter(pipeline), n, consumer_s)
+    return time.perf_counter() - t0, wait, "-"
 
 
 def peer_worker(peer: str, cs: list[int], runs: list[str], repeat: int) -> list[dict[str, Any]]:
