@@ -18,7 +18,7 @@ import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any
 
-__all__ = ["Waker", "checkpoint", "in_event_loop", "make_waker"]
+__all__ = ["Waker", "checkpoint", "in_event_loop", "make_waker", "soon_threadsafe"]
 
 _get_running_loop = asyncio._get_running_loop  # returns None instead of raising
 _get_ident = threading.get_ident
@@ -188,6 +188,32 @@ class _TrioWaker(Waker):
                 self._token.run_sync_soon(self._event.set)
             except RuntimeError:  # trio.RunFinishedError: nobody left to wake
                 pass
+
+
+def soon_threadsafe() -> Callable[[Callable[[], object]], None]:
+    """A function that schedules a callback on the current event loop from any thread."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        import trio
+
+        token = trio.lowlevel.current_trio_token()
+
+        def trio_soon(fn: Callable[[], object]) -> None:
+            try:
+                token.run_sync_soon(fn)
+            except trio.RunFinishedError:
+                pass
+
+        return trio_soon
+
+    def asyncio_soon(fn: Callable[[], object]) -> None:
+        try:
+            loop.call_soon_threadsafe(fn)
+        except RuntimeError:  # the loop is closed: nobody is left to run it
+            pass
+
+    return asyncio_soon
 
 
 def make_waker() -> Waker:

@@ -25,7 +25,6 @@ everything else belongs to the event-loop thread that entered the block.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import threading
@@ -37,6 +36,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from ._backend import soon_threadsafe
 from ._base import QueueBase
 from ._errors import OutOfRangeError
 from ._producers import _ThreadRecord
@@ -49,32 +49,6 @@ __all__ = ["Coordinator"]
 logger = logging.getLogger("aqueue")
 
 _NEW, _RUNNING, _EXITING, _DONE = "new", "running", "exiting", "done"
-
-
-def _call_soon_threadsafe() -> Callable[[Callable[[], object]], None]:
-    """A function that schedules a callback on the current event loop from any thread."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        import trio
-
-        token = trio.lowlevel.current_trio_token()
-
-        def trio_soon(fn: Callable[[], object]) -> None:
-            try:
-                token.run_sync_soon(fn)
-            except trio.RunFinishedError:
-                pass
-
-        return trio_soon
-
-    def asyncio_soon(fn: Callable[[], object]) -> None:
-        try:
-            loop.call_soon_threadsafe(fn)
-        except RuntimeError:  # the loop is closed: nobody is left to stop
-            pass
-
-    return asyncio_soon
 
 
 class Coordinator:
@@ -149,7 +123,7 @@ class Coordinator:
     async def __aenter__(self) -> Coordinator:
         if self._state != _NEW:
             raise RuntimeError("a Coordinator can be entered only once; create a new one")
-        self._soon = _call_soon_threadsafe()
+        self._soon = soon_threadsafe()
         self._loop_thread = threading.get_ident()
         self._stop_event = anyio.Event()
         tg = anyio.create_task_group()
