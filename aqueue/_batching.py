@@ -115,7 +115,7 @@ class Batches:
                 pass
             queue = self._queue
             if queue is None:  # the sources ended (or stopped) before any example
-                raise OutOfRangeError(self._name, self._batch_size, 0)
+                raise OutOfRangeError(queue_name=self._name, requested=self._batch_size, size=0)
         if self._smaller:
             return await queue.dequeue_up_to(self._batch_size)
         return await queue.dequeue_many(self._batch_size)

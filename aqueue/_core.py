@@ -353,7 +353,7 @@ class QueueCore:
             size = st.size
             self._remove(self._getters, w, True)
             self._notify()
-            raise OutOfRangeError(self._name, n, size)
+            raise OutOfRangeError(queue_name=self._name, requested=n, size=size)
         if w.registered and w.progressive and avail > 0:
             w.claims.append(st.take_chunk(avail))
             w.claimed += avail

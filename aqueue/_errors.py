@@ -25,6 +25,7 @@ three distinct types on purpose: conflating them hides the real cause of a stop.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import anyio
 
@@ -49,19 +50,41 @@ class QueueClosedError(QueueError, anyio.ClosedResourceError):
 
 class OutOfRangeError(QueueError, anyio.EndOfStream):
     """Raised when a dequeue can no longer be satisfied: the queue is closed, holds
-    fewer elements than requested and no pending enqueue can supply more."""
+    fewer elements than requested and no pending enqueue can supply more.
 
-    def __init__(self, queue_name: str, requested: int, size: int) -> None:
-        super().__init__(
-            f"queue '{queue_name}' is closed and has insufficient elements "
-            f"(requested {requested}, current size {size})"
-        )
+    Raise it yourself to signal the end of data, as in TensorFlow:
+    ``raise aqueue.OutOfRangeError("no more files")``. The queues fill in the
+    structured fields (``queue_name``, ``requested``, ``size``); they are None
+    otherwise.
+    """
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        queue_name: str | None = None,
+        requested: int | None = None,
+        size: int | None = None,
+    ) -> None:
+        if message is None:
+            message = (
+                "end of data"
+                if queue_name is None
+                else f"queue '{queue_name}' is closed and has insufficient elements "
+                f"(requested {requested}, current size {size})"
+            )
+        super().__init__(message)
         self.queue_name = queue_name
         self.requested = requested
         self.size = size
 
-    def __reduce__(self) -> tuple[type[OutOfRangeError], tuple[str, int, int]]:
-        return (type(self), (self.queue_name, self.requested, self.size))
+    def __reduce__(self) -> tuple[Any, ...]:
+        fields = {"queue_name": self.queue_name, "requested": self.requested, "size": self.size}
+        return (_rebuild_out_of_range, (str(self), fields))
+
+
+def _rebuild_out_of_range(message: str, fields: dict[str, Any]) -> OutOfRangeError:
+    return OutOfRangeError(message, **fields)
 
 
 class QueueFull(QueueError, anyio.WouldBlock, asyncio.QueueFull):

@@ -103,10 +103,11 @@ class _Producer:
 class _ThreadRecord:
     """How one producer thread ended, shared by the thread and the event loop."""
 
-    __slots__ = ("_lock", "_waker", "error", "finished", "name", "outcome", "stop")
+    __slots__ = ("_lock", "_waker", "error", "finished", "name", "outcome", "producer", "stop")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, producer: _Producer) -> None:
         self.name = name
+        self.producer = producer
         self._lock = threading.Lock()
         self._waker: Waker | None = None
         self.finished = False
@@ -116,6 +117,8 @@ class _ThreadRecord:
 
     def finish(self, outcome: str, error: BaseException | None) -> None:
         """Record the outcome and wake the event loop (thread side)."""
+        # The producer's state is "done" from here on: the thread no longer writes it.
+        self.producer.state = "done"
         with self._lock:
             self.outcome = outcome
             self.error = error

@@ -224,7 +224,7 @@ class QueueRunner:
             if p.kind.threaded:
                 assert run.blocking is not None
                 record = _ThreadRecord(
-                    f"QueueRunnerThread-{self._name}-{p.index} ({describe(p.target)})"
+                    f"QueueRunnerThread-{self._name}-{p.index} ({describe(p.target)})", p
                 )
                 thread = threading.Thread(
                     target=contextvars.copy_context().run,
@@ -281,7 +281,7 @@ class QueueRunner:
         finally:
             if not record.finished:
                 record.stop.set()
-            self._producer_done(run, p, outcome)
+            self._producer_done(run, p, outcome, thread_running=not record.finished)
 
     def _thread_main(
         self,
@@ -324,8 +324,11 @@ class QueueRunner:
         self._queue.close(cancel_pending_enqueues=True)
         coord._report(exc)
 
-    def _producer_done(self, run: _Run, p: _Producer, outcome: str) -> None:
-        p.state = "done"
+    def _producer_done(
+        self, run: _Run, p: _Producer, outcome: str, *, thread_running: bool = False
+    ) -> None:
+        if not thread_running:  # a thread still running sets "done" itself when it ends
+            p.state = "done"
         run.live -= 1
         feeders = _feeders[self._queue] = _feeders[self._queue] - 1
         if outcome != "clean":

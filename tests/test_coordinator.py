@@ -15,6 +15,7 @@ import logging
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -417,7 +418,7 @@ async def test_clean_stop_exception_types() -> None:
     """OutOfRangeError (the default) is a clean stop; a custom tuple replaces the default
     (TF testJoinIgnoresOutOfRange, testJoinIgnoresMyExceptionType)."""
     async with Coordinator() as coord:
-        coord.request_stop(OutOfRangeError("q", 1, 0))
+        coord.request_stop(OutOfRangeError("no more data"))
         await anyio.lowlevel.checkpoint()
     assert coord.should_stop()
     assert coord.exceptions == ()
@@ -428,7 +429,7 @@ async def test_clean_stop_exception_types() -> None:
 
     async def custom() -> None:
         async with Coordinator(clean_stop_exception_types=(ValueError,)) as coord:
-            coord.request_stop(OutOfRangeError("q", 1, 0))
+            coord.request_stop(OutOfRangeError("no more data"))
             await anyio.sleep_forever()
 
     assert type(await raised(custom)) is OutOfRangeError
@@ -548,7 +549,7 @@ async def test_start_soon_supervises_tasks() -> None:
     assert any("worker-3" in note for note in getattr(exc, "__notes__", ()))
 
     async def exhausted() -> None:
-        raise OutOfRangeError("q", 1, 0)
+        raise OutOfRangeError("no more data")
 
     async with Coordinator() as coord:
         coord.start_soon(exhausted)
@@ -749,3 +750,25 @@ def test_names_are_exported() -> None:
     for name in ("Coordinator", "QueueRunner", "add_queue_runner"):
         assert name in aqueue.__all__
         assert getattr(aqueue, name).__module__ == "aqueue"
+
+
+@pytest.mark.anyio
+async def test_report_counts_no_stopped_producer_as_alive() -> None:
+    """After one producer thread failed and the coordinator stopped the rest, report()
+    shows none of them alive, although the stopped threads were busy in their producer
+    call when the stop came (they used to write their state back after it)."""
+    q = int_queue(4, "q")
+
+    def bad() -> int:
+        time.sleep(0.05)
+        raise RuntimeError("boom")
+
+    def slow() -> int:
+        time.sleep(0.2)
+        return 1
+
+    with pytest.raises(RuntimeError, match="boom"):
+        async with Coordinator(stop_grace_period=2.0) as coord:
+            coord.start(QueueRunner(q, [bad, slow, slow, slow], name="r"))
+            await anyio.sleep(5)
+    assert "'r' 0/4 alive" in coord.report()

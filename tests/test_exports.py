@@ -87,12 +87,52 @@ def test_closed_and_out_of_range_are_distinct() -> None:
 
 def test_out_of_range_message_and_pickle() -> None:
     """OutOfRangeError carries TF's message and survives pickling."""
-    err = aqueue.OutOfRangeError("q", 3, 1)
+    err = aqueue.OutOfRangeError(queue_name="q", requested=3, size=1)
     msg = "queue 'q' is closed and has insufficient elements (requested 3, current size 1)"
     assert str(err) == msg
     clone = pickle.loads(pickle.dumps(err))
     assert type(clone) is aqueue.OutOfRangeError
     assert str(clone) == msg
+    assert (clone.queue_name, clone.requested, clone.size) == ("q", 3, 1)
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [
+        aqueue.QueueError,
+        aqueue.QueueClosedError,
+        aqueue.OutOfRangeError,
+        aqueue.QueueFull,
+        aqueue.QueueEmpty,
+        aqueue.ElementSpecError,
+    ],
+)
+def test_every_public_exception_is_built_from_a_message_alone(cls: type[Exception]) -> None:
+    """``raise aqueue.OutOfRangeError("done")`` and its siblings work, as in TF, and
+    survive pickling."""
+    err = cls("done")
+    assert str(err) == "done"
+    clone = pickle.loads(pickle.dumps(err))
+    assert type(clone) is cls
+    assert str(clone) == "done"
+
+
+@pytest.mark.anyio
+async def test_a_producer_raising_out_of_range_ends_cleanly() -> None:
+    """A producer that signals the end of its data with OutOfRangeError("...") ends its
+    runner cleanly: the queue closes after draining and nothing is raised."""
+    q = aqueue.FIFOQueue(8, "int64", ())
+    items = iter(range(3))
+
+    async def produce() -> int:
+        for x in items:
+            return x
+        raise aqueue.OutOfRangeError("no more items")
+
+    async with aqueue.Coordinator() as coord:
+        coord.start(aqueue.QueueRunner(q, [produce]))
+        got = [int(x) async for x in q]
+    assert got == [0, 1, 2]
 
 
 def test_statistics_is_a_frozen_dataclass_with_documented_fields() -> None:

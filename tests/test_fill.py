@@ -144,3 +144,23 @@ async def test_thread_dequeue_many_fills_from_async_producer() -> None:
         for i in range(6):
             await q.enqueue(i)
     assert result == list(range(6))
+
+
+@pytest.mark.anyio
+async def test_next_waiting_batch_claims_the_ring_when_it_reaches_the_head() -> None:
+    """Two waiting batch dequeues; an enqueue_many gives the first its rows and leaves
+    one in the ring. When the first completes, the second reaches the head and claims
+    that row before any later enqueue: it gets [3, 4], in order, not [4, 3]."""
+    q = aqueue.FIFOQueue(8, np.int64, ())
+    async with anyio.create_task_group() as tg:
+        first = spawn(tg, q.dequeue_many, 2)
+        await settle()
+        second = spawn(tg, q.dequeue_many, 2)
+        await settle()
+        q.enqueue_many_nowait(np.array([1, 2, 3]))
+        await settle()
+        assert _ints(first.result()) == [1, 2]
+        assert second.pending
+        q.enqueue_nowait(4)
+        await settle()
+        assert _ints(second.result()) == [3, 4]

@@ -444,6 +444,7 @@ async def test_cancelled_get_loses_no_item() -> None:
     with anyio.fail_after(10):
         async with Pipeline.from_queue(q).open() as items:
             async with anyio.create_task_group() as tg:
+
                 async def waiter() -> None:
                     await items.get()
                     pytest.fail("the cancelled get() returned an item")
