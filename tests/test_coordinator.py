@@ -767,8 +767,13 @@ async def test_report_counts_no_stopped_producer_as_alive() -> None:
         time.sleep(0.2)
         return 1
 
-    with pytest.raises(RuntimeError, match="boom"):
-        async with Coordinator(stop_grace_period=2.0) as coord:
+    coord = Coordinator(stop_grace_period=2.0)
+
+    async def run() -> None:
+        async with coord:
             coord.start(QueueRunner(q, [bad, slow, slow, slow], name="r"))
             await anyio.sleep(5)
+
+    with pytest.raises(RuntimeError, match="boom"):
+        await run()
     assert "'r' 0/4 alive" in coord.report()
