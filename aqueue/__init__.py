@@ -6,40 +6,44 @@ blocking view; QueueRunner and Coordinator (producer tasks and threads under one
 scope); TF's input functions and a composable Pipeline.
 """
 
-from ._base import QueueBase as QueueBase
-from ._batching import Batches as Batches
-from ._batching import batch as batch
-from ._batching import batch_join as batch_join
-from ._batching import shuffle_batch as shuffle_batch
-from ._batching import shuffle_batch_join as shuffle_batch_join
-from ._blocking import BlockingQueue as BlockingQueue
-from ._coordinator import Coordinator as Coordinator
 from ._errors import ElementSpecError as ElementSpecError
 from ._errors import OutOfRangeError as OutOfRangeError
 from ._errors import QueueClosedError as QueueClosedError
 from ._errors import QueueEmpty as QueueEmpty
 from ._errors import QueueError as QueueError
 from ._errors import QueueFull as QueueFull
-from ._input import input_producer as input_producer
-from ._input import limit_epochs as limit_epochs
-from ._input import range_input_producer as range_input_producer
-from ._input import slice_input_producer as slice_input_producer
-from ._input import string_input_producer as string_input_producer
-from ._pipeline import Pipeline as Pipeline
-from ._queues import FIFOQueue as FIFOQueue
-from ._queues import PaddingFIFOQueue as PaddingFIFOQueue
-from ._queues import PriorityQueue as PriorityQueue
-from ._queues import RandomShuffleQueue as RandomShuffleQueue
-from ._runner import QueueRunner as QueueRunner
-from ._runner import add_queue_runner as add_queue_runner
-from ._stages import StageStatistics as StageStatistics
-from ._stats import QueueStatistics as QueueStatistics
+from ._input._batching import Batches as Batches
+from ._input._batching import batch as batch
+from ._input._batching import batch_join as batch_join
+from ._input._batching import shuffle_batch as shuffle_batch
+from ._input._batching import shuffle_batch_join as shuffle_batch_join
+from ._input._input import input_producer as input_producer
+from ._input._input import limit_epochs as limit_epochs
+from ._input._input import range_input_producer as range_input_producer
+from ._input._input import slice_input_producer as slice_input_producer
+from ._input._input import string_input_producer as string_input_producer
+from ._input._pipeline import Pipeline as Pipeline
+from ._input._stages import StageStatistics as StageStatistics
+from ._queues._kinds import FIFOQueue as FIFOQueue
+from ._queues._kinds import PaddingFIFOQueue as PaddingFIFOQueue
+from ._queues._kinds import PriorityQueue as PriorityQueue
+from ._queues._kinds import RandomShuffleQueue as RandomShuffleQueue
+from ._queues._protocol import AsyncQueue as AsyncQueue
+from ._queues._protocol import BlockingView as BlockingView
+from ._queues._queue import QueueBase as QueueBase
+from ._queues._stats import QueueStatistics as QueueStatistics
+from ._queues._views import BlockingQueue as BlockingQueue
+from ._running._coordinator import Coordinator as Coordinator
+from ._running._registry import add_queue_runner as add_queue_runner
+from ._running._runner import QueueRunner as QueueRunner
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncQueue",
     "Batches",
     "BlockingQueue",
+    "BlockingView",
     "Coordinator",
     "ElementSpecError",
     "FIFOQueue",

@@ -20,17 +20,32 @@ against either ecosystem catches aqueue's errors with the ``except`` clauses it
 already has. "Closed for enqueue" (QueueClosedError), "exhausted" (OutOfRangeError)
 and "this waiter was cancelled" (the event loop's own cancellation exception) are
 three distinct types on purpose: conflating them hides the real cause of a stop.
+
+Every exception is constructible from a message alone (``raise OutOfRangeError("no
+more files")`` ends a producer cleanly, as in TensorFlow) and survives pickling.
+
+Below the tree: the argument checks shared by every constructor and function (each
+raises ElementSpecError naming the owner, the argument, what was expected and what was
+given, and returns the normalised value), and ``add_note``, which attaches a note
+(PEP 678) naming where an exception was raised.
 """
 
 from __future__ import annotations
 
 import asyncio
+import numbers
+import sys
 from typing import Any
 
 import anyio
 
 __all__ = [
     "ElementSpecError",
+    "add_note",
+    "epochs_arg",
+    "int_arg",
+    "name_arg",
+    "seed_arg",
     "OutOfRangeError",
     "QueueClosedError",
     "QueueEmpty",
@@ -97,3 +112,44 @@ class QueueEmpty(QueueError, anyio.WouldBlock, asyncio.QueueEmpty):
 
 class ElementSpecError(QueueError, ValueError):
     """Raised for an element, batch, spec or argument that does not fit the queue."""
+
+
+# -- argument checks ----------------------------------------------------------------------
+
+
+def int_arg(value: Any, what: str, owner: str, minimum: int) -> int:
+    """``value`` as an int >= ``minimum`` (bools are refused; numpy integers accepted)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ElementSpecError(f"{owner}: {what} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ElementSpecError(f"{owner}: {what} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def epochs_arg(num_epochs: Any, owner: str) -> int | None:
+    """None (no limit) or a number of epochs >= 1."""
+    return None if num_epochs is None else int_arg(num_epochs, "num_epochs", owner, 1)
+
+
+def seed_arg(seed: Any, owner: str) -> int | None:
+    """None (fresh entropy) or a seed >= 0."""
+    return None if seed is None else int_arg(seed, "seed", owner, 0)
+
+
+def name_arg(name: Any, default: str, what: str = "name") -> str:
+    """``default`` when ``name`` is None, else ``name``, which must be a str."""
+    if name is None:
+        return default
+    if not isinstance(name, str):
+        raise ElementSpecError(f"{what} must be a str, got {type(name).__name__}")
+    return name
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """Attach ``note`` to ``exc`` once (``__notes__``, PEP 678)."""
+    if note in getattr(exc, "__notes__", ()):
+        return
+    if sys.version_info >= (3, 11):
+        exc.add_note(note)
+    else:  # pragma: no cover - the exceptiongroup backport prints __notes__ on 3.10
+        exc.__dict__["__notes__"] = [*getattr(exc, "__notes__", ()), note]

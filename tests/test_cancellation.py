@@ -197,6 +197,56 @@ async def test_timed_out_dequeues_consume_nothing_and_queue_stays_usable() -> No
     assert int(await q.dequeue()) == 37
 
 
+_OPS_IN_A_CANCELLED_SCOPE = ["dequeue", "dequeue_many", "dequeue_up_to", "enqueue", "enqueue_many"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.label)
+@pytest.mark.parametrize("op_name", _OPS_IN_A_CANCELLED_SCOPE)
+async def test_op_in_an_already_cancelled_scope_raises_and_changes_nothing(
+    kind: Kind, op_name: str
+) -> None:
+    """An operation called inside a scope that is already cancelled raises at its
+    checkpoint and changes nothing, even when another task makes it ready in the same
+    event-loop iteration (a dequeue woken by an enqueue, an enqueue by a dequeue)."""
+    q = kind.make(2)
+    if op_name.startswith("enqueue"):
+        q.enqueue_many_nowait(kind.batch([0, 1]))  # full: the enqueue must wait
+    outcome: list[str] = []
+
+    async def victim() -> None:
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            if op_name == "dequeue":
+                await q.dequeue()
+            elif op_name == "dequeue_many":
+                await q.dequeue_many(1)
+            elif op_name == "dequeue_up_to":
+                await q.dequeue_up_to(1)
+            elif op_name == "enqueue":
+                await q.enqueue(kind.elem(7))
+            else:
+                await q.enqueue_many(kind.batch([7]))
+            outcome.append("returned")
+        if scope.cancelled_caught:
+            outcome.append("cancelled")
+
+    async def helper() -> None:
+        if op_name.startswith("enqueue"):
+            q.dequeue_nowait()  # frees a slot
+        else:
+            q.enqueue_nowait(kind.elem(7))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(victim)
+        tg.start_soon(helper)  # its first step runs right after the victim's
+    assert outcome == ["cancelled"]
+    if op_name.startswith("enqueue"):
+        assert q.size() == 1  # the helper took one; the cancelled enqueue added nothing
+    else:
+        assert kind.values(q.dequeue_many_nowait(1), 1) == [7]  # still there
+
+
 @pytest.mark.anyio
 async def test_scope_cancelled_waiter_before_wakeup_is_skipped() -> None:
     """Cancel one of two waiting dequeuers, then enqueue: the live one gets the element."""

@@ -37,12 +37,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ._args import epochs_arg, int_arg, name_arg, seed_arg
-from ._base import QueueBase
-from ._coordinator import Coordinator
-from ._errors import ElementSpecError
+from .._errors import ElementSpecError, epochs_arg, int_arg, name_arg, seed_arg
+from .._queues._queue import QueueBase
+from .._running._coordinator import Coordinator
+from .._running._producers import is_async_callable
 from ._pipeline_run import _ZERO_FIELDS, _Opened, _report, _Run, _Spec
-from ._stages import StageStatistics, is_async_callable
+from ._stages import StageStatistics
 
 __all__ = ["Pipeline"]
 

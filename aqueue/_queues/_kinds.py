@@ -1,4 +1,14 @@
-"""The four queue kinds. They differ only in their element spec and storage."""
+"""The four queue kinds. They differ only in their element spec and storage.
+
+===================  ===============================  =============================
+kind                 declared, fully defined shapes   otherwise
+===================  ===============================  =============================
+FIFOQueue            RingStorage (fills batches)      DequeStorage
+PaddingFIFOQueue     RingStorage (fills batches)      DequeStorage, padded batches
+RandomShuffleQueue   PoolStorage                      ListPoolStorage
+PriorityQueue        HeapStorage                      HeapStorage
+===================  ===============================  =============================
+"""
 
 from __future__ import annotations
 
@@ -6,18 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from ._args import int_arg, name_arg, seed_arg
-from ._base import QueueBase
-from ._errors import ElementSpecError
-from ._spec import ElementSpec, normalize_dtypes, normalize_shapes
-from ._storage import (
-    DequeStorage,
-    HeapStorage,
-    ListPoolStorage,
-    PoolStorage,
-    RingStorage,
-    Storage,
-)
+from .._errors import ElementSpecError, int_arg, name_arg, seed_arg
+from ._pool import ListPoolStorage, PoolStorage
+from ._queue import QueueBase
+from ._spec import ElementSpec, PrioritySpec, normalize_dtypes, normalize_shapes
+from ._storage import RingStorage
+from ._tuples import DequeStorage, HeapStorage
 
 __all__ = ["FIFOQueue", "PaddingFIFOQueue", "PriorityQueue", "RandomShuffleQueue"]
 
@@ -37,7 +41,7 @@ def _names(names: Any, count: int, owner: str) -> tuple[str, ...] | None:
 
 def _identity(queue: QueueBase, name: Any, capacity: Any) -> tuple[str, str, int]:
     """The queue's name, its description for messages, and its checked capacity."""
-    qname = name_arg(name, queue._default_name, "queue name")
+    qname = name_arg(name, type(queue).default_name, "queue name")
     owner = f"{type(queue).__name__} '{qname}'"
     return qname, owner, int_arg(capacity, "capacity", owner, 1)
 
@@ -75,7 +79,7 @@ class FIFOQueue(QueueBase):
     shape ``(capacity, *shape)``.
     """
 
-    _default_name = "fifo_queue"
+    default_name = "fifo_queue"
 
     def __init__(
         self,
@@ -88,12 +92,12 @@ class FIFOQueue(QueueBase):
     ) -> None:
         qname, owner, capacity = _identity(self, name, capacity)
         spec = _spec(owner, dtypes, shapes, names)
-        storage: Storage
-        if spec.shapes is not None:
-            storage = RingStorage(capacity, spec.dtypes, spec.shapes)
+        fixed = spec.fixed_shapes
+        if fixed is not None:
+            ring = RingStorage(capacity, spec.dtypes, fixed, owner)
+            super().__init__(capacity, spec, ring, name=qname, fill=ring)
         else:
-            storage = DequeStorage(spec.dtypes, pad=False)
-        super().__init__(capacity, spec, storage, name=qname)
+            super().__init__(capacity, spec, DequeStorage(spec.dtypes, pad=False), name=qname)
 
 
 class PaddingFIFOQueue(QueueBase):
@@ -104,7 +108,7 @@ class PaddingFIFOQueue(QueueBase):
     (strings and objects). Ranks are fixed and known dimensions are checked.
     """
 
-    _default_name = "padding_fifo_queue"
+    default_name = "padding_fifo_queue"
 
     def __init__(
         self,
@@ -117,12 +121,12 @@ class PaddingFIFOQueue(QueueBase):
     ) -> None:
         qname, owner, capacity = _identity(self, name, capacity)
         spec = _spec(owner, dtypes, shapes, names, allow_unknown_dims=True, require_shapes=True)
-        storage: Storage
-        if spec.fully_defined and spec.shapes is not None:
-            storage = RingStorage(capacity, spec.dtypes, spec.shapes)
+        fixed = spec.fixed_shapes
+        if fixed is not None:
+            ring = RingStorage(capacity, spec.dtypes, fixed, owner)
+            super().__init__(capacity, spec, ring, name=qname, fill=ring)
         else:
-            storage = DequeStorage(spec.dtypes, pad=True)
-        super().__init__(capacity, spec, storage, name=qname)
+            super().__init__(capacity, spec, DequeStorage(spec.dtypes, pad=True), name=qname)
 
 
 class RandomShuffleQueue(QueueBase):
@@ -138,7 +142,7 @@ class RandomShuffleQueue(QueueBase):
             order is a pure function of the sequence of operations.
     """
 
-    _default_name = "random_shuffle_queue"
+    default_name = "random_shuffle_queue"
 
     def __init__(
         self,
@@ -160,12 +164,14 @@ class RandomShuffleQueue(QueueBase):
         seed = seed_arg(seed, owner)
         spec = _spec(owner, dtypes, shapes, names)
         rng = np.random.default_rng(seed)
-        storage: Storage
-        if spec.shapes is not None:
-            storage = PoolStorage(capacity, spec.dtypes, spec.shapes, rng)
+        fixed = spec.fixed_shapes
+        storage: PoolStorage | ListPoolStorage
+        if fixed is not None:
+            storage = PoolStorage(capacity, spec.dtypes, fixed, owner, rng)
         else:
             storage = ListPoolStorage(spec.dtypes, rng)
         super().__init__(capacity, spec, storage, name=qname, min_after_dequeue=mad)
+        self._min_after = mad
         self._seed = seed
 
     @property
@@ -188,7 +194,7 @@ class PriorityQueue(QueueBase):
     sorted; elements come back as ``(priorities, *components)``.
     """
 
-    _default_name = "priority_queue"
+    default_name = "priority_queue"
 
     def __init__(
         self,
@@ -203,49 +209,5 @@ class PriorityQueue(QueueBase):
         shp = normalize_shapes(shapes, len(dts), owner=owner, allow_unknown_dims=False)
         all_dtypes = (np.dtype(np.int64), *dts)
         all_shapes = None if shp is None else ((), *shp)
-        spec = _PrioritySpec(all_dtypes, all_shapes, None, owner=owner)
+        spec = PrioritySpec(all_dtypes, all_shapes, None, owner=owner)
         super().__init__(capacity, spec, HeapStorage(all_dtypes), name=qname)
-
-
-class _PrioritySpec(ElementSpec):
-    """Element spec whose component 0 is the int64 scalar priority."""
-
-    __slots__ = ()
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._single = False
-        self._one_fast = False
-
-    def _convert(self, i: int, value: Any, batch: bool = False) -> Any:
-        if i == 0:
-            arr = np.asarray(value)
-            if arr.dtype.kind not in "iu" or not np.can_cast(arr.dtype, np.int64, "same_kind"):
-                raise ElementSpecError(
-                    f"{self.owner}: priority (component 0) must be int64-compatible, got dtype "
-                    f"{arr.dtype}"
-                )
-            # uint64 -> int64 is a same-kind cast that would wrap large values silently.
-            if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
-                raise ElementSpecError(f"{self.owner}: priority {value!r} does not fit int64")
-            try:
-                return np.asarray(value, dtype=np.int64)
-            except OverflowError as exc:
-                raise ElementSpecError(
-                    f"{self.owner}: priority {value!r} does not fit int64"
-                ) from exc
-        return super()._convert(i, value, batch)
-
-    def _check_shape(self, i: int, arr: Any, batch: int | None, value: Any) -> None:
-        if i == 0 and self.shapes is None:
-            want = 1 if batch is not None else 0
-            if arr.ndim != want:
-                raise ElementSpecError(
-                    f"{self.owner}: priority (component 0) must be a scalar per element, "
-                    f"got shape {arr.shape}"
-                )
-            return
-        super()._check_shape(i, arr, batch, value)
-
-    def _label(self, i: int) -> str:
-        return "priority (component 0)" if i == 0 else f"component {i}"

@@ -24,7 +24,6 @@ Invariants:
 from __future__ import annotations
 
 import collections
-import inspect
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -37,12 +36,11 @@ import anyio.to_thread
 import numpy as np
 import numpy.typing as npt
 
-from ._errors import ElementSpecError, OutOfRangeError, QueueClosedError, QueueEmpty
-from ._runner import _add_note
+from .._errors import ElementSpecError, OutOfRangeError, QueueClosedError, QueueEmpty, add_note
 
 if TYPE_CHECKING:
-    from ._base import QueueBase
-    from ._blocking import BlockingQueue
+    from .._queues._queue import QueueBase
+    from .._queues._views import BlockingQueue
 
 __all__ = ["StageStatistics"]
 
@@ -197,20 +195,11 @@ class _Stopping:
         raise QueueClosedError("the pipeline is stopping")
 
 
-def is_async_callable(fn: Any) -> bool:
-    """Whether calling ``fn`` returns an awaitable (async def, or async ``__call__``)."""
-    return inspect.iscoroutinefunction(fn) or (
-        callable(fn)
-        and not inspect.isroutine(fn)
-        and inspect.iscoroutinefunction(type(fn).__call__)
-    )
-
-
 _CLEAN = (OutOfRangeError, QueueClosedError)  # a source queue ended: not a failure
 
 
 def _noted(exc: BaseException, label: str) -> None:
-    _add_note(exc, f"raised in pipeline stage {label}")
+    add_note(exc, f"raised in pipeline stage {label}")
 
 
 # -- map ----------------------------------------------------------------------------------

@@ -30,11 +30,21 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._errors import ElementSpecError
+from .._errors import ElementSpecError, int_arg
 
-__all__ = ["ElementSpec", "Shape", "normalize_dtypes", "normalize_shapes"]
+__all__ = [
+    "Components",
+    "ElementSpec",
+    "FixedShape",
+    "PrioritySpec",
+    "Shape",
+    "format_shape",
+    "normalize_dtypes",
+    "normalize_shapes",
+]
 
-Shape = tuple[int | None, ...]
+Shape = tuple[int | None, ...]  # a declared shape; None dimensions only in PaddingFIFOQueue
+FixedShape = tuple[int, ...]  # a fully defined shape
 Components = tuple[Any, ...]  # one numpy array (or scalar) per component
 
 # Python-value kinds that may go into a declared dtype kind (besides same-kind casts).
@@ -106,7 +116,7 @@ def normalize_shapes(
     return tuple(out)
 
 
-def _fmt_shape(shape: Sequence[int | None]) -> str:
+def format_shape(shape: Sequence[int | None]) -> str:
     return (
         "("
         + ", ".join("?" if d is None else str(d) for d in shape)
@@ -167,7 +177,20 @@ class ElementSpec:
     @property
     def fully_defined(self) -> bool:
         """True when every component has a declared shape without None dimensions."""
-        return self.shapes is not None and all(None not in s for s in self.shapes)
+        return self.fixed_shapes is not None
+
+    @property
+    def fixed_shapes(self) -> tuple[FixedShape, ...] | None:
+        """The declared shapes when every one is fully defined, else None."""
+        if self.shapes is None:
+            return None
+        fixed: list[FixedShape] = []
+        for shape in self.shapes:
+            dims = [d for d in shape if d is not None]
+            if len(dims) != len(shape):
+                return None
+            fixed.append(tuple(dims))
+        return tuple(fixed)
 
     # -- forms -------------------------------------------------------------------------
 
@@ -295,7 +318,7 @@ class ElementSpec:
             if arr.ndim == 0:
                 raise ElementSpecError(
                     f"{self.owner}: {self._label(i)} of a batch needs a leading batch dimension, "
-                    f"expected shape {_fmt_shape((None, *expected))}, got a scalar"
+                    f"expected shape {format_shape((None, *expected))}, got a scalar"
                 )
             shape = shape[1:]
         ok = len(shape) == len(expected) and all(
@@ -307,8 +330,8 @@ class ElementSpec:
             if self._single and isinstance(value, tuple) and len(value) == 1:
                 hint = " (a single-component queue takes the bare value, not a 1-tuple)"
             raise ElementSpecError(
-                f"{self.owner}: {self._label(i)} expected shape {_fmt_shape(exp)}, "
-                f"got {_fmt_shape(arr.shape)}{hint}"
+                f"{self.owner}: {self._label(i)} expected shape {format_shape(exp)}, "
+                f"got {format_shape(arr.shape)}{hint}"
             )
 
     def element(self, value: Any) -> Components:
@@ -340,7 +363,7 @@ class ElementSpec:
         """Validate and convert a batch; return its components and its size."""
         if self._one_fast and type(value) is np.ndarray:
             dt = self.dtypes[0]
-            if value.dtype == dt and value.ndim >= 1 and value.shape[1:] == self.shapes[0]:  # type: ignore[index]
+            if value.dtype == dt and value.ndim >= 1 and value.shape[1:] == self._shape0:
                 return (value,), value.shape[0]
         parts = self._split(value, "batch")
         out = []
@@ -357,6 +380,22 @@ class ElementSpec:
             )
         return tuple(out), (sizes[0] if sizes else 0)
 
+    def batch_count(self, n: Any, what: str) -> int:
+        """``n`` checked as the size of batch operation ``what`` on this queue.
+
+        Raises:
+            ElementSpecError: ``n`` is not an int >= 0, or the queue has no declared
+                shapes (a batch needs them).
+        """
+        if type(n) is not int or n < 0:  # the message is only built for bad input
+            n = int_arg(n, "n", f"{self.owner}.{what}", 0)
+        if self.shapes is None:
+            raise ElementSpecError(
+                f"{self.owner}.{what} requires the components to have declared shapes; "
+                "pass shapes= when creating the queue"
+            )
+        return int(n)
+
     def empty_batch(self) -> Any:
         """An empty batch (leading dimension 0) in user form."""
         assert self.shapes is not None
@@ -366,3 +405,47 @@ class ElementSpec:
                 for dt, s in zip(self.dtypes, self.shapes)
             ]
         )
+
+
+class PrioritySpec(ElementSpec):
+    """Element spec whose component 0 is the int64 scalar priority."""
+
+    __slots__ = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._single = False
+        self._one_fast = False
+
+    def _convert(self, i: int, value: Any, batch: bool = False) -> Any:
+        if i == 0:
+            arr = np.asarray(value)
+            if arr.dtype.kind not in "iu" or not np.can_cast(arr.dtype, np.int64, "same_kind"):
+                raise ElementSpecError(
+                    f"{self.owner}: priority (component 0) must be int64-compatible, got dtype "
+                    f"{arr.dtype}"
+                )
+            # uint64 -> int64 is a same-kind cast that would wrap large values silently.
+            if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+                raise ElementSpecError(f"{self.owner}: priority {value!r} does not fit int64")
+            try:
+                return np.asarray(value, dtype=np.int64)
+            except OverflowError as exc:
+                raise ElementSpecError(
+                    f"{self.owner}: priority {value!r} does not fit int64"
+                ) from exc
+        return super()._convert(i, value, batch)
+
+    def _check_shape(self, i: int, arr: Any, batch: int | None, value: Any) -> None:
+        if i == 0 and self.shapes is None:
+            want = 1 if batch is not None else 0
+            if arr.ndim != want:
+                raise ElementSpecError(
+                    f"{self.owner}: priority (component 0) must be a scalar per element, "
+                    f"got shape {arr.shape}"
+                )
+            return
+        super()._check_shape(i, arr, batch, value)
+
+    def _label(self, i: int) -> str:
+        return "priority (component 0)" if i == 0 else f"component {i}"

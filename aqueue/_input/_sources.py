@@ -20,7 +20,7 @@ import numpy.typing as npt
 from ._stages import _CLEAN, _Box, _Meter, _noted, _Stopping
 
 if TYPE_CHECKING:
-    from ._base import QueueBase
+    from .._queues._queue import QueueBase
 
 __all__ = ["AsyncSource", "SequenceSource", "SyncSource", "source_step"]
 

@@ -27,15 +27,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._args import int_arg, name_arg, seed_arg
-from ._base import QueueBase
+from .._errors import ElementSpecError, OutOfRangeError, int_arg, name_arg, seed_arg
+from .._queues._kinds import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue
+from .._queues._queue import QueueBase
+from .._running._registry import add_queue_runner
+from .._running._runner import QueueRunner
 from ._batch_spec import QueueSpec, first_value, spec_from_example, spec_from_queue, user_spec
-from ._errors import ElementSpecError, OutOfRangeError
-from ._queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue
-from ._runner import QueueRunner, add_queue_runner
 
 if TYPE_CHECKING:
-    from ._coordinator import Coordinator
+    from .._running._runner import Supervisor
 
 __all__ = ["Batches", "batch", "batch_join", "shuffle_batch", "shuffle_batch_join"]
 
@@ -180,7 +180,7 @@ class _BatchPlan:
     def runner(self, queue: QueueBase) -> QueueRunner:
         return QueueRunner(queue, self.producers, enqueue_many=self.enqueue_many, name=self.name)
 
-    async def bootstrap(self, coord: Coordinator) -> None:
+    async def bootstrap(self, supervisor: Supervisor) -> None:
         """Produce a first example, build the queue from it and start the real runner."""
         for producer in self.producers:
             found, example = await first_value(producer)
@@ -202,7 +202,7 @@ class _BatchPlan:
                 await queue.enqueue_many(example)
             else:
                 queue.enqueue_nowait(example)
-            coord.start(self.runner(queue))
+            supervisor.start(self.runner(queue))
             return
 
 
@@ -216,16 +216,16 @@ class _SpecProbe(QueueRunner):
 
     def __init__(self, gate: FIFOQueue, plan: _BatchPlan) -> None:
         self._plan = plan
-        self._coord: Coordinator | None = None
+        self._supervisor: Supervisor | None = None
         super().__init__(gate, [self._probe], name=plan.name)
 
-    def _start(self, coord: Coordinator) -> None:
-        self._coord = coord
-        super()._start(coord)
+    def launch(self, supervisor: Supervisor) -> None:
+        self._supervisor = supervisor
+        super().launch(supervisor)
 
     async def _probe(self) -> None:
-        assert self._coord is not None
-        await self._plan.bootstrap(self._coord)
+        assert self._supervisor is not None
+        await self._plan.bootstrap(self._supervisor)
         raise StopAsyncIteration
 
 

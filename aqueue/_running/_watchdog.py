@@ -1,19 +1,16 @@
-"""The coordinator's view of its queues: the stall watchdog and ``report()``.
+"""The coordinator's view of its queues, and the stall watchdog.
 
 A ``QueueMonitor`` remembers every queue a coordinator has seen (the queues of the
 runners it started, plus those passed to ``coord.watch``), with a baseline snapshot of
 each queue's statistics taken when it was first seen. It only reads
 ``queue.statistics()`` and the runners' producer states; it never changes anything.
+A shared queue, whose statistics need its server, is remembered but not checked here
+(``base`` is None). ``report()`` (in ``_report.py``) reads the same entries.
 
 Stall rule: a queue *stalls* when tasks or threads wait on it and neither its
 enqueued nor its dequeued total has moved for ``threshold`` seconds (counted from the
 later of the last progress and the moment waiting began). One warning is logged per
 stall; progress re-arms it.
-
-Input-bound fraction: the time the body spent waiting for input is read from the
-``time_empty_s`` of the queues the body consumes. Those are the queues passed to
-``coord.watch``; when none were, the runner queues that no other runner reads from
-(the ends of the chains).
 """
 
 from __future__ import annotations
@@ -24,18 +21,20 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ._base import QueueBase
-from ._stats import QueueStatistics
+from .._queues._protocol import AsyncQueue, local_statistics
+from .._queues._stats import QueueStatistics
 
 if TYPE_CHECKING:
     from ._runner import QueueRunner
 
-__all__ = ["QueueMonitor"]
+__all__ = ["QueueMonitor", "Watched"]
 
 logger = logging.getLogger("aqueue")
 
 
-class _Watched:
+class Watched:
+    """One queue a coordinator has seen."""
+
     __slots__ = (
         "base",
         "explicit",
@@ -47,36 +46,43 @@ class _Watched:
         "warned",
     )
 
-    def __init__(self, queue: QueueBase, now: float) -> None:
+    def __init__(self, queue: AsyncQueue, now: float) -> None:
         self.queue = queue
         self.runners: list[QueueRunner] = []
-        self.explicit = False
-        self.base = queue.statistics()
-        self.progress = (self.base.enqueued_total, self.base.dequeued_total)
+        self.explicit = False  # passed to coord.watch: a queue the body consumes
+        self.base = local_statistics(queue)  # None for a shared queue
+        self.progress = (
+            (self.base.enqueued_total, self.base.dequeued_total) if self.base else (0, 0)
+        )
         self.last_change = now
         self.waiting_since: float | None = None
         self.warned = False
 
 
 class QueueMonitor:
-    """Queues seen by one coordinator, their stall checks and the report table."""
+    """Queues seen by one coordinator, and their stall checks."""
 
     def __init__(self) -> None:
-        self._watched: dict[int, _Watched] = {}
+        self._watched: dict[int, Watched] = {}
+
+    @property
+    def watched(self) -> list[Watched]:
+        """Every queue seen, with its runners and baseline, in the order first seen."""
+        return list(self._watched.values())
 
     def add(
-        self, queue: QueueBase, runner: QueueRunner | None = None, *, explicit: bool = False
+        self, queue: AsyncQueue, runner: QueueRunner | None = None, *, explicit: bool = False
     ) -> None:
         """Start watching ``queue`` (idempotent), optionally as fed by ``runner``."""
         w = self._watched.get(id(queue))
         if w is None:
-            w = self._watched[id(queue)] = _Watched(queue, time.monotonic())
+            w = self._watched[id(queue)] = Watched(queue, time.monotonic())
         if runner is not None and runner not in w.runners:
             w.runners.append(runner)
         w.explicit = w.explicit or explicit
 
     @property
-    def queues(self) -> list[QueueBase]:
+    def queues(self) -> list[AsyncQueue]:
         """Every queue seen, in the order first seen."""
         return [w.queue for w in self._watched.values()]
 
@@ -93,7 +99,9 @@ class QueueMonitor:
         """Log (and return) a warning for each queue that newly stalled."""
         messages = []
         for w in self._watched.values():
-            st = w.queue.statistics()
+            st = local_statistics(w.queue)
+            if st is None:
+                continue
             progress = (st.enqueued_total, st.dequeued_total)
             if progress != w.progress:
                 w.progress = progress
@@ -113,7 +121,7 @@ class QueueMonitor:
                 messages.append(message)
         return messages
 
-    def _stall_message(self, w: _Watched, st: QueueStatistics, stalled: float) -> str:
+    def _stall_message(self, w: Watched, st: QueueStatistics, stalled: float) -> str:
         sides = []
         if st.tasks_waiting_enqueue:
             sides.append(f"{st.tasks_waiting_enqueue} waiting to enqueue")
@@ -128,7 +136,7 @@ class QueueMonitor:
         if not w.runners:
             parts.append("no QueueRunner started by this coordinator feeds it")
         for r in w.runners:
-            states = r._producer_states()
+            states = r.producer_states()
             alive = sum(1 for _, s in states if s != "done")
             waiting = [label for label, s in states if s == "enqueueing"]
             text = f"QueueRunner '{r.name}': {alive} of {len(states)} producers alive"
@@ -136,75 +144,3 @@ class QueueMonitor:
                 text += f", blocked in enqueue: {', '.join(waiting)}"
             parts.append(text)
         return "; ".join(parts)
-
-    # -- report --------------------------------------------------------------------------
-
-    def input_queues(self) -> list[QueueBase]:
-        """The queues the body is taken to consume (see the module docstring)."""
-        explicit = [w.queue for w in self._watched.values() if w.explicit]
-        if explicit:
-            return explicit
-        upstream = {
-            id(src) for w in self._watched.values() for r in w.runners for src in r._sources()
-        }
-        return [
-            w.queue for w in self._watched.values() if w.runners and id(w.queue) not in upstream
-        ]
-
-    def input_wait(self) -> tuple[float, QueueBase | None]:
-        """Seconds the body waited on its most-waited input queue since first seen."""
-        best: tuple[float, QueueBase | None] = (0.0, None)
-        for q in self.input_queues():
-            waited = q.statistics().time_empty_s - self._watched[id(q)].base.time_empty_s
-            if best[1] is None or waited > best[0]:
-                best = (waited, q)
-        return best
-
-    def report(self, body_seconds: float) -> str:
-        """A text table of every queue seen, and the input-bound fraction."""
-        header = (
-            "queue",
-            "size/capacity",
-            "enqueued",
-            "dequeued",
-            "time_full_s",
-            "time_empty_s",
-            "runners",
-        )
-        rows = [header]
-        for w in self._watched.values():
-            st = w.queue.statistics()
-            runners = ", ".join(
-                f"'{r.name}' {sum(1 for _, s in r._producer_states() if s != 'done')}"
-                f"/{len(r._producer_states())} alive"
-                for r in w.runners
-            )
-            rows.append(
-                (
-                    f"'{w.queue.name}'" + (" (closed)" if st.closed else ""),
-                    f"{st.size}/{st.capacity}",
-                    str(st.enqueued_total),
-                    str(st.dequeued_total),
-                    f"{st.time_full_s:.3f}",
-                    f"{st.time_empty_s:.3f}",
-                    runners or "-",
-                )
-            )
-        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-        lines = [
-            "  ".join(
-                cell.ljust(width) if i in (0, 6) else cell.rjust(width)
-                for i, (cell, width) in enumerate(zip(row, widths))
-            ).rstrip()
-            for row in rows
-        ]
-        waited, queue = self.input_wait()
-        if queue is None:
-            lines.append("input-bound: n/a (no input queue seen)")
-        else:
-            fraction = waited / body_seconds if body_seconds > 0 else 0.0
-            lines.append(
-                f"input-bound: {fraction:.0%} (the body waited {waited:.3f} s of "
-                f"{body_seconds:.3f} s on '{queue.name}')"
-            )
-        return "\n".join(lines)

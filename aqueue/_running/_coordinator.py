@@ -36,12 +36,14 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from ._backend import soon_threadsafe
-from ._base import QueueBase
-from ._errors import OutOfRangeError
-from ._producers import _ThreadRecord
-from ._producers import add_note as _add_note
-from ._runner import QueueRunner, take_registered_runners
+from .._errors import OutOfRangeError, add_note
+from .._queues._backend import soon_threadsafe
+from .._queues._protocol import AsyncQueue
+from ._outcome import block_outcome
+from ._producers import ThreadRecord
+from ._registry import take_registered_runners
+from ._report import report
+from ._runner import QueueRunner
 from ._watchdog import QueueMonitor
 
 __all__ = ["Coordinator"]
@@ -101,8 +103,9 @@ class Coordinator:
         self._lock = threading.Lock()  # guards _exceptions against reporting threads
         self._exceptions: list[BaseException] = []
         self._runners: list[QueueRunner] = []
-        self._threads: list[_ThreadRecord] = []
+        self._threads: list[ThreadRecord] = []
         self._monitor = QueueMonitor()
+        self._supervisor = _RunnerSupervisor(self)
         self._live = 0
         self._idle: anyio.Event | None = None
         self._stop_event: anyio.Event | None = None
@@ -179,58 +182,15 @@ class Coordinator:
             self._tg = None  # its scope is closed: nothing may cancel it any more
         stragglers = await self._wait_threads(deadline)
         self._state = _DONE
-        return self._outcome(escaped, stragglers, quiet, handling=exc is not None)
-
-    def _outcome(
-        self, escaped: BaseException | None, stragglers: list[str], quiet: bool, *, handling: bool
-    ) -> bool:
-        """Decide what leaves the block (called at its very end)."""
-        cancelled = anyio.get_cancelled_exc_class()
-        if _is_group(escaped):
-            group: Any = escaped
-            rest = group.split(cancelled)[1]
-            if rest is None:
-                escaped = group.exceptions[0]
-            elif len(rest.exceptions) == 1 and not _is_group(rest.exceptions[0]):
-                escaped = rest.exceptions[0]
-        straggler_text = ", ".join(stragglers)
-        if isinstance(escaped, cancelled):
-            # The host task itself is being cancelled: propagate that, never swallow it.
-            for e in self._exceptions:
-                logger.error("Coordinator cancelled from outside after recording: %r", e)
-            if stragglers:
-                logger.warning(
-                    "Coordinator cancelled from outside; producers still running after the "
-                    "grace period were abandoned: %s",
-                    straggler_text,
-                )
-            raise escaped
-        if escaped is not None and not isinstance(escaped, Exception):
-            raise escaped  # KeyboardInterrupt, SystemExit, ...
-        if escaped is not None:
-            self._record(escaped)
-        if self._exceptions:
-            first = self._exceptions[0]
-            for other in self._exceptions[1:]:
-                _add_note(first, f"the Coordinator also caught: {other!r}" + _notes_suffix(other))
-            if stragglers:
-                _add_note(
-                    first,
-                    f"producer threads still running after the grace period: {straggler_text}",
-                )
-            if not handling:
-                raise first
-            # Raised while the body's exception (often the cancellation this error caused)
-            # is being handled: do not chain it as the context, it is noise.
-            if first.__cause__ is not None:
-                raise first from first.__cause__
-            raise first from None
-        if stragglers:
-            message = f"Coordinator stopped with producers still running: {straggler_text}"
-            if not self._ignore_live_threads:
-                raise RuntimeError(message)
-            logger.warning("%s (abandoned; ignore_live_threads=True)", message)
-        return quiet
+        return block_outcome(
+            escaped,
+            stragglers,
+            quiet,
+            handling=exc is not None,
+            record=self._record,
+            recorded=self.exceptions,
+            ignore_live_threads=self._ignore_live_threads,
+        )
 
     # -- supervision ---------------------------------------------------------------------
 
@@ -245,11 +205,11 @@ class Coordinator:
                 f"Coordinator.start: expected a QueueRunner, got {type(runner).__name__}"
             )
         self._check_running("start")
-        runner._start(self)
+        runner.launch(self._supervisor)
         self._runners.append(runner)
         self._monitor.add(runner.queue, runner)
         if self._stop_flag.is_set():
-            runner.queue.close(cancel_pending_enqueues=True)
+            runner.queue.release_producers()
 
     def start_queue_runners(self) -> list[QueueRunner]:
         """Start every runner registered with add_queue_runner in the current context.
@@ -281,14 +241,14 @@ class Coordinator:
         label = name if name is not None else getattr(fn, "__qualname__", repr(fn))
         self._spawn(self._supervise, fn, args, label, name=label)
 
-    def watch(self, *queues: QueueBase) -> None:
+    def watch(self, *queues: AsyncQueue) -> None:
         """Add queues to the watchdog and the report, as the queues the body consumes.
 
         The queues of started runners are watched anyway; watching a queue explicitly
         makes it count towards the input-bound fraction of ``report()``.
         """
         for q in queues:
-            if not isinstance(q, QueueBase):
+            if not isinstance(q, AsyncQueue):
                 raise TypeError(
                     f"Coordinator.watch: expected aqueue queues, got {type(q).__name__}"
                 )
@@ -324,7 +284,7 @@ class Coordinator:
         except self._clean_types:
             self.request_stop()
         except Exception as exc:
-            _add_note(exc, f"raised by task '{label}' started with Coordinator.start_soon")
+            add_note(exc, f"raised by task '{label}' started with Coordinator.start_soon")
             self._report(exc)
 
     async def _wait_idle(self) -> None:
@@ -341,9 +301,6 @@ class Coordinator:
                 for t in alive:
                     await t.wait()
         return [t.name for t in self._threads if not t.finished]
-
-    def _track_thread(self, record: _ThreadRecord) -> None:
-        self._threads.append(record)
 
     async def _run_watchdog(self, threshold: float) -> None:
         await self._monitor.run(threshold)
@@ -413,7 +370,7 @@ class Coordinator:
         """Set the stop flag, close runner queues (releasing blocked producers), wake waiters."""
         self._stop_flag.set()
         for runner in self._runners:
-            runner.queue.close(cancel_pending_enqueues=True)
+            runner.queue.release_producers()
         if self._stop_event is not None and not self._stop_event.is_set():
             self._stop_event.set()
 
@@ -460,14 +417,28 @@ class Coordinator:
         waiting for input ("input-bound: 37%")."""
         end = self._t_body_end if self._t_body_end is not None else time.monotonic()
         body = end - self._t_enter if self._state != _NEW else 0.0
-        return self._monitor.report(body)
+        return report(self._monitor, body)
 
 
-def _is_group(exc: BaseException | None) -> bool:
-    """Whether ``exc`` is a (Base)ExceptionGroup (Python 3.11+ or the backport)."""
-    return exc is not None and any(c.__name__ == "BaseExceptionGroup" for c in type(exc).__mro__)
+class _RunnerSupervisor:
+    """What a Coordinator offers the runners it starts (the runner's ``Supervisor``)."""
 
+    __slots__ = ("_coord",)
 
-def _notes_suffix(exc: BaseException) -> str:
-    notes = getattr(exc, "__notes__", None)
-    return f" ({'; '.join(notes)})" if notes else ""
+    def __init__(self, coord: Coordinator) -> None:
+        self._coord = coord
+
+    def should_stop(self) -> bool:
+        return self._coord.should_stop()
+
+    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> None:
+        self._coord._spawn(fn, *args, name=name)
+
+    def track_thread(self, record: ThreadRecord) -> None:
+        self._coord._threads.append(record)
+
+    def failed(self, exc: Exception) -> None:
+        self._coord._report(exc)
+
+    def start(self, runner: QueueRunner) -> None:
+        self._coord.start(runner)

@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ._base import QueueBase
-from ._coordinator import Coordinator
-from ._errors import OutOfRangeError
-from ._queues import FIFOQueue
-from ._runner import QueueRunner
+from .._errors import OutOfRangeError
+from .._queues._kinds import FIFOQueue
+from .._queues._queue import QueueBase
+from .._running._coordinator import Coordinator
+from .._running._producers import is_async_callable
+from .._running._runner import QueueRunner
 from ._sources import AsyncSource, SequenceSource, SyncSource, source_step
 from ._stages import (
     StageStatistics,
@@ -36,7 +37,6 @@ from ._stages import (
     async_map_step,
     batch_step,
     filter_step,
-    is_async_callable,
     offloaded,
     prefetch_step,
     shuffle_step,

@@ -30,10 +30,10 @@ import anyio
 import numpy as np
 import numpy.typing as npt
 
-from ._args import epochs_arg, int_arg, name_arg, seed_arg
-from ._errors import ElementSpecError
-from ._queues import FIFOQueue
-from ._runner import QueueRunner, add_queue_runner
+from .._errors import ElementSpecError, epochs_arg, int_arg, name_arg, seed_arg
+from .._queues._kinds import FIFOQueue
+from .._running._registry import add_queue_runner
+from .._running._runner import QueueRunner
 
 __all__ = [
     "input_producer",

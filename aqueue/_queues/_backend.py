@@ -15,8 +15,9 @@ import asyncio
 import sys
 import threading
 import types
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["Waker", "checkpoint", "in_event_loop", "make_waker", "soon_threadsafe"]
 
@@ -133,21 +134,28 @@ class _Wakeups:
                 fut.set_result(None)
 
 
+_wakeups: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Wakeups] = (
+    weakref.WeakKeyDictionary()
+)
+_last: tuple[asyncio.AbstractEventLoop | None, _Wakeups | None] = (None, None)
+
+
 def _loop_wakeups(loop: asyncio.AbstractEventLoop) -> _Wakeups:
     """The ``_Wakeups`` of ``loop`` (called on the loop's own thread).
 
-    It is kept on the loop object; a loop class that takes no attributes gets a fresh
-    one per waker, which is still correct, only without the coalescing.
+    One per loop, kept in a weak dictionary; the last one used is cached, since a
+    process almost always runs one loop at a time (a dictionary lookup costs more than
+    the rest of creating a waker).
     """
-    try:
-        return loop._aqueue_wakeups  # type: ignore[attr-defined,no-any-return]
-    except AttributeError:
-        w = _Wakeups(loop)
-        try:
-            loop._aqueue_wakeups = w  # type: ignore[attr-defined]
-        except AttributeError:
-            pass
-        return w
+    global _last
+    last_loop, last = _last
+    if last_loop is loop and last is not None:
+        return last
+    w = _wakeups.get(loop)
+    if w is None:
+        w = _wakeups[loop] = _Wakeups(loop)
+    _last = (loop, w)
+    return w
 
 
 class _AsyncioWaker(Waker):
@@ -178,7 +186,7 @@ class _TrioWaker(Waker):
         self._token = token
 
     def wait(self) -> Awaitable[Any]:
-        return self._event.wait()  # type: ignore[no-any-return]
+        return cast("Awaitable[Any]", self._event.wait())
 
     def set(self) -> None:
         if threading.get_ident() == self._thread:

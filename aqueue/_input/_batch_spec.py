@@ -11,7 +11,6 @@ dimension is the batch; with ``dynamic_pad`` every inferred dimension is variabl
 
 from __future__ import annotations
 
-import inspect
 import numbers
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -19,8 +18,9 @@ from typing import Any
 import anyio
 import numpy as np
 
-from ._base import QueueBase
-from ._errors import ElementSpecError, OutOfRangeError, QueueClosedError
+from .._errors import ElementSpecError, OutOfRangeError, QueueClosedError
+from .._queues._queue import QueueBase
+from .._running._producers import is_async_callable
 
 __all__ = ["QueueSpec", "first_value", "spec_from_example", "spec_from_queue", "user_spec"]
 
@@ -134,14 +134,6 @@ def spec_from_example(
 _END: Any = object()
 
 
-def _is_async_callable(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or (
-        callable(fn)
-        and not inspect.isroutine(fn)
-        and inspect.iscoroutinefunction(type(fn).__call__)
-    )
-
-
 def _next_or_end(it: Iterator[Any]) -> Any:
     # StopIteration cannot cross a thread boundary (futures refuse it): use a sentinel.
     try:
@@ -158,7 +150,7 @@ async def first_value(producer: Any) -> tuple[bool, Any]:
         if hasattr(producer, "__next__"):
             value = await anyio.to_thread.run_sync(_next_or_end, producer)
             return (False, None) if value is _END else (True, value)
-        if _is_async_callable(producer):
+        if is_async_callable(producer):
             return True, await producer()
         return True, await anyio.to_thread.run_sync(producer)
     except (StopAsyncIteration, StopIteration, OutOfRangeError, QueueClosedError):

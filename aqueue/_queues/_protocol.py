@@ -1,0 +1,134 @@
+"""The queue interfaces that runners, the coordinator, input functions and pipelines
+rely on.
+
+``AsyncQueue`` is what a ``QueueRunner`` feeds, what a ``Pipeline`` reads from and
+writes to, and what ``batch`` and friends take elements from. Two backends implement
+it: the in-process queues (``aqueue.FIFOQueue`` and the rest) and the queues shared
+through a Redis server (``aqueue.redis``). Code above the queues layer names these
+protocols, never a backend's class, so it works over both.
+
+Producer accounting is part of the interface, because "the queue closes after its
+last producer" must hold across processes for a shared queue: a producer registers
+(``register_producer``) before its first enqueue and reports its end
+(``producer_done``); the last clean end closes the queue (consumers drain, then get
+OutOfRangeError), a failed end closes it with ``cancel_pending_enqueues=True``.
+``release_producers`` is a coordinator's stop: producers of *this process* waiting to
+enqueue fail with QueueClosedError (an in-process queue is simply closed with
+``cancel_pending_enqueues=True``, as TensorFlow's coordinator does).
+
+``statistics()`` is not part of the protocol: it is synchronous in-process and a
+coroutine for a shared queue (it needs the server); ``local_statistics`` reads it when
+that needs no waiting.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator
+from typing import Any, Protocol, runtime_checkable
+
+from ._stats import QueueStatistics
+
+__all__ = ["AsyncQueue", "BlockingView", "local_statistics"]
+
+
+@runtime_checkable
+class BlockingView(Protocol):
+    """A queue's thread-side view (``q.blocking()``): blocking methods for threads that
+    do not run an event loop. ``timeout`` is in seconds (None: no limit); on expiry the
+    call raises TimeoutError and changes nothing."""
+
+    def enqueue(self, element: Any, timeout: float | None = None) -> None:
+        """Add one element, blocking while the queue is full."""
+        ...
+
+    def enqueue_many(self, batch: Any, timeout: float | None = None) -> None:
+        """Add a batch (all-or-nothing when a timeout is given)."""
+        ...
+
+    def dequeue(self, timeout: float | None = None) -> Any:
+        """Remove and return one element."""
+        ...
+
+    def dequeue_many(self, n: int, timeout: float | None = None) -> Any:
+        """Remove and return exactly ``n`` elements as a batch."""
+        ...
+
+    def dequeue_up_to(self, n: int, timeout: float | None = None) -> Any:
+        """As dequeue_many; once the queue is closed, the 1..n that remain."""
+        ...
+
+
+@runtime_checkable
+class AsyncQueue(Protocol):
+    """An aqueue queue as the upper layers use it (both backends implement it)."""
+
+    @property
+    def name(self) -> str:
+        """The queue's name, used in messages and reports."""
+        ...
+
+    @property
+    def capacity(self) -> int:
+        """Maximum number of elements held."""
+        ...
+
+    async def enqueue(self, element: Any) -> None:
+        """Add one element, waiting while the queue is full."""
+        ...
+
+    async def enqueue_many(self, batch: Any) -> None:
+        """Add the elements of ``batch`` in order."""
+        ...
+
+    async def dequeue(self) -> Any:
+        """Remove and return one element (OutOfRangeError when none is left)."""
+        ...
+
+    async def dequeue_many(self, n: int) -> Any:
+        """Remove and return exactly ``n`` elements as a batch."""
+        ...
+
+    async def dequeue_up_to(self, n: int) -> Any:
+        """As dequeue_many; once the queue is closed, the 1..n that remain."""
+        ...
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        """Iterate over elements until the queue is closed and drained."""
+        ...
+
+    def batches(self, n: int, *, allow_smaller_final_batch: bool = False) -> AsyncIterator[Any]:
+        """Iterate over batches of ``n`` until the queue is closed and drained."""
+        ...
+
+    def blocking(self) -> BlockingView:
+        """The thread-side view."""
+        ...
+
+    async def aclose(self, cancel_pending_enqueues: bool = False) -> None:
+        """Close the queue for new enqueues."""
+        ...
+
+    async def register_producer(self) -> str:
+        """Count one more producer of this queue; return its id for producer_done."""
+        ...
+
+    async def producer_done(self, producer_id: str, *, clean: bool) -> None:
+        """Producer ``producer_id`` has ended; the last clean end closes the queue, an
+        unclean one closes it with ``cancel_pending_enqueues=True``."""
+        ...
+
+    def release_producers(self) -> None:
+        """A coordinator stops: this process's producers waiting to enqueue fail with
+        QueueClosedError (they end cleanly)."""
+        ...
+
+
+def local_statistics(queue: object) -> QueueStatistics | None:
+    """``queue.statistics()`` when it can be read without waiting (an in-process queue);
+    None when it is a coroutine (a shared queue: it needs its server) or missing."""
+    fn = getattr(queue, "statistics", None)
+    if fn is None or inspect.iscoroutinefunction(fn):
+        return None
+    stats = fn()
+    return stats if isinstance(stats, QueueStatistics) else None

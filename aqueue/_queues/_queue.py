@@ -1,0 +1,327 @@
+"""QueueBase: the public operations of every in-process queue.
+
+Each operation converts with the queue's ``ElementSpec``, calls one of its engine's
+fast paths (``Engine.*_now``) and, when that cannot complete, hands a request to a
+driver: the ``TaskDriver`` for the async operations, ``get_nowait``/``put_nowait``
+for the ``_nowait`` twins, the ``ThreadDriver`` for the thread view (``blocking()``).
+Every async operation checkpoints exactly once (a batch dequeue that has to wait parks
+first, and its wait is its checkpoint); the invariants live in ``_engine.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from .._errors import ElementSpecError
+from ._backend import checkpoint, in_event_loop
+from ._drivers import TaskDriver, ThreadDriver, get_nowait, put_nowait
+from ._engine import Engine
+from ._requests import MANY, ONE, UP_TO, WAIT, PutRequest
+from ._spec import ElementSpec
+from ._stats import QueueStatistics
+from ._storage import FillableStorage, Storage
+from ._views import BatchIterator, BlockingQueue, ElementIterator
+
+__all__ = ["QueueBase"]
+
+
+class QueueBase:
+    """Shared implementation of every aqueue queue; see the subclasses for constructors."""
+
+    default_name = "queue"
+    """The name a queue of this kind gets when none is given."""
+
+    def __init__(
+        self,
+        capacity: int,
+        spec: ElementSpec,
+        storage: Storage,
+        *,
+        name: str,
+        fill: FillableStorage | None = None,
+        min_after_dequeue: int = 0,
+    ) -> None:
+        self._spec = spec
+        self._name = name
+        self._engine = engine = Engine(
+            capacity, storage, name=name, fill=fill, min_after_dequeue=min_after_dequeue
+        )
+        self._tasks = TaskDriver(engine)
+        self._single = spec.names is None and len(spec.dtypes) == 1
+        self._producers: set[str] = set()  # registered producers (register_producer)
+        self._producer_seq = 0
+
+    # -- properties ----------------------------------------------------------------------
+
+    @property
+    def capacity(self) -> int:
+        """Maximum number of elements the queue holds (enqueuers wait beyond it)."""
+        return self._engine.capacity
+
+    @property
+    def dtypes(self) -> tuple[np.dtype[Any], ...]:
+        """One numpy dtype per component."""
+        return self._spec.dtypes
+
+    @property
+    def shapes(self) -> tuple[tuple[int | None, ...], ...] | None:
+        """One shape per component, or None when shapes were not declared."""
+        return self._spec.shapes
+
+    @property
+    def names(self) -> tuple[str, ...] | None:
+        """Component names, or None for unnamed components."""
+        return self._spec.names
+
+    @property
+    def name(self) -> str:
+        """The queue's name, used in error messages and reports."""
+        return self._name
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` has been called."""
+        return self._engine.closed
+
+    def size(self) -> int:
+        """Number of elements stored now."""
+        return self._engine.storage.size
+
+    def __len__(self) -> int:
+        return self._engine.storage.size
+
+    def __repr__(self) -> str:
+        engine: Engine | None = getattr(self, "_engine", None)
+        if engine is None:  # the constructor raised (a repr in its traceback)
+            return f"<{type(self).__name__} (not constructed)>"
+        state = "closed" if engine.closed else "open"
+        return (
+            f"<{type(self).__name__} '{self._name}' size={engine.storage.size}/"
+            f"{engine.capacity} {state}>"
+        )
+
+    # -- async operations ----------------------------------------------------------------
+
+    async def enqueue(self, element: Any) -> None:
+        """Add one element, waiting while the queue is full.
+
+        Raises:
+            ElementSpecError: the element does not fit the spec (nothing is admitted).
+            QueueClosedError: the queue is closed, or it was closed with
+                ``cancel_pending_enqueues=True`` while this call waited.
+
+        If cancelled, the element was not admitted.
+        """
+        comps = self._spec.element(element)
+        await checkpoint()
+        if not self._engine.put_one_now(comps):
+            await self._tasks.put(PutRequest(ONE, comps, 1), checkpointed=True)
+
+    async def enqueue_many(self, batch: Any) -> None:
+        """Add the elements of ``batch`` (sliced along axis 0), in order.
+
+        A batch larger than the free space is admitted progressively, as room frees, and
+        the call returns once its last element is in; its elements stay contiguous. If
+        the call is cancelled (or its queue is closed with ``cancel_pending_enqueues``)
+        meanwhile, exactly a prefix of the batch has been admitted and stays queued.
+        An empty batch is a no-op.
+        """
+        comps, count = self._spec.batch(batch)
+        await checkpoint()
+        if count and not self._engine.put_many_now(comps, count):
+            await self._tasks.put(PutRequest(MANY, comps, count), checkpointed=True)
+
+    async def dequeue(self) -> Any:
+        """Remove and return one element, waiting while none can be taken.
+
+        Raises:
+            OutOfRangeError: the queue is closed and empty (and nothing is pending).
+
+        If cancelled, nothing was consumed.
+        """
+        await checkpoint()
+        comps = self._engine.take_one_now()
+        if comps is WAIT:
+            req = self._engine.get_request(ONE, 1)
+            comps = await self._tasks.get(req, checkpointed=True)
+        return comps[0] if self._single else self._spec.pack(comps)
+
+    async def dequeue_many(self, n: int) -> Any:
+        """Remove and return exactly ``n`` elements as a batch, waiting for them.
+
+        Raises:
+            OutOfRangeError: the queue is closed and holds fewer than ``n``; nothing is
+                consumed (elements this call had claimed are put back in order).
+            ElementSpecError: ``n < 0`` or the queue has no declared shapes.
+
+        If cancelled, nothing was consumed.
+        """
+        n = self._spec.batch_count(n, "dequeue_many")
+        if n:
+            req = self._engine.get_request(MANY, n)
+            if self._tasks.park_get_now(req):  # it waits: the wait is its checkpoint
+                comps = await self._tasks.wait_get(req)
+                return comps[0] if self._single else self._spec.pack(comps)
+        await checkpoint()
+        if n == 0:
+            return self._spec.empty_batch()
+        comps = self._engine.take_many_now(n)
+        if comps is WAIT:
+            comps = await self._tasks.get(req, checkpointed=True)
+        return comps[0] if self._single else self._spec.pack(comps)
+
+    async def dequeue_up_to(self, n: int) -> Any:
+        """Like dequeue_many, but once the queue is closed return the 1..n that remain.
+
+        As in TensorFlow, on an *open* queue this waits for all ``n`` elements; use
+        ``dequeue_up_to_nowait`` to take whatever is there now.
+        """
+        n = self._spec.batch_count(n, "dequeue_up_to")
+        if n == 0:
+            await checkpoint()
+            return self._spec.empty_batch()
+        req = self._engine.get_request(UP_TO, n)
+        if self._tasks.park_get_now(req):  # it waits: the wait is its checkpoint
+            comps = await self._tasks.wait_get(req)
+        else:
+            comps = await self._tasks.get(req)
+        return self._spec.pack(comps)
+
+    # -- sync operations -----------------------------------------------------------------
+
+    def enqueue_nowait(self, element: Any) -> None:
+        """Add one element now, or raise QueueFull (or QueueClosedError)."""
+        comps = self._spec.element(element)
+        if not self._engine.put_one_now(comps):
+            put_nowait(self._engine, PutRequest(ONE, comps, 1))  # raises the precise error
+
+    def enqueue_many_nowait(self, batch: Any) -> None:
+        """Add the whole batch now, or nothing and raise QueueFull (all-or-nothing)."""
+        comps, count = self._spec.batch(batch)
+        if count:
+            put_nowait(self._engine, PutRequest(MANY, comps, count))
+
+    def dequeue_nowait(self) -> Any:
+        """Remove one element now, or raise QueueEmpty (OutOfRangeError when final)."""
+        comps = self._engine.take_one_now()
+        if comps is WAIT:  # raises the precise error
+            comps = get_nowait(self._engine, self._engine.get_request(ONE, 1))
+        return self._spec.pack(comps)
+
+    def dequeue_many_nowait(self, n: int) -> Any:
+        """Remove exactly ``n`` elements now, or raise QueueEmpty (OutOfRangeError when final)."""
+        n = self._spec.batch_count(n, "dequeue_many_nowait")
+        if n == 0:
+            return self._spec.empty_batch()
+        return self._spec.pack(get_nowait(self._engine, self._engine.get_request(MANY, n)))
+
+    def dequeue_up_to_nowait(self, n: int) -> Any:
+        """Remove 1..n elements available now, or raise QueueEmpty (OutOfRangeError when final)."""
+        n = self._spec.batch_count(n, "dequeue_up_to_nowait")
+        if n == 0:
+            return self._spec.empty_batch()
+        return self._spec.pack(get_nowait(self._engine, self._engine.get_request(UP_TO, n)))
+
+    # -- closing, statistics -------------------------------------------------------------
+
+    def close(self, cancel_pending_enqueues: bool = False) -> None:
+        """Close the queue for new enqueues; idempotent.
+
+        Enqueues already waiting still complete as room frees, unless
+        ``cancel_pending_enqueues`` is true: then each fails at once with
+        QueueClosedError (elements a pending enqueue_many had admitted stay). Remaining
+        elements can be dequeued; every blocked dequeuer is woken and either gets data
+        or OutOfRangeError, so nobody waits on a closed queue forever.
+        """
+        self._engine.close(bool(cancel_pending_enqueues))
+
+    async def aclose(self, cancel_pending_enqueues: bool = False) -> None:
+        """Close the queue (as ``close()``), then checkpoint."""
+        self.close(cancel_pending_enqueues)
+        await checkpoint()
+
+    async def __aenter__(self) -> QueueBase:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def statistics(self) -> QueueStatistics:
+        """A frozen snapshot of the queue's counters."""
+        return self._engine.statistics()
+
+    # -- producer accounting (the AsyncQueue protocol) -----------------------------------
+
+    async def register_producer(self) -> str:
+        """Count one more producer of this queue; return its id for ``producer_done``.
+
+        With producers registered, the queue closes after the last one has ended (see
+        ``producer_done``), as a QueueRunner's producers do. Completes without waiting.
+        """
+        self._producer_seq += 1
+        producer_id = str(self._producer_seq)
+        self._producers.add(producer_id)
+        return producer_id
+
+    async def producer_done(self, producer_id: str, *, clean: bool) -> None:
+        """Producer ``producer_id`` has ended. A clean end of the last registered
+        producer closes the queue (consumers drain it, then get OutOfRangeError); an
+        unclean end closes it with ``cancel_pending_enqueues=True`` at once. Completes
+        without waiting.
+
+        Raises:
+            ElementSpecError: ``producer_id`` is not registered (or already done).
+        """
+        if producer_id not in self._producers:
+            raise ElementSpecError(
+                f"queue '{self._name}'.producer_done: producer {producer_id!r} is not "
+                f"registered (registered: {sorted(self._producers)})"
+            )
+        self._producers.discard(producer_id)
+        if not clean:
+            self.close(cancel_pending_enqueues=True)
+        elif not self._producers:
+            self.close()
+
+    def release_producers(self) -> None:
+        """A coordinator's stop: close with ``cancel_pending_enqueues=True``, which
+        releases every producer waiting to enqueue (as TensorFlow's coordinator does)."""
+        self.close(cancel_pending_enqueues=True)
+
+    # -- iteration and the thread view ---------------------------------------------------
+
+    def __aiter__(self) -> ElementIterator:
+        return ElementIterator(self)
+
+    def batches(self, n: int, *, allow_smaller_final_batch: bool = False) -> BatchIterator:
+        """An async iterator of batches of ``n``; ends cleanly when the queue is final.
+
+        Leftovers smaller than ``n`` are left in the queue, unless
+        ``allow_smaller_final_batch`` is true (then they come as one short final batch).
+        Iterating never closes the queue.
+        """
+        n = self._spec.batch_count(n, "batches")
+        if n == 0:
+            raise ElementSpecError(f"queue '{self._name}'.batches: n must be >= 1, got 0")
+        return BatchIterator(self, n, allow_smaller_final_batch)
+
+    def blocking(self) -> BlockingQueue:
+        """A view whose blocking methods may be called from other threads.
+
+        It may be created anywhere. Its methods must be called from threads that do
+        not run an event loop (RuntimeError otherwise): there, blocking would stall
+        every task of that loop.
+        """
+        loop_thread = threading.get_ident() if in_event_loop() else None
+        return BlockingQueue(
+            self, self._spec, self._engine, ThreadDriver(self._engine, loop_thread)
+        )

@@ -1,0 +1,22 @@
+"""The running layer: producers that fill queues, and the coordinator that supervises them.
+
+=================  ====================================================================
+file               what it holds
+=================  ====================================================================
+``_producers.py``  the four producer kinds (``classify``, ``is_async_callable``), a
+                   producer's slot and state, the thread record shared by a producer
+                   thread and its supervising task, ``start_threads``
+``_runner.py``     QueueRunner, and ``Supervisor``: what a coordinator offers a runner
+``_registry.py``   ``add_queue_runner`` (TF's QUEUE_RUNNERS collection) and the watch
+                   for registered runners that were never started
+``_coordinator.py``  Coordinator: one task group and its cancel scope; clean and failed
+                   stops; the grace period
+``_outcome.py``    which exception leaves a coordinator's block, with which notes
+``_watchdog.py``   QueueMonitor: the queues a coordinator has seen; stall warnings
+``_report.py``     ``coord.report()``: the queue table and the input-bound fraction
+=================  ====================================================================
+
+Runners and the coordinator work over the queue interface (``AsyncQueue`` in
+``aqueue/_queues/_protocol.py``), never over a backend's class, so they run the
+in-process queues and the shared ones of ``aqueue.redis`` alike.
+"""
