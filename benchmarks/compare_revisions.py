@@ -1,6 +1,6 @@
 """Compare aqueue's own benchmark rows at two git revisions, interleaved, in one run.
 
-    python benchmarks/compare_revisions.py BEFORE AFTER [--rounds 5] [--suites queues,overlap,pipeline]
+    python benchmarks/compare_revisions.py BEFORE AFTER [--rounds N] [--suites LIST]
 
 Each revision is checked out into a temporary ``git worktree`` (detached). Then, for
 ``--rounds`` rounds, every suite runs once on BEFORE and once on AFTER, alternating, in
