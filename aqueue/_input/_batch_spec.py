@@ -1,4 +1,5 @@
-"""The spec of a batch queue: given, taken from a source queue, or inferred.
+"""The arguments of a batch queue's constructor: given, taken from a source queue, or
+inferred from the first example.
 
 ``batch`` and friends build their queue from ``dtypes=``/``shapes=`` when both are
 given, else from the source queues' declared spec, else from the first example the
@@ -13,35 +14,35 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import numpy as np
 
 from .._errors import ElementSpecError, OutOfRangeError, QueueClosedError
-from .._queues._queue import QueueBase
+from .._queues._protocol import AsyncQueue
 from .._running._producers import is_async_callable
 
-__all__ = ["QueueSpec", "first_value", "spec_from_example", "spec_from_queue", "user_spec"]
+__all__ = ["QueueArgs", "args_from_example", "args_from_queue", "first_value", "user_args"]
 
 
-class QueueSpec:
-    """dtypes, shapes and names of a batch queue, possibly still incomplete."""
+class QueueArgs(NamedTuple):
+    """The ``dtypes``, ``shapes`` and ``names`` arguments a batch queue will be built
+    with, None where not known yet. Not a spec: the queue's constructor checks them and
+    builds its ElementSpec."""
 
-    __slots__ = ("dtypes", "names", "shapes")
-
-    def __init__(self, dtypes: list[Any] | None, shapes: list[Any] | None, names: Any) -> None:
-        self.dtypes = dtypes
-        self.shapes = shapes
-        self.names = names
+    dtypes: list[Any] | None
+    shapes: list[Any] | None
+    names: tuple[str, ...] | None
 
     @property
     def complete(self) -> bool:
+        """Whether the queue can be built from these alone."""
         return self.dtypes is not None and self.shapes is not None
 
 
-def user_spec(dtypes: Any, shapes: Any, owner: str) -> QueueSpec:
-    """The spec given by ``dtypes=``/``shapes=`` (each may be None, a list or a dict)."""
+def user_args(dtypes: Any, shapes: Any, owner: str) -> QueueArgs:
+    """The arguments given by ``dtypes=``/``shapes=`` (each may be None, a list or a dict)."""
     names: tuple[str, ...] | None = None
     dts: list[Any] | None = None
     shp: list[Any] | None = None
@@ -60,7 +61,7 @@ def user_spec(dtypes: Any, shapes: Any, owner: str) -> QueueSpec:
         shp = [tuple(shapes[k]) for k in names]
     elif shapes is not None:
         shp = _shape_list(shapes)
-    return QueueSpec(dts, shp, names)
+    return QueueArgs(dts, shp, names)
 
 
 def _shape_list(shapes: Any) -> list[Any]:
@@ -72,16 +73,17 @@ def _shape_list(shapes: Any) -> list[Any]:
     return [tuple(s) for s in shapes]
 
 
-def spec_from_queue(source: QueueBase, enqueue_many: bool) -> QueueSpec:
+def args_from_queue(source: AsyncQueue, enqueue_many: bool) -> QueueArgs:
+    """The dtypes, shapes and names of a source queue."""
     shapes = source.shapes
     if shapes is not None and enqueue_many:
         shapes = tuple(s[1:] for s in shapes)
-    return QueueSpec(list(source.dtypes), None if shapes is None else list(shapes), source.names)
+    return QueueArgs(list(source.dtypes), None if shapes is None else list(shapes), source.names)
 
 
-def spec_from_example(
-    example: Any, given: QueueSpec, *, enqueue_many: bool, dynamic_pad: bool, owner: str
-) -> QueueSpec:
+def args_from_example(
+    example: Any, given: QueueArgs, *, enqueue_many: bool, dynamic_pad: bool, owner: str
+) -> QueueArgs:
     """Complete ``given`` from one example (or one batch, with ``enqueue_many``)."""
     names: tuple[str, ...] | None = given.names
     if isinstance(example, Mapping):
@@ -128,7 +130,7 @@ def spec_from_example(
                 f"has {len(parts)}"
             )
         shapes = list(given.shapes)
-    return QueueSpec(dtypes, shapes, names)
+    return QueueArgs(dtypes, shapes, names)
 
 
 _END: Any = object()

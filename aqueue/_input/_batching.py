@@ -24,20 +24,20 @@ registers the runner with ``add_queue_runner`` and returns a ``Batches`` at once
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ElementSpecError, OutOfRangeError, int_arg, name_arg, seed_arg
 from .._queues._kinds import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue
+from .._queues._protocol import AsyncQueue
 from .._queues._queue import QueueBase
 from .._running._registry import add_queue_runner
 from .._running._runner import QueueRunner
-from ._batch_spec import QueueSpec, first_value, spec_from_example, spec_from_queue, user_spec
+from ._batch_spec import QueueArgs, args_from_example, args_from_queue, first_value, user_args
 
 if TYPE_CHECKING:
     from .._running._runner import Supervisor
 
-__all__ = ["Batches", "batch", "batch_join", "shuffle_batch", "shuffle_batch_join"]
+__all__ = ["Batches", "plan_batches"]
 
 
 class Batches:
@@ -157,10 +157,10 @@ class _BatchPlan:
         self.seed: int | None = None
         self.enqueue_many = False
         self.dynamic_pad = False
-        self.spec = QueueSpec(None, None, None)
+        self.spec = QueueArgs(None, None, None)
         self.batches: Batches | None = None
 
-    def make_queue(self, spec: QueueSpec) -> QueueBase:
+    def make_queue(self, spec: QueueArgs) -> QueueBase:
         if self.shuffle:
             return RandomShuffleQueue(
                 self.capacity,
@@ -186,7 +186,7 @@ class _BatchPlan:
             found, example = await first_value(producer)
             if not found:
                 continue  # this source is empty; try the next one (batch_join)
-            spec = spec_from_example(
+            spec = args_from_example(
                 example,
                 self.spec,
                 enqueue_many=self.enqueue_many,
@@ -231,7 +231,7 @@ class _SpecProbe(QueueRunner):
 
 def _as_producer(source: Any, index: int, owner: str) -> Any:
     """A source as one QueueRunner producer (iterables become their iterator)."""
-    if isinstance(source, QueueBase):
+    if isinstance(source, AsyncQueue):
         return source.dequeue
     if isinstance(source, (str, bytes)):
         raise TypeError(f"{owner}: sources[{index}] is a {type(source).__name__}, not a producer")
@@ -247,7 +247,7 @@ def _as_producer(source: Any, index: int, owner: str) -> Any:
     )
 
 
-def _plan(
+def plan_batches(
     kind: str,
     sources: list[Any],
     threads_per_source: int,
@@ -280,21 +280,21 @@ def _plan(
         plan.seed = seed_arg(seed, owner)
     plan.enqueue_many = bool(enqueue_many)
     plan.dynamic_pad = bool(dynamic_pad)
-    given = user_spec(dtypes, shapes, owner)
+    given = user_args(dtypes, shapes, owner)
     if not sources:
         raise ElementSpecError(f"{owner}: sources must not be empty")
     for i, source in enumerate(sources):
         producer = _as_producer(source, i, owner)
         plan.producers.extend([producer] * threads_per_source)
-    if not given.complete and all(isinstance(s, QueueBase) for s in sources):
-        from_queue = spec_from_queue(sources[0], plan.enqueue_many)
-        given = QueueSpec(
+    if not given.complete and all(isinstance(s, AsyncQueue) for s in sources):
+        from_queue = args_from_queue(sources[0], plan.enqueue_many)
+        given = QueueArgs(
             given.dtypes if given.dtypes is not None else from_queue.dtypes,
             given.shapes if given.shapes is not None else from_queue.shapes,
             given.names if given.names is not None else from_queue.names,
         )
         if plan.dynamic_pad and given.shapes is not None and shapes is None:
-            given.shapes = [tuple(None for _ in s) for s in given.shapes]
+            given = given._replace(shapes=[tuple(None for _ in s) for s in given.shapes])
     plan.spec = given
     smaller = bool(allow_smaller_final_batch)
     if given.complete:
@@ -305,184 +305,3 @@ def _plan(
     batches = plan.batches = Batches(qname, size, smaller, None, gate)
     add_queue_runner(_SpecProbe(gate, plan))
     return batches
-
-
-def _threads_arg(num_threads: Any, owner: str) -> int:
-    return int_arg(num_threads, "num_threads", owner, 1)
-
-
-def batch(
-    source: Any,
-    batch_size: int,
-    *,
-    num_threads: int = 1,
-    capacity: int = 32,
-    enqueue_many: bool = False,
-    dtypes: Any = None,
-    shapes: Any = None,
-    dynamic_pad: bool = False,
-    allow_smaller_final_batch: bool = False,
-    name: str | None = None,
-) -> Batches:
-    """Batch the examples of ``source`` through a FIFOQueue (TF ``train.batch``).
-
-    Args:
-        source: A producer as QueueRunner accepts it (async or sync callable returning
-            one example, async or sync iterable of examples) or a queue whose elements
-            are taken. An example is one value, a tuple of components or a dict.
-        batch_size: Examples per batch.
-        num_threads: Concurrent producers over ``source`` (an iterable is shared).
-        capacity: Capacity of the batch queue, in examples.
-        enqueue_many: Each produced value is a batch of examples.
-        dtypes: dtypes of the components (a dict gives dict batches); with ``shapes``
-            the queue is built up front, otherwise the missing part comes from the first
-            example.
-        shapes: Shapes of one example's components.
-        dynamic_pad: Use a PaddingFIFOQueue: inferred dimensions are all variable and
-            padded to the batch's largest with 0 (or ``""``).
-        allow_smaller_final_batch: At the end, deliver the leftovers as one short batch
-            instead of dropping them.
-        name: Name of the batch queue and its runner (default ``"batch"``).
-
-    Returns:
-        A Batches; its runner is registered with ``add_queue_runner``.
-
-    Raises:
-        ElementSpecError: A bad size, capacity or spec.
-        TypeError: ``source`` is not a producer or a queue.
-    """
-    owner = f"batch '{name or 'batch'}'"
-    return _plan(
-        "batch",
-        [source],
-        _threads_arg(num_threads, owner),
-        batch_size,
-        capacity=capacity,
-        min_after_dequeue=0,
-        seed=None,
-        enqueue_many=enqueue_many,
-        dtypes=dtypes,
-        shapes=shapes,
-        dynamic_pad=dynamic_pad,
-        allow_smaller_final_batch=allow_smaller_final_batch,
-        name=name,
-    )
-
-
-def shuffle_batch(
-    source: Any,
-    batch_size: int,
-    capacity: int,
-    min_after_dequeue: int,
-    *,
-    num_threads: int = 1,
-    seed: int | None = None,
-    enqueue_many: bool = False,
-    dtypes: Any = None,
-    shapes: Any = None,
-    allow_smaller_final_batch: bool = False,
-    name: str | None = None,
-) -> Batches:
-    """Batch the examples of ``source`` through a RandomShuffleQueue.
-
-    As ``batch``, with ``capacity`` and ``min_after_dequeue`` of the shuffle queue (a
-    batch is taken only while ``min_after_dequeue`` examples stay behind, until the
-    sources end) and the queue's ``seed``. Default name ``"shuffle_batch"``.
-
-    Raises:
-        ElementSpecError: ``capacity <= min_after_dequeue``, or as ``batch``.
-    """
-    owner = f"shuffle_batch '{name or 'shuffle_batch'}'"
-    return _plan(
-        "shuffle_batch",
-        [source],
-        _threads_arg(num_threads, owner),
-        batch_size,
-        capacity=capacity,
-        min_after_dequeue=min_after_dequeue,
-        seed=seed,
-        enqueue_many=enqueue_many,
-        dtypes=dtypes,
-        shapes=shapes,
-        dynamic_pad=False,
-        allow_smaller_final_batch=allow_smaller_final_batch,
-        name=name,
-    )
-
-
-def _sources_arg(sources: Any, owner: str) -> list[Any]:
-    if isinstance(sources, (str, bytes)) or not isinstance(sources, Sequence):
-        raise ElementSpecError(
-            f"{owner}: sources must be a list of sources, got {type(sources).__name__}"
-        )
-    return list(sources)
-
-
-def batch_join(
-    sources: Sequence[Any],
-    batch_size: int,
-    *,
-    capacity: int = 32,
-    enqueue_many: bool = False,
-    dtypes: Any = None,
-    shapes: Any = None,
-    dynamic_pad: bool = False,
-    allow_smaller_final_batch: bool = False,
-    name: str | None = None,
-) -> Batches:
-    """Batch the examples of several sources, one producer per source.
-
-    Each source's own order is kept in the output; how sources interleave is
-    unspecified. Other arguments as for ``batch`` (default name ``"batch_join"``).
-    """
-    kind = "batch_join"
-    return _plan(
-        kind,
-        _sources_arg(sources, f"{kind} '{name or kind}'"),
-        1,
-        batch_size,
-        capacity=capacity,
-        min_after_dequeue=0,
-        seed=None,
-        enqueue_many=enqueue_many,
-        dtypes=dtypes,
-        shapes=shapes,
-        dynamic_pad=dynamic_pad,
-        allow_smaller_final_batch=allow_smaller_final_batch,
-        name=name,
-    )
-
-
-def shuffle_batch_join(
-    sources: Sequence[Any],
-    batch_size: int,
-    capacity: int,
-    min_after_dequeue: int,
-    *,
-    seed: int | None = None,
-    enqueue_many: bool = False,
-    dtypes: Any = None,
-    shapes: Any = None,
-    allow_smaller_final_batch: bool = False,
-    name: str | None = None,
-) -> Batches:
-    """Shuffle-batch the examples of several sources, one producer per source.
-
-    Arguments as for ``shuffle_batch`` (default name ``"shuffle_batch_join"``).
-    """
-    kind = "shuffle_batch_join"
-    return _plan(
-        kind,
-        _sources_arg(sources, f"{kind} '{name or kind}'"),
-        1,
-        batch_size,
-        capacity=capacity,
-        min_after_dequeue=min_after_dequeue,
-        seed=seed,
-        enqueue_many=enqueue_many,
-        dtypes=dtypes,
-        shapes=shapes,
-        dynamic_pad=False,
-        allow_smaller_final_batch=allow_smaller_final_batch,
-        name=name,
-    )

@@ -14,8 +14,9 @@ as in TensorFlow (``tf.compat.v1.train``, reference section 7):
 
 A producer enqueues one epoch at a time (``enqueue_many``), permuted within the epoch
 when ``shuffle`` is true (one ``numpy.random.Generator`` per producer, seeded by
-``seed``: a fixed seed gives a fixed order), ``num_epochs`` times (None: forever); then
-its runner closes the queue and consumers get OutOfRangeError once it is drained.
+``seed``: a fixed seed gives a fixed order), ``num_epochs`` times (None: forever), read
+through ``Epochs``; then its runner closes the queue and consumers get OutOfRangeError
+once it is drained.
 The batching helpers live in ``_batching.py``.
 """
 
@@ -34,6 +35,7 @@ from .._errors import ElementSpecError, epochs_arg, int_arg, name_arg, seed_arg
 from .._queues._kinds import FIFOQueue
 from .._running._registry import add_queue_runner
 from .._running._runner import QueueRunner
+from ._epochs import Epochs
 
 __all__ = [
     "input_producer",
@@ -43,39 +45,30 @@ __all__ = [
     "string_input_producer",
 ]
 
-# -- argument checks ----------------------------------------------------------------------
-
-
 # -- limit_epochs -------------------------------------------------------------------------
 
 
 class _EpochIterator:
     """The async iterator returned by ``limit_epochs`` (a class, not a generator)."""
 
-    __slots__ = ("_epoch", "_index", "_num_epochs", "_values")
+    __slots__ = ("_epochs", "_num_epochs")
 
     def __init__(self, values: Sequence[Any], num_epochs: int | None) -> None:
-        self._values = values
+        self._epochs = Epochs(values, num_epochs)
         self._num_epochs = num_epochs
-        self._epoch = 0
-        self._index = 0
 
     def __aiter__(self) -> _EpochIterator:
         return self
 
     async def __anext__(self) -> Any:
         await anyio.lowlevel.checkpoint()
-        if self._index == len(self._values):
-            self._index = 0
-            self._epoch += 1
-        if self._num_epochs is not None and self._epoch >= self._num_epochs:
+        items = self._epochs.take(1)
+        if not items:
             raise StopAsyncIteration
-        value = self._values[self._index]
-        self._index += 1
-        return value
+        return items[0]
 
     def __repr__(self) -> str:
-        return f"<limit_epochs epoch={self._epoch} num_epochs={self._num_epochs}>"
+        return f"<limit_epochs epoch={self._epochs.epoch} num_epochs={self._num_epochs}>"
 
 
 def limit_epochs(values: Any, num_epochs: int | None) -> _EpochIterator:
@@ -112,7 +105,7 @@ def limit_epochs(values: Any, num_epochs: int | None) -> _EpochIterator:
 class _EpochFeeder:
     """Async iterator of whole epochs (batches), each optionally permuted."""
 
-    __slots__ = ("_comps", "_epoch", "_names", "_num_epochs", "_rng", "_shuffle")
+    __slots__ = ("_comps", "_epochs", "_names", "_shuffle")
 
     def __init__(
         self,
@@ -124,23 +117,18 @@ class _EpochFeeder:
     ) -> None:
         self._comps = comps
         self._names = names
-        self._num_epochs = num_epochs
         self._shuffle = shuffle
-        self._rng = np.random.default_rng(seed)
-        self._epoch = 0
+        self._epochs = Epochs(range(len(comps[0])), num_epochs, shuffle=shuffle, seed=seed)
 
     def __aiter__(self) -> _EpochFeeder:
         return self
 
     async def __anext__(self) -> Any:
         await anyio.lowlevel.checkpoint()
-        if self._num_epochs is not None and self._epoch >= self._num_epochs:
+        order = self._epochs.take_indices()
+        if order is None:
             raise StopAsyncIteration
-        self._epoch += 1
-        comps = self._comps
-        if self._shuffle:
-            perm = self._rng.permutation(len(comps[0]))
-            comps = tuple(c[perm] for c in comps)
+        comps = tuple(c[order] for c in self._comps) if self._shuffle else self._comps
         if self._names is not None:
             return dict(zip(self._names, comps))
         return comps[0] if len(comps) == 1 else comps

@@ -10,8 +10,9 @@
             ...
     print(pipe.describe())
 
-A Pipeline is an immutable description: each builder method returns a new one. ``open()``
-builds one run: every stage gets an output queue (an aqueue FIFOQueue of boxed items) and
+A Pipeline's chain of stages never changes: each builder method returns a new
+Pipeline (it only remembers its latest run, for ``statistics()``). ``open()`` builds one
+run: every stage gets an output queue (an aqueue FIFOQueue of boxed items) and
 a QueueRunner whose producers are the stage's workers, all started in one Coordinator
 (its own, or the one passed to ``open``). End of input travels down the chain as queue
 closes; a stage's exception ends the run: it leaves ``async with pipe.open()`` as
@@ -38,11 +39,11 @@ from dataclasses import replace
 from typing import Any
 
 from .._errors import ElementSpecError, epochs_arg, int_arg, name_arg, seed_arg
-from .._queues._queue import QueueBase
+from .._queues._protocol import AsyncQueue
 from .._running._coordinator import Coordinator
 from .._running._producers import is_async_callable
-from ._pipeline_run import _ZERO_FIELDS, _Opened, _report, _Run, _Spec
-from ._stages import StageStatistics
+from ._meter import StageStatistics
+from ._pipeline_run import ZERO_FIELDS, Opened, PipelineRun, StageSpec, describe_run
 
 __all__ = ["Pipeline"]
 
@@ -60,25 +61,63 @@ def _callable_arg(fn: Any, what: str) -> None:
 
 
 class Pipeline:
-    """An immutable description of a chain of stages; build one with a ``from_*`` method.
+    """A chain of stages: a source, then map / filter / shuffle / batch / prefetch.
 
-    Each stage method returns a new Pipeline with one more stage. ``open()`` runs it;
-    ``statistics()`` and ``describe()`` report on this object's latest run.
+    ``Pipeline(source)`` starts a chain from a source, told apart by its kind: an
+    aqueue queue (``from_queue``), an async iterable (``from_async_iterable``) or a
+    sync iterable such as a list or a generator (``from_iterable``); the ``from_*``
+    class methods say which explicitly, and ``from_producer`` takes a function called
+    repeatedly. Each stage method (``map``, ``filter``, ``shuffle``, ``batch``,
+    ``prefetch``, ``repeat``) returns a new Pipeline with one more stage; a Pipeline's
+    own chain never changes, so one can be opened many times and extended in several
+    ways. ``open()`` runs it::
+
+        pipe = aqueue.Pipeline(paths).map(load, concurrency=8).batch(32).prefetch(2)
+        async with pipe.open() as batches:
+            async for batch in batches:
+                ...
+        print(pipe.describe())
+
+    ``statistics()`` and ``describe()`` report on the latest run of this Pipeline
+    object.
+
+    Args:
+        source: The items to start from (see above).
+        name: The source stage's label in statistics.
+
+    Raises:
+        TypeError: ``source`` is none of the accepted kinds (a str or bytes is refused
+            as almost certainly a mistake).
     """
 
     __slots__ = ("_run", "_specs")
 
-    def __init__(self, _specs: tuple[_Spec, ...]) -> None:
-        if not _specs or _specs[0].kind not in ("iterable", "async_iterable", "queue", "producer"):
-            raise TypeError("create a Pipeline with Pipeline.from_iterable() or another from_*")
-        self._specs = _specs
-        self._run: _Run | None = None
+    def __init__(self, source: Any, *, name: str | None = None) -> None:
+        if isinstance(source, AsyncQueue):
+            first = Pipeline.from_queue(source, name=name)
+        elif hasattr(source, "__aiter__"):
+            first = Pipeline.from_async_iterable(source, name=name)
+        else:
+            first = Pipeline.from_iterable(source, name=name)
+        self._specs: tuple[StageSpec, ...] = first._specs
+        self._run: PipelineRun | None = None
+
+    @classmethod
+    def _of(cls, specs: tuple[StageSpec, ...]) -> Pipeline:
+        """A Pipeline of these stages (the builder methods' constructor)."""
+        pipe = object.__new__(cls)
+        pipe._specs = specs
+        pipe._run = None
+        return pipe
+
+    def _remember(self, run: PipelineRun) -> None:
+        self._run = run
 
     def __repr__(self) -> str:
         return "<Pipeline " + " -> ".join(s.label for s in self._specs) + ">"
 
-    def _then(self, spec: _Spec) -> Pipeline:
-        return Pipeline((*self._specs, spec))
+    def _then(self, spec: StageSpec) -> Pipeline:
+        return Pipeline._of((*self._specs, spec))
 
     # -- sources -------------------------------------------------------------------------
 
@@ -92,7 +131,7 @@ class Pipeline:
                 f"{type(iterable).__name__}{hint}"
             )
         label = name_arg(name, f"from_iterable({type(iterable).__name__})")
-        return cls((_Spec("iterable", label, iterable),))
+        return cls._of((StageSpec("iterable", label, iterable),))
 
     @classmethod
     def from_async_iterable(cls, iterable: Any, *, name: str | None = None) -> Pipeline:
@@ -103,17 +142,17 @@ class Pipeline:
                 f"{type(iterable).__name__}"
             )
         label = name_arg(name, f"from_async_iterable({type(iterable).__name__})")
-        return cls((_Spec("async_iterable", label, iterable),))
+        return cls._of((StageSpec("async_iterable", label, iterable),))
 
     @classmethod
-    def from_queue(cls, queue: QueueBase, *, name: str | None = None) -> Pipeline:
+    def from_queue(cls, queue: AsyncQueue, *, name: str | None = None) -> Pipeline:
         """Elements dequeued from an aqueue queue until it is closed and drained."""
-        if not isinstance(queue, QueueBase):
+        if not isinstance(queue, AsyncQueue):
             raise TypeError(
                 f"Pipeline.from_queue: expected an aqueue queue, got {type(queue).__name__}"
             )
         label = name_arg(name, f"from_queue({queue.name})")
-        return cls((_Spec("queue", label, queue),))
+        return cls._of((StageSpec("queue", label, queue),))
 
     @classmethod
     def from_producer(cls, fn: Any, *, name: str | None = None) -> Pipeline:
@@ -122,7 +161,7 @@ class Pipeline:
         OutOfRangeError."""
         _callable_arg(fn, "from_producer")
         label = name_arg(name, f"from_producer({_describe(fn)})")
-        return cls((_Spec("producer", label, fn),))
+        return cls._of((StageSpec("producer", label, fn),))
 
     # -- stages --------------------------------------------------------------------------
 
@@ -144,8 +183,11 @@ class Pipeline:
             concurrency: Number of workers.
             ordered: Deliver in input order even with concurrency > 1 (a slow item then
                 holds back the ones after it); by default in completion order.
-            executor: None (by the kind of ``fn``), ``"thread"`` or ``"process"`` (the
-                function and the items must pickle; see the module docstring for costs).
+            executor: None (by the kind of ``fn``: an async function runs in tasks, a
+                sync one on threads), ``"thread"`` or ``"process"``: worker processes
+                through ``anyio.to_process``; the function and the items must pickle,
+                and each item costs a round trip of a few hundred microseconds plus
+                pickling, so use it for CPU-heavy work that holds the GIL.
             capacity: Capacity of the output queue (default: twice the concurrency of
                 this or the next stage, at least 8).
             name: Label in statistics (default ``"map(<fn name>)"``).
@@ -169,7 +211,7 @@ class Pipeline:
             )
         how = "task" if is_async else (executor or "thread")
         return self._then(
-            _Spec(
+            StageSpec(
                 "map",
                 label,
                 fn,
@@ -191,7 +233,7 @@ class Pipeline:
         _callable_arg(pred, "filter")
         label = name_arg(name, f"filter({_describe(pred)})")
         return self._then(
-            _Spec(
+            StageSpec(
                 "filter",
                 label,
                 pred,
@@ -227,7 +269,7 @@ class Pipeline:
                 f"{owner}: capacity ({cap}) must be greater than min_after_dequeue ({mad})"
             )
         return self._then(
-            _Spec(
+            StageSpec(
                 "shuffle",
                 label,
                 capacity=max(1, cap - mad - 1),
@@ -254,7 +296,7 @@ class Pipeline:
         label = name_arg(name, f"batch({batch_size})")
         size = int_arg(batch_size, "batch_size", f"Pipeline.batch {label!r}", 1)
         return self._then(
-            _Spec(
+            StageSpec(
                 "batch",
                 label,
                 capacity=self._capacity_arg(capacity, label),
@@ -269,7 +311,7 @@ class Pipeline:
         """Keep up to ``buffer_size`` items ready ahead of the consumer."""
         label = name_arg(name, f"prefetch({buffer_size})")
         size = int_arg(buffer_size, "buffer_size", f"Pipeline.prefetch {label!r}", 1)
-        return self._then(_Spec("prefetch", label, capacity=size))
+        return self._then(StageSpec("prefetch", label, capacity=size))
 
     def repeat(self, num_epochs: int | None = None) -> Pipeline:
         """Read the source ``num_epochs`` times (None: forever).
@@ -304,7 +346,7 @@ class Pipeline:
                     "re-iterable (e.g. a list) to read it more than once"
                 )
         head = replace(source, epochs=epochs)
-        return Pipeline((head, *self._specs[1:]))
+        return Pipeline._of((head, *self._specs[1:]))
 
     @staticmethod
     def _capacity_arg(capacity: Any, label: str) -> int | None:
@@ -314,7 +356,7 @@ class Pipeline:
 
     # -- running -------------------------------------------------------------------------
 
-    def open(self, coord: Coordinator | None = None) -> _Opened:
+    def open(self, coord: Coordinator | None = None) -> Opened:
         """Run the pipeline: ``async with pipe.open() as items: async for x in items``.
 
         ``items`` also has ``await items.get()`` (OutOfRangeError after the last item).
@@ -327,12 +369,12 @@ class Pipeline:
         """
         if coord is not None and not isinstance(coord, Coordinator):
             raise TypeError(f"Pipeline.open: expected a Coordinator, got {type(coord).__name__}")
-        return _Opened(self, coord)
+        return Opened(self._specs, coord, self._remember)
 
     def statistics(self) -> tuple[StageStatistics, ...]:
         """One StageStatistics per stage, in order, for the latest run (zeros before)."""
         if self._run is None:
-            zero = dict.fromkeys(_ZERO_FIELDS, 0.0)
+            zero = dict.fromkeys(ZERO_FIELDS, 0.0)
             return tuple(
                 StageStatistics(
                     name=s.label,
@@ -348,4 +390,4 @@ class Pipeline:
 
     def describe(self) -> str:
         """A text report: one line per stage with its statistics, and the bottleneck."""
-        return _report(self.statistics(), self._run)
+        return describe_run(self.statistics(), self._run)

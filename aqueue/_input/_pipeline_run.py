@@ -1,6 +1,6 @@
 """One run of a Pipeline: its queues, runners, measurements and report.
 
-``_Opened`` (what ``Pipeline.open`` returns) enters a Coordinator if none was given,
+``Opened`` (what ``Pipeline.open`` returns) enters a Coordinator if none was given,
 builds a ``_Run`` and starts it; leaving the block finishes the run (every stage stops
 taking items, every queue is closed with ``cancel_pending_enqueues``, ordered-map
 workers waiting for their turn are woken) and then leaves the coordinator, which raises
@@ -14,10 +14,10 @@ stage's steps (see ``_stages.py``); stage ``i`` reads queue ``i - 1``.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
@@ -27,13 +27,11 @@ from .._queues._queue import QueueBase
 from .._running._coordinator import Coordinator
 from .._running._producers import is_async_callable
 from .._running._runner import QueueRunner
+from ._meter import Meter, StageStatistics, percentiles
 from ._sources import AsyncSource, SequenceSource, SyncSource, source_step
 from ._stages import (
-    StageStatistics,
-    _Meter,
-    _percentiles,
-    _Stopping,
-    _Turns,
+    Stopping,
+    Turns,
     async_map_step,
     batch_step,
     filter_step,
@@ -43,15 +41,12 @@ from ._stages import (
     thread_map_step,
 )
 
-if TYPE_CHECKING:
-    from ._pipeline import Pipeline
-
-__all__: list[str] = []
+__all__ = ["ZERO_FIELDS", "Opened", "Outputs", "PipelineRun", "StageSpec", "describe_run"]
 
 _SAMPLE_INTERVAL_S = 0.005  # how often the run samples its queues' occupancy
 _MAX_DEFER_CHECKPOINTS = 256  # at most this many loop iterations before thread stages start
 _MIN_CAPACITY = 8  # default output queue capacity: max(this, 2 x neighbouring concurrency)
-_ZERO_FIELDS = (
+ZERO_FIELDS = (
     "items_per_s",
     "busy_s",
     "occupancy_mean",
@@ -65,7 +60,7 @@ _ZERO_FIELDS = (
 
 
 @dataclass(frozen=True)
-class _Spec:
+class StageSpec:
     """One stage of a Pipeline description."""
 
     kind: str  # iterable | async_iterable | queue | producer | map | filter | shuffle | ...
@@ -82,14 +77,14 @@ class _Spec:
     seed: int | None = None
 
 
-def _threaded(spec: _Spec) -> bool:
+def threaded(spec: StageSpec) -> bool:
     """Whether a (non-source) stage's workers are threads (see ``_Run._steps``)."""
     return spec.kind == "batch" or (
         spec.kind == "map" and spec.executor == "thread" and not spec.ordered
     )
 
 
-class _Outputs:
+class Outputs:
     """What ``async with pipe.open() as items`` gives: the last stage's items."""
 
     __slots__ = ("_queue",)
@@ -110,7 +105,7 @@ class _Outputs:
         """
         return (await self._queue.dequeue()).value
 
-    def __aiter__(self) -> _Outputs:
+    def __aiter__(self) -> Outputs:
         return self
 
     async def __anext__(self) -> Any:
@@ -121,25 +116,31 @@ class _Outputs:
         return box.value
 
 
-class _Opened:
+class Opened:
     """The async context manager returned by ``Pipeline.open``."""
 
-    __slots__ = ("_coord", "_own", "_pipeline", "_run")
+    __slots__ = ("_coord", "_on_run", "_own", "_run", "_specs")
 
-    def __init__(self, pipeline: Pipeline, coord: Coordinator | None) -> None:
-        self._pipeline = pipeline
+    def __init__(
+        self,
+        specs: tuple[StageSpec, ...],
+        coord: Coordinator | None,
+        on_run: Callable[[PipelineRun], None],
+    ) -> None:
+        self._specs = specs
+        self._on_run = on_run  # the pipeline remembers its latest run
         self._coord = coord
         self._own: Coordinator | None = None
-        self._run: _Run | None = None
+        self._run: PipelineRun | None = None
 
-    async def __aenter__(self) -> _Outputs:
+    async def __aenter__(self) -> Outputs:
         coord = self._coord
         if coord is None:
             self._own = Coordinator()
             coord = await self._own.__aenter__()
         try:
-            run = self._run = _Run(self._pipeline._specs, coord)
-            self._pipeline._run = run
+            run = self._run = PipelineRun(self._specs, coord)
+            self._on_run(run)
             run.start()
         except BaseException as exc:
             if self._run is not None:
@@ -147,7 +148,7 @@ class _Opened:
             if self._own is not None:
                 await self._own.__aexit__(type(exc), exc, exc.__traceback__)
             raise
-        return _Outputs(run.queues[-1])
+        return Outputs(run.queues[-1])
 
     async def __aexit__(
         self,
@@ -162,16 +163,16 @@ class _Opened:
         return False
 
 
-class _Run:
+class PipelineRun:
     """One run of a pipeline: its queues, runners and measurements."""
 
-    def __init__(self, specs: tuple[_Spec, ...], coord: Coordinator) -> None:
+    def __init__(self, specs: tuple[StageSpec, ...], coord: Coordinator) -> None:
         self.specs = specs
         self.coord = coord
-        self.stop = _Stopping()
-        self.meters = [_Meter() for _ in specs]
+        self.stop = Stopping()
+        self.meters = [Meter() for _ in specs]
         self.queues: list[FIFOQueue] = []
-        self.turns: list[_Turns] = []
+        self.turns: list[Turns] = []
         self.t0 = time.monotonic()
         self.t1: float | None = None
 
@@ -196,7 +197,7 @@ class _Run:
         later: list[int] = []
         tasks = 0
         for i, spec in enumerate(self.specs):
-            if i > 0 and _threaded(spec):
+            if i > 0 and threaded(spec):
                 later.append(i)
             else:
                 tasks += self._start_stage(i)
@@ -223,7 +224,7 @@ class _Run:
             else:
                 self._start_stage(i)
 
-    def _steps(self, i: int, spec: _Spec, label: str) -> list[Any]:
+    def _steps(self, i: int, spec: StageSpec, label: str) -> list[Any]:
         meter, stop = self.meters[i], self.stop
         k = spec.kind
         if k == "iterable":
@@ -251,7 +252,7 @@ class _Run:
                 if spec.executor == "task"
                 else offloaded(spec.fn, spec.executor, spec.concurrency)
             )
-            turns = _Turns(stop) if spec.ordered else None
+            turns = Turns(stop) if spec.ordered else None
             if turns is not None:
                 self.turns.append(turns)
             return [
@@ -307,8 +308,8 @@ class _Run:
                 self.queues[i - 1].statistics().dequeued_total if i > 0 else st.enqueued_total
             )
             m = self.meters[i]
-            g50, g99 = _percentiles(m.get_waits)
-            p50, p99 = _percentiles(m.put_waits)
+            g50, g99 = percentiles(m.get_waits)
+            p50, p99 = percentiles(m.put_waits)
             out.append(
                 StageStatistics(
                     name=spec.label,
@@ -330,7 +331,7 @@ class _Run:
         return tuple(out)
 
 
-def _report(stats: tuple[StageStatistics, ...], run: _Run | None) -> str:
+def describe_run(stats: tuple[StageStatistics, ...], run: PipelineRun | None) -> str:
     elapsed = run.elapsed if run is not None else 0.0
     head = (
         f"{'#':>2} {'stage':<28} {'conc':>4} {'in':>8} {'out':>8} {'dropped':>7} {'items/s':>9} "

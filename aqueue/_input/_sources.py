@@ -1,7 +1,8 @@
 """Pipeline sources: the first stage's producers.
 
-A source reads an iterable ``epochs`` times (None: forever), or calls a function (a
-queue's dequeue, a user producer) until it signals the end, and boxes each item.
+A source reads an iterable ``epochs`` times (None: forever) through ``Epochs``, or
+calls a function (a queue's dequeue, a user producer) until it signals the end, and
+boxes each item.
 In-memory sequences (lists, tuples, ranges) are read on the event loop, in batches,
 and fill their output queue at once when the run starts; other sync iterables and sync
 producers run on the runner's thread (they may block); async ones run in a task, and
@@ -17,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from ._stages import _CLEAN, _Box, _Meter, _noted, _Stopping
+from ._epochs import Epochs
+from ._meter import Meter
+from ._stages import CLEAN, Box, Stopping, noted
 
 if TYPE_CHECKING:
     from .._queues._queue import QueueBase
@@ -28,43 +31,22 @@ _REFILL_MAX = 256  # items per refill batch of an in-memory source (about 0.1 ms
 
 
 class _Source:
-    """Reads an iterable ``epochs`` times (None: forever); shared by the source kinds.
-
-    An epoch that yields nothing ends the source (otherwise an empty iterable repeated
-    forever would spin).
-    """
+    """Reads an iterable through ``Epochs``; shared by the source kinds."""
 
     _reads_async = False  # the kind's iterable is an async iterable
 
     def __init__(
-        self, iterable: Any, epochs: int | None, meter: _Meter, stop: _Stopping, label: str
+        self, iterable: Any, epochs: int | None, meter: Meter, stop: Stopping, label: str
     ) -> None:
-        self._iterable = iterable
-        self._epochs = epochs
-        self._epoch = 0
-        self._fresh = True  # nothing read yet in this epoch
-        self._is_async = is_async = self._reads_async  # (False once the source is done)
-        self._it: Any = aiter(iterable) if is_async else iter(iterable)
+        self._epochs = Epochs(iterable, epochs, is_async=self._reads_async)
         self._meter = meter
         self._w = meter.worker()
         self._stop = stop
         self._label = label
 
-    def _next_epoch(self) -> bool:
-        """Start the next epoch; False when the source is done."""
-        self._epoch += 1
-        if self._fresh or (self._epochs is not None and self._epoch >= self._epochs):
-            self._it = iter(())
-            self._is_async = False
-            return False
-        self._fresh = True
-        self._it = aiter(self._iterable) if self._is_async else iter(self._iterable)
-        return True
-
-    def _done(self, t0: float, value: Any) -> _Box:
-        self._fresh = False
+    def _done(self, t0: float, value: Any) -> Box:
         self._w.returned = self._w.worked(t0)
-        return _Box(value)
+        return Box(value)
 
 
 class SyncSource(_Source):
@@ -73,18 +55,17 @@ class SyncSource(_Source):
     def __iter__(self) -> SyncSource:
         return self
 
-    def __next__(self) -> _Box:
+    def __next__(self) -> Box:
         t0 = self._meter.began(self._w)
         self._stop.check()
-        while True:
-            try:
-                return self._done(t0, next(self._it))
-            except StopIteration:
-                if not self._next_epoch():
-                    raise
-            except Exception as exc:
-                _noted(exc, self._label)
-                raise
+        try:
+            items = self._epochs.take(1)
+        except Exception as exc:
+            noted(exc, self._label)
+            raise
+        if not items:
+            raise StopIteration
+        return self._done(t0, items[0])
 
 
 class AsyncSource(_Source):
@@ -95,20 +76,16 @@ class AsyncSource(_Source):
     def __aiter__(self) -> AsyncSource:
         return self
 
-    async def __anext__(self) -> _Box:
+    async def __anext__(self) -> Box:
         t0 = self._meter.began(self._w)
         self._stop.check()
-        while True:
-            try:
-                if self._is_async:
-                    return self._done(t0, await self._stop.interruptible(self._it.__anext__))
-                return self._done(t0, next(self._it))
-            except (StopIteration, StopAsyncIteration):
-                if not self._next_epoch():
-                    raise StopAsyncIteration from None
-            except Exception as exc:
-                _noted(exc, self._label)
-                raise
+        try:
+            return self._done(t0, await self._stop.interruptible(self._epochs.anext))
+        except StopAsyncIteration:
+            raise
+        except Exception as exc:
+            noted(exc, self._label)
+            raise
 
 
 class SequenceSource(_Source):
@@ -128,8 +105,8 @@ class SequenceSource(_Source):
         self,
         sequence: Any,
         epochs: int | None,
-        meter: _Meter,
-        stop: _Stopping,
+        meter: Meter,
+        stop: Stopping,
         label: str,
         queue: QueueBase,
     ) -> None:
@@ -141,23 +118,15 @@ class SequenceSource(_Source):
 
     def _read(self, n: int) -> npt.NDArray[Any] | None:
         """Up to ``n`` boxed items as a batch (None at the end of the last epoch)."""
-        boxes: list[_Box] = []
-        while len(boxes) < n:
-            try:
-                value = next(self._it)
-            except StopIteration:
-                if self._next_epoch():
-                    continue
-                break
-            except Exception as exc:
-                _noted(exc, self._label)
-                raise
-            self._fresh = False
-            boxes.append(_Box(value))
-        if not boxes:
+        try:
+            items = self._epochs.take(n)
+        except Exception as exc:
+            noted(exc, self._label)
+            raise
+        if not items:
             return None
-        batch = np.empty(len(boxes), dtype=object)
-        batch[:] = boxes
+        batch = np.empty(len(items), dtype=object)
+        batch[:] = [Box(v) for v in items]
         return batch
 
     def prefill(self) -> None:
@@ -180,37 +149,37 @@ class SequenceSource(_Source):
 
 
 def source_step(
-    fn: Callable[[], Any], is_async: bool, meter: _Meter, stop: _Stopping, label: str
+    fn: Callable[[], Any], is_async: bool, meter: Meter, stop: Stopping, label: str
 ) -> Callable[[], Any]:
     """A producer that calls ``fn()`` for each item (a queue's dequeue, a callable)."""
     w = meter.worker()
-    quiet = (StopIteration, StopAsyncIteration, *_CLEAN)  # ends, not failures
+    quiet = (StopIteration, StopAsyncIteration, *CLEAN)  # ends, not failures
 
     if is_async:
 
-        async def astep() -> _Box:
+        async def astep() -> Box:
             t0 = meter.began(w)
             try:
                 value = await stop.interruptible(fn)
             except Exception as exc:
                 if not isinstance(exc, quiet):
-                    _noted(exc, label)
+                    noted(exc, label)
                 raise
             w.returned = w.worked(t0)
-            return _Box(value)
+            return Box(value)
 
         return astep
 
-    def step() -> _Box:
+    def step() -> Box:
         t0 = meter.began(w)
         stop.check()
         try:
             value = fn()
         except Exception as exc:
             if not isinstance(exc, quiet):
-                _noted(exc, label)
+                noted(exc, label)
             raise
         w.returned = w.worked(t0)
-        return _Box(value)
+        return Box(value)
 
     return step

@@ -3,8 +3,9 @@
 =================  ====================================================================
 file               what it holds
 =================  ====================================================================
-``_spec.py``       ElementSpec: what an element is (dtypes, shapes, names) and how user
-                   data becomes one (validation, conversion, packing); PrioritySpec
+``_declare.py``    what a constructor declares (dtypes, shapes, names), checked
+``_spec.py``       ElementSpec: what an element is and how user data becomes one
+                   (validation, conversion, packing); PrioritySpec
 ``_storage.py``    the Storage and FillableStorage interfaces; RingStorage (FIFO ring)
 ``_pool.py``       PoolStorage and ListPoolStorage (random order)
 ``_tuples.py``     DequeStorage and HeapStorage (per-element tuples); ``pad_stack``,
@@ -18,9 +19,9 @@ file               what it holds
 ``_queue.py``      QueueBase: the public operations (convert, fast path, driver)
 ``_views.py``      BlockingQueue (the thread view) and the async iterators
 ``_kinds.py``      FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, PriorityQueue
-``_stats.py``      QueueStatistics
 ``_protocol.py``   the queue interfaces the upper layers rely on (AsyncQueue,
-                   BlockingView), implemented by these queues and by aqueue.redis
+                   BlockingView), implemented by these queues and by aqueue.redis;
+                   QueueStatistics
 =================  ====================================================================
 
 Dependencies point down the table's reverse order: storages know only specs; the

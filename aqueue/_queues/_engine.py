@@ -52,9 +52,9 @@ from collections import deque
 from typing import Any
 
 from .._errors import OutOfRangeError, QueueClosedError
+from ._declare import Components
+from ._protocol import QueueStatistics
 from ._requests import MANY, ONE, UP_TO, WAIT, GetRequest, PutRequest, Request, fire_all
-from ._spec import Components
-from ._stats import QueueStatistics
 from ._storage import FillableStorage, Storage
 
 __all__ = ["Engine"]

@@ -17,26 +17,14 @@ from typing import Any
 import numpy as np
 
 from .._errors import ElementSpecError, int_arg, name_arg, seed_arg
+from ._declare import normalize_dtypes, normalize_shapes
 from ._pool import ListPoolStorage, PoolStorage
 from ._queue import QueueBase
-from ._spec import ElementSpec, PrioritySpec, normalize_dtypes, normalize_shapes
+from ._spec import PrioritySpec, declare_spec
 from ._storage import RingStorage
 from ._tuples import DequeStorage, HeapStorage
 
 __all__ = ["FIFOQueue", "PaddingFIFOQueue", "PriorityQueue", "RandomShuffleQueue"]
-
-
-def _names(names: Any, count: int, owner: str) -> tuple[str, ...] | None:
-    if names is None:
-        return None
-    items = [names] if isinstance(names, str) else list(names)
-    if len(items) != count:
-        raise ElementSpecError(
-            f"{owner}: names has {len(items)} entries but dtypes has {count} components"
-        )
-    if not all(isinstance(n, str) for n in items) or len(set(items)) != len(items):
-        raise ElementSpecError(f"{owner}: names must be distinct strings, got {items!r}")
-    return tuple(items)
 
 
 def _identity(queue: QueueBase, name: Any, capacity: Any) -> tuple[str, str, int]:
@@ -44,24 +32,6 @@ def _identity(queue: QueueBase, name: Any, capacity: Any) -> tuple[str, str, int
     qname = name_arg(name, type(queue).default_name, "queue name")
     owner = f"{type(queue).__name__} '{qname}'"
     return qname, owner, int_arg(capacity, "capacity", owner, 1)
-
-
-def _spec(
-    owner: str,
-    dtypes: Any,
-    shapes: Any,
-    names: Any,
-    *,
-    allow_unknown_dims: bool = False,
-    require_shapes: bool = False,
-) -> ElementSpec:
-    dts = normalize_dtypes(dtypes, owner=owner)
-    if not dts:
-        raise ElementSpecError(f"{owner}: dtypes must name at least one component")
-    if require_shapes and shapes is None:
-        raise ElementSpecError(f"{owner}: shapes are required (use None for unknown dimensions)")
-    shp = normalize_shapes(shapes, len(dts), owner=owner, allow_unknown_dims=allow_unknown_dims)
-    return ElementSpec(dts, shp, _names(names, len(dts), owner), owner=owner)
 
 
 class FIFOQueue(QueueBase):
@@ -91,7 +61,7 @@ class FIFOQueue(QueueBase):
         name: str | None = None,
     ) -> None:
         qname, owner, capacity = _identity(self, name, capacity)
-        spec = _spec(owner, dtypes, shapes, names)
+        spec = declare_spec(owner, dtypes, shapes, names)
         fixed = spec.fixed_shapes
         if fixed is not None:
             ring = RingStorage(capacity, spec.dtypes, fixed, owner)
@@ -120,7 +90,9 @@ class PaddingFIFOQueue(QueueBase):
         name: str | None = None,
     ) -> None:
         qname, owner, capacity = _identity(self, name, capacity)
-        spec = _spec(owner, dtypes, shapes, names, allow_unknown_dims=True, require_shapes=True)
+        spec = declare_spec(
+            owner, dtypes, shapes, names, allow_unknown_dims=True, require_shapes=True
+        )
         fixed = spec.fixed_shapes
         if fixed is not None:
             ring = RingStorage(capacity, spec.dtypes, fixed, owner)
@@ -162,7 +134,7 @@ class RandomShuffleQueue(QueueBase):
                 f"{owner}: min_after_dequeue must be < capacity ({capacity}), got {mad}"
             )
         seed = seed_arg(seed, owner)
-        spec = _spec(owner, dtypes, shapes, names)
+        spec = declare_spec(owner, dtypes, shapes, names)
         rng = np.random.default_rng(seed)
         fixed = spec.fixed_shapes
         storage: PoolStorage | ListPoolStorage

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ._spec import Components, FixedShape
+from ._declare import Components, FixedShape
 from ._storage import ArrayStorage, alloc, concat, row
 from ._tuples import TupleStorage, stack
 

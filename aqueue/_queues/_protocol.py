@@ -1,5 +1,5 @@
 """The queue interfaces that runners, the coordinator, input functions and pipelines
-rely on.
+rely on, and the statistics record every queue reports.
 
 ``AsyncQueue`` is what a ``QueueRunner`` feeds, what a ``Pipeline`` reads from and
 writes to, and what ``batch`` and friends take elements from. Two backends implement
@@ -25,11 +25,38 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ._stats import QueueStatistics
+import numpy as np
 
-__all__ = ["AsyncQueue", "BlockingView", "local_statistics"]
+__all__ = ["AsyncQueue", "BlockingView", "QueueStatistics", "local_statistics"]
+
+
+@dataclass(frozen=True)
+class QueueStatistics:
+    """A snapshot returned by ``q.statistics()``. Counts are in elements, times in seconds."""
+
+    size: int
+    """Elements stored now (elements claimed by a waiting batch dequeue are not counted)."""
+    capacity: int
+    """The queue's capacity, in elements."""
+    closed: bool
+    """Whether ``close()`` has been called."""
+    enqueued_total: int
+    """Elements admitted since creation (restored claims are not counted again)."""
+    dequeued_total: int
+    """Elements handed to callers since creation (claims that were put back are not counted)."""
+    peak_size: int
+    """Largest ``size`` seen since creation, in elements."""
+    tasks_waiting_enqueue: int
+    """Tasks and threads blocked in an enqueue now."""
+    tasks_waiting_dequeue: int
+    """Tasks and threads blocked in a dequeue now."""
+    time_full_s: float
+    """Total seconds during which at least one enqueuer was blocked."""
+    time_empty_s: float
+    """Total seconds during which at least one dequeuer was blocked."""
 
 
 @runtime_checkable
@@ -71,6 +98,21 @@ class AsyncQueue(Protocol):
     @property
     def capacity(self) -> int:
         """Maximum number of elements held."""
+        ...
+
+    @property
+    def dtypes(self) -> tuple[np.dtype[Any], ...]:
+        """One numpy dtype per component."""
+        ...
+
+    @property
+    def shapes(self) -> tuple[tuple[int | None, ...], ...] | None:
+        """One shape per component, or None when shapes were not declared."""
+        ...
+
+    @property
+    def names(self) -> tuple[str, ...] | None:
+        """Component names, or None for unnamed components."""
         ...
 
     async def enqueue(self, element: Any) -> None:

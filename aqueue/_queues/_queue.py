@@ -20,9 +20,9 @@ from .._errors import ElementSpecError
 from ._backend import checkpoint, in_event_loop
 from ._drivers import TaskDriver, ThreadDriver, get_nowait, put_nowait
 from ._engine import Engine
+from ._protocol import QueueStatistics
 from ._requests import MANY, ONE, UP_TO, WAIT, PutRequest
 from ._spec import ElementSpec
-from ._stats import QueueStatistics
 from ._storage import FillableStorage, Storage
 from ._views import BatchIterator, BlockingQueue, ElementIterator
 

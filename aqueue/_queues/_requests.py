@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from ._backend import Waker
-    from ._spec import Components
+    from ._declare import Components
 
 __all__ = ["MANY", "ONE", "UP_TO", "WAIT", "GetRequest", "PutRequest", "Request", "fire_all"]
 

@@ -23,7 +23,6 @@ changes nothing):
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,98 +30,20 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import ElementSpecError, int_arg
+from ._declare import (
+    Components,
+    FixedShape,
+    Shape,
+    format_shape,
+    normalize_dtypes,
+    normalize_names,
+    normalize_shapes,
+)
 
-__all__ = [
-    "Components",
-    "ElementSpec",
-    "FixedShape",
-    "PrioritySpec",
-    "Shape",
-    "format_shape",
-    "normalize_dtypes",
-    "normalize_shapes",
-]
-
-Shape = tuple[int | None, ...]  # a declared shape; None dimensions only in PaddingFIFOQueue
-FixedShape = tuple[int, ...]  # a fully defined shape
-Components = tuple[Any, ...]  # one numpy array (or scalar) per component
+__all__ = ["ElementSpec", "PrioritySpec", "declare_spec"]
 
 # Python-value kinds that may go into a declared dtype kind (besides same-kind casts).
 _PY_KIND_WIDENING = {"b": "biufc", "i": "iufc", "u": "iufc", "f": "fc", "c": "c"}
-
-
-def normalize_dtypes(dtypes: Any, *, owner: str) -> tuple[np.dtype[Any], ...]:
-    """Turn one dtype or a sequence of dtypes into a tuple of ``np.dtype``."""
-    items = list(dtypes) if isinstance(dtypes, (list, tuple)) else [dtypes]
-    out = []
-    for i, d in enumerate(items):
-        try:
-            out.append(np.dtype(d))
-        except TypeError as exc:
-            raise ElementSpecError(
-                f"{owner}: dtypes[{i}] must be something numpy.dtype() accepts, got {d!r}"
-            ) from exc
-    return tuple(out)
-
-
-def _is_one_shape(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) and all(
-        d is None or isinstance(d, numbers.Integral) for d in value
-    )
-
-
-def normalize_shapes(
-    shapes: Any, count: int, *, owner: str, allow_unknown_dims: bool
-) -> tuple[Shape, ...] | None:
-    """Turn ``shapes`` (None, one shape, or a sequence of shapes) into a tuple of shapes.
-
-    As in TensorFlow, a tuple whose entries are all ints or None is *one* shape:
-    ``()`` is one scalar component and ``(32, 32)`` one 32x32 component.
-    """
-    if shapes is None:
-        return None
-    if _is_one_shape(shapes) and not (count == 0 and len(shapes) == 0):
-        items: list[Any] = [shapes]
-    elif isinstance(shapes, (list, tuple)):
-        items = list(shapes)
-    else:
-        raise ElementSpecError(
-            f"{owner}: shapes must be None, one shape or a sequence of shapes, got {shapes!r}"
-        )
-    if len(items) != count:
-        raise ElementSpecError(
-            f"{owner}: shapes has {len(items)} entries but dtypes has {count} components"
-        )
-    out: list[Shape] = []
-    for i, shape in enumerate(items):
-        if not _is_one_shape(shape):
-            raise ElementSpecError(
-                f"{owner}: shapes[{i}] must be a tuple of ints or None, got {shape!r}"
-            )
-        dims: list[int | None] = []
-        for d in shape:
-            if d is None:
-                if not allow_unknown_dims:
-                    raise ElementSpecError(
-                        f"{owner}: shapes[{i}] = {tuple(shape)!r} is not fully defined; "
-                        "use PaddingFIFOQueue for None dimensions"
-                    )
-                dims.append(None)
-            elif int(d) < 0:
-                raise ElementSpecError(f"{owner}: shapes[{i}] has a negative dimension {d}")
-            else:
-                dims.append(int(d))
-        out.append(tuple(dims))
-    return tuple(out)
-
-
-def format_shape(shape: Sequence[int | None]) -> str:
-    return (
-        "("
-        + ", ".join("?" if d is None else str(d) for d in shape)
-        + ("," if len(shape) == 1 else "")
-        + ")"
-    )
 
 
 class ElementSpec:
@@ -449,3 +370,22 @@ class PrioritySpec(ElementSpec):
 
     def _label(self, i: int) -> str:
         return "priority (component 0)" if i == 0 else f"component {i}"
+
+
+def declare_spec(
+    owner: str,
+    dtypes: Any,
+    shapes: Any,
+    names: Any,
+    *,
+    allow_unknown_dims: bool = False,
+    require_shapes: bool = False,
+) -> ElementSpec:
+    """The spec a queue constructor declares (see the module docstring)."""
+    dts = normalize_dtypes(dtypes, owner=owner)
+    if not dts:
+        raise ElementSpecError(f"{owner}: dtypes must name at least one component")
+    if require_shapes and shapes is None:
+        raise ElementSpecError(f"{owner}: shapes are required (use None for unknown dimensions)")
+    shp = normalize_shapes(shapes, len(dts), owner=owner, allow_unknown_dims=allow_unknown_dims)
+    return ElementSpec(dts, shp, normalize_names(names, len(dts), owner), owner=owner)

@@ -46,7 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import ElementSpecError
-from ._spec import Components, FixedShape
+from ._declare import Components, FixedShape
 
 __all__ = ["FillableStorage", "RingStorage", "Storage", "alloc", "concat", "row"]
 

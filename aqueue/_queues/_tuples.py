@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import ElementSpecError
-from ._spec import Components
+from ._declare import Components
 from ._storage import Storage
 
 __all__ = ["DequeStorage", "HeapStorage", "TupleStorage", "own", "pad_stack", "stack"]

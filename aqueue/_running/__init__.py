@@ -12,8 +12,8 @@ file               what it holds
 ``_coordinator.py``  Coordinator: one task group and its cancel scope; clean and failed
                    stops; the grace period
 ``_outcome.py``    which exception leaves a coordinator's block, with which notes
-``_watchdog.py``   QueueMonitor: the queues a coordinator has seen; stall warnings
-``_report.py``     ``coord.report()``: the queue table and the input-bound fraction
+``_watchdog.py``   QueueMonitor: the queues a coordinator has seen; stall warnings;
+                   ``coord.report()``: the queue table and the input-bound fraction
 =================  ====================================================================
 
 Runners and the coordinator work over the queue interface (``AsyncQueue`` in

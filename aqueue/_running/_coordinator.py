@@ -42,9 +42,8 @@ from .._queues._protocol import AsyncQueue
 from ._outcome import block_outcome
 from ._producers import ThreadRecord
 from ._registry import take_registered_runners
-from ._report import report
 from ._runner import QueueRunner
-from ._watchdog import QueueMonitor
+from ._watchdog import QueueMonitor, report
 
 __all__ = ["Coordinator"]
 

@@ -1,0 +1,125 @@
+"""How pipeline stages are measured: per-worker bookkeeping and StageStatistics.
+
+Each stage has one ``Meter``, shared by its workers; each worker (task or thread) has
+one ``Worker`` of its own, so threads never share a counter. A step records, around
+each item: how long it waited for its input (``got``), how long it worked
+(``Worker.worked``) and, when it starts the next item, how long its previous output
+waited to be enqueued (``began``). Wait samples go to bounded deques (append is
+atomic); ``percentiles`` reads them. Queue occupancy is sampled by the run.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Meter", "StageStatistics", "Worker", "percentiles"]
+
+_WAIT_SAMPLES = 10_000  # wait percentiles are computed over the last this many items
+
+_perf = time.perf_counter
+
+
+@dataclass(frozen=True)
+class StageStatistics:
+    """A snapshot of one pipeline stage, from ``Pipeline.statistics()``."""
+
+    name: str
+    """The stage's label, e.g. ``"map(load)"``."""
+    items_in: int
+    """Items taken from the previous stage (for a source: items read from it)."""
+    items_out: int
+    """Items put into this stage's output queue (batches, for a batch stage)."""
+    items_dropped: int
+    """Items a filter stage dropped (0 for other stages)."""
+    items_per_s: float
+    """``items_out`` divided by the run's duration so far, in items per second."""
+    busy_s: float
+    """Seconds spent in the stage's own work (the function, the source), summed over
+    its workers."""
+    concurrency: int
+    """Number of workers (tasks, threads or process slots)."""
+    occupancy_mean: float
+    """Mean fraction of the output queue's capacity in use (sampled every 5 ms)."""
+    starved_fraction: float
+    """Fraction of the run during which a consumer waited on the empty output queue."""
+    put_wait_p50_s: float
+    """Median seconds between finishing an item and its output being enqueued."""
+    put_wait_p99_s: float
+    """99th percentile of the put wait, in seconds."""
+    get_wait_p50_s: float
+    """Median seconds a worker waited for an input item."""
+    get_wait_p99_s: float
+    """99th percentile of the get wait, in seconds."""
+
+    elapsed_s: float
+    """Seconds since the run started (until it ended, for a finished run)."""
+
+    @property
+    def busy_fraction(self) -> float:
+        """``busy_s`` over (concurrency x elapsed_s): 1.0 means always working."""
+        return self.busy_s / (self.concurrency * self.elapsed_s) if self.elapsed_s > 0 else 0.0
+
+
+class Worker:
+    """Per-step bookkeeping: busy time and when the last item was handed back."""
+
+    __slots__ = ("busy", "returned", "turn")
+
+    def __init__(self) -> None:
+        self.busy = 0.0
+        self.returned = 0.0  # perf_counter() when the step last returned an item
+        self.turn = -1  # ordered maps: the sequence number this worker holds
+
+    def worked(self, since: float) -> float:
+        """The step worked on an item from ``since`` until now; return now."""
+        now = _perf()
+        self.busy += now - since
+        return now
+
+
+class Meter:
+    """One stage's measurements (shared by its workers)."""
+
+    __slots__ = ("dropped", "get_waits", "occ_n", "occ_sum", "put_waits", "workers")
+
+    def __init__(self) -> None:
+        self.workers: list[Worker] = []
+        self.get_waits: collections.deque[float] = collections.deque(maxlen=_WAIT_SAMPLES)
+        self.put_waits: collections.deque[float] = collections.deque(maxlen=_WAIT_SAMPLES)
+        self.dropped = 0
+        self.occ_sum = 0.0
+        self.occ_n = 0
+
+    def worker(self) -> Worker:
+        w = Worker()
+        self.workers.append(w)
+        return w
+
+    def began(self, w: Worker) -> float:
+        """A step starts: record the put wait of the previous item; return now."""
+        now = _perf()
+        if w.returned:
+            self.put_waits.append(now - w.returned)
+            w.returned = 0.0
+        return now
+
+    def got(self, since: float) -> float:
+        """A step waited for its input from ``since`` until now; return now."""
+        now = _perf()
+        self.get_waits.append(now - since)
+        return now
+
+    @property
+    def busy(self) -> float:
+        return sum(w.busy for w in self.workers)
+
+
+def percentiles(samples: collections.deque[float]) -> tuple[float, float]:
+    if not samples:
+        return 0.0, 0.0
+    p50, p99 = np.percentile(np.fromiter(list(samples), dtype=np.float64), [50, 99])
+    return float(p50), float(p99)
