@@ -59,7 +59,7 @@ DEFAULT_TF_PYTHON = "/work/tfvenv/bin/python"
 
 @dataclass(frozen=True)
 class Config:
-    """The workload (the defaults are issue 3's W4)."""
+    """The workload (the defaults are the README's W4)."""
 
     producers: int = 8
     load_s: float = 0.005

@@ -842,7 +842,7 @@ class Case:
 
 @dataclasses.dataclass(frozen=True)
 class Ratio:
-    """A target of issue 2 (or, with target None, an informative ratio)."""
+    """A speed target (or, with target None, an informative ratio)."""
 
     name: str
     num: str

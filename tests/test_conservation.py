@@ -1,4 +1,4 @@
-"""Conservation under concurrency and random cancellation (issue 2, "Tests and CI").
+"""Conservation under concurrency and random cancellation.
 
 Hypothesis draws a queue kind and capacity, several producers (random batch sizes, some
 larger than the capacity) and consumers (random dequeue / dequeue_many / dequeue_up_to),

@@ -1,4 +1,4 @@
-"""The queue contract: behaviour every queue class shares (issue 2, points 1-7).
+"""The queue contract: behaviour every queue class shares (README semantics, points 1-7).
 
 Every test runs over FIFOQueue, RandomShuffleQueue(min_after_dequeue=0),
 PaddingFIFOQueue with fully defined shapes and PriorityQueue (fed ascending priorities,

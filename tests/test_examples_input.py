@@ -1,4 +1,4 @@
-"""The issue-4 examples run end to end with small sizes, on asyncio and on trio."""
+"""The input-pipeline examples run end to end with small sizes, on asyncio and on trio."""
 
 from __future__ import annotations
 

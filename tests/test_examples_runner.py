@@ -1,4 +1,4 @@
-"""The issue-3 examples run end to end with small sizes (experience replay, file
+"""The runner examples run end to end with small sizes (experience replay, file
 prefetching, async workers), on asyncio and on trio."""
 
 from __future__ import annotations

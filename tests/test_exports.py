@@ -1,5 +1,5 @@
 """The public surface: one door (``aqueue``), a sorted and complete ``__all__``, public
-``__module__`` names, and the exception tree of issue 2."""
+``__module__`` names, and the exception tree."""
 
 from __future__ import annotations
 import __future__
@@ -136,7 +136,7 @@ async def test_a_producer_raising_out_of_range_ends_cleanly() -> None:
 
 
 def test_statistics_is_a_frozen_dataclass_with_documented_fields() -> None:
-    """QueueStatistics has the fields of issue 2."""
+    """QueueStatistics has the documented fields."""
     fields = set(aqueue.QueueStatistics.__dataclass_fields__)
     assert fields == {
         "size",

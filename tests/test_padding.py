@@ -1,4 +1,4 @@
-"""PaddingFIFOQueue: None dimensions, padding with 0 and "" (issue 2, point 4; TF
+"""PaddingFIFOQueue: None dimensions, padding with 0 and "" (TF
 padding_fifo_queue_test)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """PriorityQueue: ascending int64 priority, priority validation, dequeue_many waits for a
-globally sorted batch (issue 2, point 9; TF priority_queue_test)."""
+globally sorted batch (TF priority_queue_test)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """QueueRunner: the four producer kinds, clean ends, chained queues, thread producers,
-failures, restarts and the add_queue_runner registry (issue 3, semantics 1, 2 and 6)."""
+failures, restarts and the add_queue_runner registry."""
 
 from __future__ import annotations
 

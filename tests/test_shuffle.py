@@ -1,5 +1,4 @@
-"""RandomShuffleQueue: min_after_dequeue, uniform takes, seeded determinism (issue 2,
-point 8, and TF's random_shuffle_queue_test behaviours)."""
+"""RandomShuffleQueue: min_after_dequeue, uniform takes, seeded determinism (TF's random_shuffle_queue_test behaviours)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Element forms, dtype/shape normalisation, conversion and validation (issue 2,
-"Element forms" and point 10): a rejected element or batch changes nothing."""
+"""Element forms, dtype/shape normalisation, conversion and validation (README,
+"Element forms"): a rejected element or batch changes nothing."""
 
 from __future__ import annotations
 
