@@ -17,11 +17,11 @@ from ._input._batch_fns import batch_join as batch_join
 from ._input._batch_fns import shuffle_batch as shuffle_batch
 from ._input._batch_fns import shuffle_batch_join as shuffle_batch_join
 from ._input._batching import Batches as Batches
-from ._input._input import input_producer as input_producer
-from ._input._input import limit_epochs as limit_epochs
-from ._input._input import range_input_producer as range_input_producer
-from ._input._input import slice_input_producer as slice_input_producer
-from ._input._input import string_input_producer as string_input_producer
+from ._input._functions import input_producer as input_producer
+from ._input._functions import limit_epochs as limit_epochs
+from ._input._functions import range_input_producer as range_input_producer
+from ._input._functions import slice_input_producer as slice_input_producer
+from ._input._functions import string_input_producer as string_input_producer
 from ._input._meter import StageStatistics as StageStatistics
 from ._input._pipeline import Pipeline as Pipeline
 from ._queues._kinds import FIFOQueue as FIFOQueue

@@ -1,4 +1,5 @@
-"""RandomShuffleQueue: min_after_dequeue, uniform takes, seeded determinism (TF's random_shuffle_queue_test behaviours)."""
+"""RandomShuffleQueue: min_after_dequeue, uniform takes, seeded determinism (TF's
+random_shuffle_queue_test behaviours)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from ._requests import MANY, ONE, UP_TO, WAIT, PutRequest, Request
 if TYPE_CHECKING:
     from ._drivers import ThreadDriver
     from ._engine import Engine
-    from ._queue import QueueBase
+    from ._protocol import AsyncQueue
     from ._spec import ElementSpec
 
 __all__ = ["BatchIterator", "BlockingQueue", "ElementIterator"]
@@ -44,7 +44,7 @@ class BlockingQueue:
     __slots__ = ("_driver", "_engine", "_queue", "_spec")
 
     def __init__(
-        self, queue: QueueBase, spec: ElementSpec, engine: Engine, driver: ThreadDriver
+        self, queue: AsyncQueue, spec: ElementSpec, engine: Engine, driver: ThreadDriver
     ) -> None:
         self._queue = queue
         self._spec = spec
@@ -52,7 +52,7 @@ class BlockingQueue:
         self._driver = driver
 
     @property
-    def queue(self) -> QueueBase:
+    def queue(self) -> AsyncQueue:
         """The queue this view belongs to."""
         return self._queue
 
@@ -126,7 +126,7 @@ class ElementIterator:
 
     __slots__ = ("_queue",)
 
-    def __init__(self, queue: QueueBase) -> None:
+    def __init__(self, queue: AsyncQueue) -> None:
         self._queue = queue
 
     def __aiter__(self) -> ElementIterator:
@@ -144,7 +144,7 @@ class BatchIterator:
 
     __slots__ = ("_n", "_queue", "_smaller")
 
-    def __init__(self, queue: QueueBase, n: int, smaller: bool) -> None:
+    def __init__(self, queue: AsyncQueue, n: int, smaller: bool) -> None:
         self._queue = queue
         self._n = n
         self._smaller = smaller

@@ -1,0 +1,25 @@
+"""The input layer: TensorFlow's input functions, batching, and the composable Pipeline.
+
+===================  ==================================================================
+file                 what it holds
+===================  ==================================================================
+``_epochs.py``       Epochs: the one loop that reads a source ``num_epochs`` times
+                     (in order or permuted per epoch)
+``_functions.py``    ``input_producer``, ``string_input_producer``,
+                     ``range_input_producer``, ``slice_input_producer``,
+                     ``limit_epochs``
+``_batch_spec.py``   the arguments of a batch queue: given, from a source queue, or
+                     inferred from the first example
+``_batching.py``     Batches, and the plan that builds a batch queue and its runner
+``_batch_fns.py``    ``batch``, ``shuffle_batch``, ``batch_join``,
+                     ``shuffle_batch_join``
+``_pipeline.py``     Pipeline: the builder (sources, stages, ``open``, ``describe``)
+``_pipeline_run.py`` one run of a pipeline: its queues, runners and report
+``_sources.py``      the source stage's producers
+``_stages.py``       what each stage does per item
+``_meter.py``        how stages are measured: StageStatistics
+===================  ==================================================================
+
+Everything here is built from the two layers below: queues (``aqueue/_queues``) and
+runners under a coordinator (``aqueue/_running``).
+"""
