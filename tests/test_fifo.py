@@ -297,3 +297,32 @@ async def test_fixed_shape_storage_is_preallocated(make: Any) -> None:
     assert storage <= created - before < storage + 64 * 1024
     assert q.size() == 500
     assert filled - created < 64 * 1024
+
+
+@pytest.mark.parametrize("capacity", [2**62, 10**15])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda c: aqueue.FIFOQueue(c, np.float32, (32, 32), name="frames"),
+        lambda c: aqueue.PaddingFIFOQueue(c, np.float32, (32, 32), name="frames"),
+        lambda c: aqueue.RandomShuffleQueue(c, 0, np.float32, (32, 32), name="frames"),
+    ],
+    ids=["fifo", "padding", "shuffle"],
+)
+def test_absurd_capacity_names_the_queue_and_the_bytes(capacity: int, make: Any) -> None:
+    """A capacity that cannot be preallocated raises ElementSpecError naming the queue,
+    the capacity and the bytes it would take, not numpy's own error."""
+    with pytest.raises(aqueue.ElementSpecError) as info:
+        make(capacity)
+    message = str(info.value)
+    assert "'frames'" in message
+    assert f"capacity {capacity}" in message
+    assert f"{capacity * 4096:,} bytes" in message
+
+
+def test_repr_of_a_queue_whose_constructor_raised() -> None:
+    """repr() works on a queue whose constructor raised (tracebacks show it)."""
+    q = aqueue.FIFOQueue.__new__(aqueue.FIFOQueue)
+    with pytest.raises(aqueue.ElementSpecError):
+        q.__init__(10**15, np.float32, (32, 32))  # type: ignore[misc]
+    assert repr(q) == "<FIFOQueue (not constructed)>"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import operator
 import threading
@@ -533,3 +534,38 @@ async def test_describe_marks_the_bottleneck() -> None:
     heavy_stats = pipe.statistics()[1]
     assert heavy_stats.busy_s >= 20 * 0.002  # its 20 sleeps of 2 ms count as busy
     assert pipe.statistics()[1].busy_fraction > 0
+
+
+@pytest.mark.asyncio
+async def test_pipeline_of_a_source_tells_the_source_kind_apart() -> None:
+    """Pipeline(source) starts from a list, a generator, an async iterable or a queue,
+    as the matching from_* method would; bad sources get a clear TypeError."""
+    q = FIFOQueue(4, "int64", ())
+    q.enqueue_many_nowait([7, 8])
+    q.close()
+
+    async def agen() -> Any:
+        for x in (4, 5):
+            yield x
+
+    assert await collect(Pipeline([1, 2, 3])) == [1, 2, 3]
+    assert await collect(Pipeline(x for x in (9,))) == [9]
+    assert await collect(Pipeline(agen())) == [4, 5]
+    assert [int(x) for x in await collect(Pipeline(q))] == [7, 8]
+    with pytest.raises(TypeError, match="expected an iterable of items, got int"):
+        Pipeline(3)
+    with pytest.raises(TypeError, match="got str"):
+        Pipeline("abc")
+
+
+def test_pipeline_help_is_public_and_complete() -> None:
+    """help(Pipeline) shows the public constructor, and no public docstring sends the
+    reader to a private module."""
+
+    params = inspect.signature(Pipeline).parameters
+    assert list(params) == ["source", "name"]
+    assert params["name"].kind is inspect.Parameter.KEYWORD_ONLY
+    for name, member in inspect.getmembers(Pipeline):
+        doc = inspect.getdoc(member) or ""
+        if not name.startswith("_"):
+            assert "module docstring" not in doc, name
