@@ -32,7 +32,9 @@ from ._queues._protocol import AsyncQueue as AsyncQueue
 from ._queues._protocol import BlockingView as BlockingView
 from ._queues._protocol import QueueStatistics as QueueStatistics
 from ._queues._queue import QueueBase as QueueBase
+from ._queues._views import BatchIterator as BatchIterator
 from ._queues._views import BlockingQueue as BlockingQueue
+from ._queues._views import ElementIterator as ElementIterator
 from ._running._coordinator import Coordinator as Coordinator
 from ._running._registry import add_queue_runner as add_queue_runner
 from ._running._runner import QueueRunner as QueueRunner
@@ -41,10 +43,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncQueue",
+    "BatchIterator",
     "Batches",
     "BlockingQueue",
     "BlockingView",
     "Coordinator",
+    "ElementIterator",
     "ElementSpecError",
     "FIFOQueue",
     "OutOfRangeError",

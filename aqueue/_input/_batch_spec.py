@@ -73,7 +73,7 @@ def _shape_list(shapes: Any) -> list[Any]:
     return [tuple(s) for s in shapes]
 
 
-def args_from_queue(source: AsyncQueue, enqueue_many: bool) -> QueueArgs:
+def args_from_queue(source: AsyncQueue[Any], enqueue_many: bool) -> QueueArgs:
     """The dtypes, shapes and names of a source queue."""
     shapes = source.shapes
     if shapes is not None and enqueue_many:

@@ -55,8 +55,8 @@ class Batches:
         name: str,
         batch_size: int,
         allow_smaller_final_batch: bool,
-        queue: QueueBase | None,
-        gate: FIFOQueue | None,
+        queue: QueueBase[Any] | None,
+        gate: FIFOQueue[Any] | None,
     ) -> None:
         self._name = name
         self._batch_size = batch_size
@@ -80,7 +80,7 @@ class Batches:
         return self._smaller
 
     @property
-    def queue(self) -> QueueBase:
+    def queue(self) -> QueueBase[Any]:
         """The batch queue.
 
         Raises:
@@ -160,7 +160,7 @@ class _BatchPlan:
         self.spec = QueueArgs(None, None, None)
         self.batches: Batches | None = None
 
-    def make_queue(self, spec: QueueArgs) -> QueueBase:
+    def make_queue(self, spec: QueueArgs) -> QueueBase[Any]:
         if self.shuffle:
             return RandomShuffleQueue(
                 self.capacity,
@@ -177,7 +177,7 @@ class _BatchPlan:
             )
         return FIFOQueue(self.capacity, spec.dtypes, spec.shapes, spec.names, name=self.name)
 
-    def runner(self, queue: QueueBase) -> QueueRunner:
+    def runner(self, queue: QueueBase[Any]) -> QueueRunner:
         return QueueRunner(queue, self.producers, enqueue_many=self.enqueue_many, name=self.name)
 
     async def bootstrap(self, supervisor: Supervisor) -> None:
@@ -214,7 +214,7 @@ class _SpecProbe(QueueRunner):
     closes the gate.
     """
 
-    def __init__(self, gate: FIFOQueue, plan: _BatchPlan) -> None:
+    def __init__(self, gate: FIFOQueue[Any], plan: _BatchPlan) -> None:
         self._plan = plan
         self._supervisor: Supervisor | None = None
         super().__init__(gate, [self._probe], name=plan.name)

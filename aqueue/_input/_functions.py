@@ -180,7 +180,7 @@ def _producer_args(
 
 def _producer_queue(
     comps: tuple[npt.NDArray[Any], ...], names: tuple[str, ...] | None, args: _ProducerArgs
-) -> FIFOQueue:
+) -> FIFOQueue[Any]:
     queue = FIFOQueue(
         args.capacity,
         [c.dtype for c in comps],
@@ -202,7 +202,7 @@ def input_producer(
     seed: int | None = None,
     capacity: int = 32,
     name: str | None = None,
-) -> FIFOQueue:
+) -> FIFOQueue[Any]:
     """A FIFOQueue fed with the rows of ``input_array``, epoch after epoch.
 
     Args:
@@ -242,7 +242,7 @@ def string_input_producer(
     seed: int | None = None,
     capacity: int = 32,
     name: str | None = None,
-) -> FIFOQueue:
+) -> FIFOQueue[Any]:
     """A FIFOQueue of strings (e.g. file names), one epoch after another.
 
     Elements are Python ``str`` (or ``bytes``) objects; path-like objects become
@@ -282,7 +282,7 @@ def range_input_producer(
     seed: int | None = None,
     capacity: int = 32,
     name: str | None = None,
-) -> FIFOQueue:
+) -> FIFOQueue[Any]:
     """A FIFOQueue of the int64 scalars ``0 .. limit-1``, one epoch after another.
 
     Arguments as for ``input_producer`` (default name ``"range_input_producer"``).
@@ -304,7 +304,7 @@ def slice_input_producer(
     seed: int | None = None,
     capacity: int = 32,
     name: str | None = None,
-) -> FIFOQueue:
+) -> FIFOQueue[Any]:
     """A FIFOQueue of slices: element i is ``(arrays[0][i], arrays[1][i], ...)``.
 
     All arrays are sliced at the same (per-epoch permuted) index. A dict of arrays

@@ -145,7 +145,7 @@ class Pipeline:
         return cls._of((StageSpec("async_iterable", label, iterable),))
 
     @classmethod
-    def from_queue(cls, queue: AsyncQueue, *, name: str | None = None) -> Pipeline:
+    def from_queue(cls, queue: AsyncQueue[Any], *, name: str | None = None) -> Pipeline:
         """Elements dequeued from an aqueue queue until it is closed and drained."""
         if not isinstance(queue, AsyncQueue):
             raise TypeError(

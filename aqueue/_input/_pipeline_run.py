@@ -89,11 +89,11 @@ class Outputs:
 
     __slots__ = ("_queue",)
 
-    def __init__(self, queue: QueueBase) -> None:
+    def __init__(self, queue: QueueBase[Any]) -> None:
         self._queue = queue
 
     @property
-    def queue(self) -> QueueBase:
+    def queue(self) -> QueueBase[Any]:
         """The last stage's output queue (its elements are internal boxes)."""
         return self._queue
 
@@ -171,7 +171,7 @@ class PipelineRun:
         self.coord = coord
         self.stop = Stopping()
         self.meters = [Meter() for _ in specs]
-        self.queues: list[FIFOQueue] = []
+        self.queues: list[FIFOQueue[Any]] = []
         self.turns: list[Turns] = []
         self.t0 = time.monotonic()
         self.t1: float | None = None

@@ -108,7 +108,7 @@ class SequenceSource(_Source):
         meter: Meter,
         stop: Stopping,
         label: str,
-        queue: QueueBase,
+        queue: QueueBase[Any],
     ) -> None:
         super().__init__(sequence, epochs, meter, stop, label)
         self._queue = queue

@@ -142,7 +142,7 @@ def threaded_step(
 
 def thread_map_step(
     fn: Callable[[Any], Any],
-    source: BlockingQueue,
+    source: BlockingQueue[Any],
     meter: Meter,
     stop: Stopping,
     label: str,
@@ -188,7 +188,7 @@ class Turns:
 
 def async_map_step(
     call: Callable[[Any], Any],
-    source: QueueBase,
+    source: QueueBase[Any],
     meter: Meter,
     stop: Stopping,
     label: str,
@@ -221,7 +221,7 @@ def async_map_step(
     return step
 
 
-async def _take(source: QueueBase) -> Any:
+async def _take(source: QueueBase[Any]) -> Any:
     """The next element of ``source``: taken at once when one is there, else awaited.
 
     Only for steps that return the element (or what they make of it): their runner's
@@ -259,7 +259,7 @@ def offloaded(fn: Callable[[Any], Any], executor: str, concurrency: int) -> Call
 def filter_step(
     pred: Callable[[Any], Any],
     is_async: bool,
-    source: QueueBase,
+    source: QueueBase[Any],
     meter: Meter,
     stop: Stopping,
     label: str,
@@ -288,7 +288,7 @@ def filter_step(
 
 
 def shuffle_step(
-    keep: int, seed: int | None, source: QueueBase, meter: Meter, stop: Stopping
+    keep: int, seed: int | None, source: QueueBase[Any], meter: Meter, stop: Stopping
 ) -> Callable[[], Any]:
     """A task step over a deterministic shuffle buffer.
 
@@ -321,7 +321,7 @@ def shuffle_step(
     return step
 
 
-def prefetch_step(source: QueueBase, meter: Meter, stop: Stopping) -> Callable[[], Any]:
+def prefetch_step(source: QueueBase[Any], meter: Meter, stop: Stopping) -> Callable[[], Any]:
     """A task step that moves one item on."""
     w = meter.worker()
 
@@ -339,7 +339,7 @@ def batch_step(
     size: int,
     smaller: bool,
     pad: bool,
-    source: BlockingQueue,
+    source: BlockingQueue[Any],
     meter: Meter,
     stop: Stopping,
     label: str,

@@ -12,9 +12,11 @@ PriorityQueue        HeapStorage                      HeapStorage
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from .._errors import ElementSpecError, int_arg, name_arg, seed_arg
 from ._declare import normalize_dtypes, normalize_shapes
@@ -26,15 +28,25 @@ from ._tuples import DequeStorage, HeapStorage
 
 __all__ = ["FIFOQueue", "PaddingFIFOQueue", "PriorityQueue", "RandomShuffleQueue"]
 
+if TYPE_CHECKING:  # a queue whose element type is neither inferred nor given holds Any
+    from typing_extensions import TypeVar as _DefaultTypeVar
 
-def _identity(queue: QueueBase, name: Any, capacity: Any) -> tuple[str, str, int]:
+    T = _DefaultTypeVar("T", default=Any)
+else:
+    T = TypeVar("T")
+Array = npt.NDArray[Any]
+NumericDType = type[np.generic] | np.dtype[Any] | str
+"""A dtype whose elements come back as numpy values (``object`` is not one of them)."""
+
+
+def _identity(queue: QueueBase[Any], name: Any, capacity: Any) -> tuple[str, str, int]:
     """The queue's name, its description for messages, and its checked capacity."""
     qname = name_arg(name, type(queue).default_name, "queue name")
     owner = f"{type(queue).__name__} '{qname}'"
     return qname, owner, int_arg(capacity, "capacity", owner, 1)
 
 
-class FIFOQueue(QueueBase):
+class FIFOQueue(QueueBase[T]):
     """A first-in first-out queue of numpy elements.
 
     Args:
@@ -50,6 +62,67 @@ class FIFOQueue(QueueBase):
     """
 
     default_name = "fifo_queue"
+
+    @overload
+    def __init__(
+        self: FIFOQueue[dict[str, Array]],
+        capacity: int,
+        dtypes: Any,
+        shapes: Any,
+        names: Sequence[str],
+        *,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: FIFOQueue[dict[str, Array]],
+        capacity: int,
+        dtypes: Any,
+        shapes: Any = None,
+        *,
+        names: Sequence[str],
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: FIFOQueue[tuple[Array, Array]],
+        capacity: int,
+        dtypes: tuple[NumericDType, NumericDType],
+        shapes: Any = None,
+        names: None = None,
+        *,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: FIFOQueue[tuple[Array, Array, Array]],
+        capacity: int,
+        dtypes: tuple[NumericDType, NumericDType, NumericDType],
+        shapes: Any = None,
+        names: None = None,
+        *,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: FIFOQueue[Array],
+        capacity: int,
+        dtypes: NumericDType,
+        shapes: Any = None,
+        names: None = None,
+        *,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: FIFOQueue[T],
+        capacity: int,
+        dtypes: Any,
+        shapes: Any = None,
+        names: Any = None,
+        *,
+        name: str | None = None,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -70,7 +143,7 @@ class FIFOQueue(QueueBase):
             super().__init__(capacity, spec, DequeStorage(spec.dtypes, pad=False), name=qname)
 
 
-class PaddingFIFOQueue(QueueBase):
+class PaddingFIFOQueue(QueueBase[T]):
     """A FIFO queue whose shapes may have None dimensions, padded in batch dequeues.
 
     ``dequeue`` returns an element as enqueued; ``dequeue_many``/``dequeue_up_to`` pad
@@ -79,6 +152,67 @@ class PaddingFIFOQueue(QueueBase):
     """
 
     default_name = "padding_fifo_queue"
+
+    @overload
+    def __init__(
+        self: PaddingFIFOQueue[dict[str, Array]],
+        capacity: int,
+        dtypes: Any,
+        shapes: Any,
+        names: Sequence[str],
+        *,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: PaddingFIFOQueue[dict[str, Array]],
+        capacity: int,
+        dtypes: Any,
+        shapes: Any,
+        *,
+        names: Sequence[str],
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: PaddingFIFOQueue[tuple[Array, Array]],
+        capacity: int,
+        dtypes: tuple[NumericDType, NumericDType],
+        shapes: Any,
+        names: None = None,
+        *,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: PaddingFIFOQueue[tuple[Array, Array, Array]],
+        capacity: int,
+        dtypes: tuple[NumericDType, NumericDType, NumericDType],
+        shapes: Any,
+        names: None = None,
+        *,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: PaddingFIFOQueue[Array],
+        capacity: int,
+        dtypes: NumericDType,
+        shapes: Any,
+        names: None = None,
+        *,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: PaddingFIFOQueue[T],
+        capacity: int,
+        dtypes: Any,
+        shapes: Any,
+        names: Any = None,
+        *,
+        name: str | None = None,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -101,7 +235,7 @@ class PaddingFIFOQueue(QueueBase):
             super().__init__(capacity, spec, DequeStorage(spec.dtypes, pad=True), name=qname)
 
 
-class RandomShuffleQueue(QueueBase):
+class RandomShuffleQueue(QueueBase[T]):
     """A queue that dequeues elements in uniformly random order.
 
     Args:
@@ -115,6 +249,79 @@ class RandomShuffleQueue(QueueBase):
     """
 
     default_name = "random_shuffle_queue"
+
+    @overload
+    def __init__(
+        self: RandomShuffleQueue[dict[str, Array]],
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: Any,
+        shapes: Any,
+        names: Sequence[str],
+        *,
+        seed: int | None = None,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: RandomShuffleQueue[dict[str, Array]],
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: Any,
+        shapes: Any = None,
+        *,
+        names: Sequence[str],
+        seed: int | None = None,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: RandomShuffleQueue[tuple[Array, Array]],
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: tuple[NumericDType, NumericDType],
+        shapes: Any = None,
+        names: None = None,
+        *,
+        seed: int | None = None,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: RandomShuffleQueue[tuple[Array, Array, Array]],
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: tuple[NumericDType, NumericDType, NumericDType],
+        shapes: Any = None,
+        names: None = None,
+        *,
+        seed: int | None = None,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: RandomShuffleQueue[Array],
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: NumericDType,
+        shapes: Any = None,
+        names: None = None,
+        *,
+        seed: int | None = None,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: RandomShuffleQueue[T],
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: Any,
+        shapes: Any = None,
+        names: Any = None,
+        *,
+        seed: int | None = None,
+        name: str | None = None,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -157,7 +364,7 @@ class RandomShuffleQueue(QueueBase):
         return self._seed
 
 
-class PriorityQueue(QueueBase):
+class PriorityQueue(QueueBase[T]):
     """A queue that dequeues elements in ascending int64 priority.
 
     An element is ``(priority, *components)``; ``dtypes`` and ``shapes`` describe the
@@ -167,6 +374,34 @@ class PriorityQueue(QueueBase):
     """
 
     default_name = "priority_queue"
+
+    @overload
+    def __init__(
+        self: PriorityQueue[tuple[Array, Array]],
+        capacity: int,
+        dtypes: NumericDType,
+        shapes: Any = None,
+        *,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: PriorityQueue[tuple[Array, Array, Array]],
+        capacity: int,
+        dtypes: tuple[NumericDType, NumericDType],
+        shapes: Any = None,
+        *,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: PriorityQueue[T],
+        capacity: int,
+        dtypes: Any,
+        shapes: Any = None,
+        *,
+        name: str | None = None,
+    ) -> None: ...
 
     def __init__(
         self,

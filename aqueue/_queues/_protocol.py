@@ -26,11 +26,13 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
 __all__ = ["AsyncQueue", "BlockingView", "QueueStatistics", "local_statistics"]
+
+T_co = TypeVar("T_co", covariant=True)
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class QueueStatistics:
 
 
 @runtime_checkable
-class BlockingView(Protocol):
+class BlockingView(Protocol[T_co]):
     """A queue's thread-side view (``q.blocking()``): blocking methods for threads that
     do not run an event loop. ``timeout`` is in seconds (None: no limit); on expiry the
     call raises TimeoutError and changes nothing."""
@@ -73,21 +75,21 @@ class BlockingView(Protocol):
         """Add a batch (all-or-nothing when a timeout is given)."""
         ...
 
-    def dequeue(self, timeout: float | None = None) -> Any:
+    def dequeue(self, timeout: float | None = None) -> T_co:
         """Remove and return one element."""
         ...
 
-    def dequeue_many(self, n: int, timeout: float | None = None) -> Any:
+    def dequeue_many(self, n: int, timeout: float | None = None) -> T_co:
         """Remove and return exactly ``n`` elements as a batch."""
         ...
 
-    def dequeue_up_to(self, n: int, timeout: float | None = None) -> Any:
+    def dequeue_up_to(self, n: int, timeout: float | None = None) -> T_co:
         """As dequeue_many; once the queue is closed, the 1..n that remain."""
         ...
 
 
 @runtime_checkable
-class AsyncQueue(Protocol):
+class AsyncQueue(Protocol[T_co]):
     """An aqueue queue as the upper layers use it (both backends implement it)."""
 
     @property
@@ -123,27 +125,27 @@ class AsyncQueue(Protocol):
         """Add the elements of ``batch`` in order."""
         ...
 
-    async def dequeue(self) -> Any:
+    async def dequeue(self) -> T_co:
         """Remove and return one element (OutOfRangeError when none is left)."""
         ...
 
-    async def dequeue_many(self, n: int) -> Any:
+    async def dequeue_many(self, n: int) -> T_co:
         """Remove and return exactly ``n`` elements as a batch."""
         ...
 
-    async def dequeue_up_to(self, n: int) -> Any:
+    async def dequeue_up_to(self, n: int) -> T_co:
         """As dequeue_many; once the queue is closed, the 1..n that remain."""
         ...
 
-    def __aiter__(self) -> AsyncIterator[Any]:
+    def __aiter__(self) -> AsyncIterator[T_co]:
         """Iterate over elements until the queue is closed and drained."""
         ...
 
-    def batches(self, n: int, *, allow_smaller_final_batch: bool = False) -> AsyncIterator[Any]:
+    def batches(self, n: int, *, allow_smaller_final_batch: bool = False) -> AsyncIterator[T_co]:
         """Iterate over batches of ``n`` until the queue is closed and drained."""
         ...
 
-    def blocking(self) -> BlockingView:
+    def blocking(self) -> BlockingView[T_co]:
         """The thread-side view."""
         ...
 

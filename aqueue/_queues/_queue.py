@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -28,9 +28,20 @@ from ._views import BatchIterator, BlockingQueue, ElementIterator
 
 __all__ = ["QueueBase"]
 
+T = TypeVar("T")
+Q = TypeVar("Q", bound="QueueBase[Any]")
 
-class QueueBase:
-    """Shared implementation of every aqueue queue; see the subclasses for constructors."""
+
+class QueueBase(Generic[T]):
+    """Shared implementation of every aqueue queue; see the subclasses for constructors.
+
+    Generic in the type ``T`` of what comes out (an element, and a batch of elements,
+    have the same form): ``numpy.ndarray`` for one unnamed component, a tuple of arrays
+    for several, ``dict[str, numpy.ndarray]`` with ``names``. The kinds' constructors
+    infer it where the arguments tell; otherwise name it: ``FIFOQueue[MyTuple](...)``.
+    A scalar component (shape ``()``) comes back as a numpy scalar, which offers the
+    same operations as a 0-d array.
+    """
 
     default_name = "queue"
     """The name a queue of this kind gets when none is given."""
@@ -135,7 +146,7 @@ class QueueBase:
         if count and not self._engine.put_many_now(comps, count):
             await self._tasks.put(PutRequest(MANY, comps, count), checkpointed=True)
 
-    async def dequeue(self) -> Any:
+    async def dequeue(self) -> T:
         """Remove and return one element, waiting while none can be taken.
 
         Raises:
@@ -148,9 +159,10 @@ class QueueBase:
         if comps is WAIT:
             req = self._engine.get_request(ONE, 1)
             comps = await self._tasks.get(req, checkpointed=True)
-        return comps[0] if self._single else self._spec.pack(comps)
+        result: T = comps[0] if self._single else self._spec.pack(comps)
+        return result
 
-    async def dequeue_many(self, n: int) -> Any:
+    async def dequeue_many(self, n: int) -> T:
         """Remove and return exactly ``n`` elements as a batch, waiting for them.
 
         Raises:
@@ -165,16 +177,19 @@ class QueueBase:
             req = self._engine.get_request(MANY, n)
             if self._tasks.park_get_now(req):  # it waits: the wait is its checkpoint
                 comps = await self._tasks.wait_get(req)
-                return comps[0] if self._single else self._spec.pack(comps)
+                result: T = comps[0] if self._single else self._spec.pack(comps)
+                return result
         await checkpoint()
         if n == 0:
-            return self._spec.empty_batch()
+            result = self._spec.empty_batch()
+            return result
         comps = self._engine.take_many_now(n)
         if comps is WAIT:
             comps = await self._tasks.get(req, checkpointed=True)
-        return comps[0] if self._single else self._spec.pack(comps)
+        result = comps[0] if self._single else self._spec.pack(comps)
+        return result
 
-    async def dequeue_up_to(self, n: int) -> Any:
+    async def dequeue_up_to(self, n: int) -> T:
         """Like dequeue_many, but once the queue is closed return the 1..n that remain.
 
         As in TensorFlow, on an *open* queue this waits for all ``n`` elements; use
@@ -183,13 +198,15 @@ class QueueBase:
         n = self._spec.batch_count(n, "dequeue_up_to")
         if n == 0:
             await checkpoint()
-            return self._spec.empty_batch()
+            result: T = self._spec.empty_batch()
+            return result
         req = self._engine.get_request(UP_TO, n)
         if self._tasks.park_get_now(req):  # it waits: the wait is its checkpoint
             comps = await self._tasks.wait_get(req)
         else:
             comps = await self._tasks.get(req)
-        return self._spec.pack(comps)
+        result = self._spec.pack(comps)
+        return result
 
     # -- sync operations -----------------------------------------------------------------
 
@@ -205,26 +222,31 @@ class QueueBase:
         if count:
             put_nowait(self._engine, PutRequest(MANY, comps, count))
 
-    def dequeue_nowait(self) -> Any:
+    def dequeue_nowait(self) -> T:
         """Remove one element now, or raise QueueEmpty (OutOfRangeError when final)."""
         comps = self._engine.take_one_now()
         if comps is WAIT:  # raises the precise error
             comps = get_nowait(self._engine, self._engine.get_request(ONE, 1))
-        return self._spec.pack(comps)
+        result: T = self._spec.pack(comps)
+        return result
 
-    def dequeue_many_nowait(self, n: int) -> Any:
+    def dequeue_many_nowait(self, n: int) -> T:
         """Remove exactly ``n`` elements now, or raise QueueEmpty (OutOfRangeError when final)."""
         n = self._spec.batch_count(n, "dequeue_many_nowait")
         if n == 0:
-            return self._spec.empty_batch()
-        return self._spec.pack(get_nowait(self._engine, self._engine.get_request(MANY, n)))
+            result: T = self._spec.empty_batch()
+            return result
+        result = self._spec.pack(get_nowait(self._engine, self._engine.get_request(MANY, n)))
+        return result
 
-    def dequeue_up_to_nowait(self, n: int) -> Any:
+    def dequeue_up_to_nowait(self, n: int) -> T:
         """Remove 1..n elements available now, or raise QueueEmpty (OutOfRangeError when final)."""
         n = self._spec.batch_count(n, "dequeue_up_to_nowait")
         if n == 0:
-            return self._spec.empty_batch()
-        return self._spec.pack(get_nowait(self._engine, self._engine.get_request(UP_TO, n)))
+            result: T = self._spec.empty_batch()
+            return result
+        result = self._spec.pack(get_nowait(self._engine, self._engine.get_request(UP_TO, n)))
+        return result
 
     # -- closing, statistics -------------------------------------------------------------
 
@@ -244,7 +266,7 @@ class QueueBase:
         self.close(cancel_pending_enqueues)
         await checkpoint()
 
-    async def __aenter__(self) -> QueueBase:
+    async def __aenter__(self: Q) -> Q:
         return self
 
     async def __aexit__(
@@ -299,10 +321,10 @@ class QueueBase:
 
     # -- iteration and the thread view ---------------------------------------------------
 
-    def __aiter__(self) -> ElementIterator:
+    def __aiter__(self) -> ElementIterator[T]:
         return ElementIterator(self)
 
-    def batches(self, n: int, *, allow_smaller_final_batch: bool = False) -> BatchIterator:
+    def batches(self, n: int, *, allow_smaller_final_batch: bool = False) -> BatchIterator[T]:
         """An async iterator of batches of ``n``; ends cleanly when the queue is final.
 
         Leftovers smaller than ``n`` are left in the queue, unless
@@ -314,7 +336,7 @@ class QueueBase:
             raise ElementSpecError(f"queue '{self._name}'.batches: n must be >= 1, got 0")
         return BatchIterator(self, n, allow_smaller_final_batch)
 
-    def blocking(self) -> BlockingQueue:
+    def blocking(self) -> BlockingQueue[T]:
         """A view whose blocking methods may be called from other threads.
 
         It may be created anywhere. Its methods must be called from threads that do

@@ -4,7 +4,7 @@ Queues without declared shapes keep each element as a tuple of components (copie
 admission, so later changes by the caller cannot leak in); batches are built by
 ``stack`` when taken.
 
-``DequeStorage`` (FIFO): FIFOQueue without declared shapes, and PaddingFIFOQueue with
+``DequeStorage`` (FIFO): FIFOQueue[Any] without declared shapes, and PaddingFIFOQueue with
 ``None`` dimensions (``assemble`` pads each component to the batch maximum).
 
 ``HeapStorage`` (ascending int64 priority, component 0): a binary heap of

@@ -21,7 +21,7 @@ final (OutOfRangeError becomes StopAsyncIteration) and never close the queue.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._errors import ElementSpecError, OutOfRangeError
 from ._requests import MANY, ONE, UP_TO, WAIT, PutRequest, Request
@@ -34,8 +34,10 @@ if TYPE_CHECKING:
 
 __all__ = ["BatchIterator", "BlockingQueue", "ElementIterator"]
 
+T = TypeVar("T")
 
-class BlockingQueue:
+
+class BlockingQueue(Generic[T]):
     """Blocking methods of one queue, for threads other than the event loop's.
 
     Get one with ``q.blocking()``.
@@ -44,7 +46,7 @@ class BlockingQueue:
     __slots__ = ("_driver", "_engine", "_queue", "_spec")
 
     def __init__(
-        self, queue: AsyncQueue, spec: ElementSpec, engine: Engine, driver: ThreadDriver
+        self, queue: AsyncQueue[T], spec: ElementSpec, engine: Engine, driver: ThreadDriver
     ) -> None:
         self._queue = queue
         self._spec = spec
@@ -52,7 +54,7 @@ class BlockingQueue:
         self._driver = driver
 
     @property
-    def queue(self) -> AsyncQueue:
+    def queue(self) -> AsyncQueue[T]:
         """The queue this view belongs to."""
         return self._queue
 
@@ -86,7 +88,7 @@ class BlockingQueue:
             req.atomic = True
         self._driver.put(req, timeout, "enqueue_many")
 
-    def dequeue(self, timeout: float | None = None) -> Any:
+    def dequeue(self, timeout: float | None = None) -> T:
         """Remove and return one element, blocking while none can be taken."""
         self._driver.check("dequeue")
         deferred: list[Request] = []
@@ -94,23 +96,26 @@ class BlockingQueue:
         if comps is WAIT:
             req = self._engine.get_request(ONE, 1)
             comps = self._driver.get(req, timeout, "dequeue")
-        return self._spec.pack(comps)
+        result: T = self._spec.pack(comps)
+        return result
 
-    def dequeue_many(self, n: int, timeout: float | None = None) -> Any:
+    def dequeue_many(self, n: int, timeout: float | None = None) -> T:
         """Remove and return exactly ``n`` elements as a batch."""
         return self._dequeue_batch(MANY, n, timeout, "dequeue_many")
 
-    def dequeue_up_to(self, n: int, timeout: float | None = None) -> Any:
+    def dequeue_up_to(self, n: int, timeout: float | None = None) -> T:
         """Like dequeue_many, but once the queue is closed return the 1..n that remain."""
         return self._dequeue_batch(UP_TO, n, timeout, "dequeue_up_to")
 
-    def _dequeue_batch(self, mode: int, n: Any, timeout: float | None, what: str) -> Any:
+    def _dequeue_batch(self, mode: int, n: Any, timeout: float | None, what: str) -> T:
         self._driver.check(what)
         n = self._spec.batch_count(n, what)
         if n == 0:
-            return self._spec.empty_batch()
+            empty: T = self._spec.empty_batch()
+            return empty
         comps = self._driver.get(self._engine.get_request(mode, n), timeout, what)
-        return self._spec.pack(comps)
+        result: T = self._spec.pack(comps)
+        return result
 
     def close(self, cancel_pending_enqueues: bool = False) -> None:
         """Close the queue (see ``close`` on the queue)."""
@@ -121,38 +126,51 @@ class BlockingQueue:
         return self._engine.storage.size
 
 
-class ElementIterator:
-    """``async for element in q``: dequeue until the queue is final."""
+class ElementIterator(Generic[T]):
+    """What ``async for element in q`` iterates with: ``dequeue()`` until the queue is
+    closed and drained (OutOfRangeError ends the iteration; the queue is not closed)."""
 
     __slots__ = ("_queue",)
 
-    def __init__(self, queue: AsyncQueue) -> None:
+    def __init__(self, queue: AsyncQueue[T]) -> None:
         self._queue = queue
 
-    def __aiter__(self) -> ElementIterator:
+    @property
+    def queue(self) -> AsyncQueue[T]:
+        """The queue iterated over."""
+        return self._queue
+
+    def __aiter__(self) -> ElementIterator[T]:
         return self
 
-    async def __anext__(self) -> Any:
+    async def __anext__(self) -> T:
         try:
             return await self._queue.dequeue()
         except OutOfRangeError:
             raise StopAsyncIteration from None
 
 
-class BatchIterator:
-    """The iterator returned by ``q.batches(n)``."""
+class BatchIterator(Generic[T]):
+    """The iterator returned by ``q.batches(n)``: ``dequeue_many(n)`` (or
+    ``dequeue_up_to(n)`` with ``allow_smaller_final_batch``) until the queue is closed
+    and drained; the queue is not closed."""
 
     __slots__ = ("_n", "_queue", "_smaller")
 
-    def __init__(self, queue: AsyncQueue, n: int, smaller: bool) -> None:
+    def __init__(self, queue: AsyncQueue[T], n: int, smaller: bool) -> None:
         self._queue = queue
         self._n = n
         self._smaller = smaller
 
-    def __aiter__(self) -> BatchIterator:
+    @property
+    def queue(self) -> AsyncQueue[T]:
+        """The queue iterated over."""
+        return self._queue
+
+    def __aiter__(self) -> BatchIterator[T]:
         return self
 
-    async def __anext__(self) -> Any:
+    async def __anext__(self) -> T:
         try:
             if self._smaller:
                 return await self._queue.dequeue_up_to(self._n)

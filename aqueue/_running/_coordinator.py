@@ -240,7 +240,7 @@ class Coordinator:
         label = name if name is not None else getattr(fn, "__qualname__", repr(fn))
         self._spawn(self._supervise, fn, args, label, name=label)
 
-    def watch(self, *queues: AsyncQueue) -> None:
+    def watch(self, *queues: AsyncQueue[Any]) -> None:
         """Add queues to the watchdog and the report, as the queues the body consumes.
 
         The queues of started runners are watched anyway; watching a queue explicitly

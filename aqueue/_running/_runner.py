@@ -85,7 +85,7 @@ class _Launch:
 
     __slots__ = ("blocking", "live", "producers")
 
-    def __init__(self, producers: list[ProducerSlot], blocking: BlockingView | None) -> None:
+    def __init__(self, producers: list[ProducerSlot], blocking: BlockingView[Any] | None) -> None:
         self.producers = producers
         self.blocking = blocking
         self.live = len(producers)
@@ -116,7 +116,7 @@ class QueueRunner:
 
     def __init__(
         self,
-        queue: AsyncQueue,
+        queue: AsyncQueue[Any],
         producers: Sequence[Producer],
         *,
         enqueue_many: bool = False,
@@ -168,7 +168,7 @@ class QueueRunner:
         return self._name
 
     @property
-    def queue(self) -> AsyncQueue:
+    def queue(self) -> AsyncQueue[Any]:
         """The queue this runner fills."""
         return self._queue
 
@@ -207,7 +207,7 @@ class QueueRunner:
             return []
         return [(p.label, p.state) for p in launch.producers]
 
-    def source_queues(self) -> list[AsyncQueue]:
+    def source_queues(self) -> list[AsyncQueue[Any]]:
         """Queues this runner's producers read from (detected: a queue, its bound
         method, or its iterator, listed as a producer)."""
         found = []
@@ -339,7 +339,7 @@ class QueueRunner:
         record: ThreadRecord,
         p: ProducerSlot,
         fetch: Callable[[], Any],
-        blocking: BlockingView,
+        blocking: BlockingView[Any],
     ) -> None:
         put = blocking.enqueue_many if self._enqueue_many else blocking.enqueue
         stop = record.stop

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -57,7 +57,7 @@ class Watched:
         "warned",
     )
 
-    def __init__(self, queue: AsyncQueue, now: float) -> None:
+    def __init__(self, queue: AsyncQueue[Any], now: float) -> None:
         self.queue = queue
         self.runners: list[QueueRunner] = []
         self.explicit = False  # passed to coord.watch: a queue the body consumes
@@ -82,7 +82,7 @@ class QueueMonitor:
         return list(self._watched.values())
 
     def add(
-        self, queue: AsyncQueue, runner: QueueRunner | None = None, *, explicit: bool = False
+        self, queue: AsyncQueue[Any], runner: QueueRunner | None = None, *, explicit: bool = False
     ) -> None:
         """Start watching ``queue`` (idempotent), optionally as fed by ``runner``."""
         w = self._watched.get(id(queue))
@@ -93,7 +93,7 @@ class QueueMonitor:
         w.explicit = w.explicit or explicit
 
     @property
-    def queues(self) -> list[AsyncQueue]:
+    def queues(self) -> list[AsyncQueue[Any]]:
         """Every queue seen, in the order first seen."""
         return [w.queue for w in self._watched.values()]
 
@@ -168,7 +168,7 @@ _HEADER = (
 )
 
 
-def input_queues(monitor: QueueMonitor) -> list[AsyncQueue]:
+def input_queues(monitor: QueueMonitor) -> list[AsyncQueue[Any]]:
     """The queues the body is taken to consume (see the module docstring)."""
     watched = monitor.watched
     explicit = [w.queue for w in watched if w.explicit]
@@ -178,10 +178,10 @@ def input_queues(monitor: QueueMonitor) -> list[AsyncQueue]:
     return [w.queue for w in watched if w.runners and id(w.queue) not in upstream]
 
 
-def input_wait(monitor: QueueMonitor) -> tuple[float, AsyncQueue | None]:
+def input_wait(monitor: QueueMonitor) -> tuple[float, AsyncQueue[Any] | None]:
     """Seconds the body waited on its most-waited input queue since first seen."""
     bases = {id(w.queue): w.base for w in monitor.watched}
-    best: tuple[float, AsyncQueue | None] = (0.0, None)
+    best: tuple[float, AsyncQueue[Any] | None] = (0.0, None)
     for q in input_queues(monitor):
         st, base = local_statistics(q), bases.get(id(q))
         if st is None or base is None:

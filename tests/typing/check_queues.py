@@ -1,0 +1,67 @@
+"""Checked by mypy (``mypy aqueue tests/typing``), never run: the queues' result types.
+
+Each ``assert_type`` holds only if mypy infers exactly that type; the lines marked
+``# type: ignore[...]`` must be errors (with ``warn_unused_ignores`` an ignore that is
+not needed is itself an error), so a queue whose results became ``Any`` fails here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+from typing_extensions import assert_type
+
+import aqueue
+
+Array = npt.NDArray[Any]
+
+
+async def inferred() -> None:
+    frames = aqueue.FIFOQueue(100, np.uint8, (84, 84, 4))
+    assert_type(frames, aqueue.FIFOQueue[Array])
+    assert_type(await frames.dequeue(), Array)
+    assert_type(await frames.dequeue_many(32), Array)
+    assert_type(frames.dequeue_up_to_nowait(4), Array)
+    async for frame in frames:
+        assert_type(frame, Array)
+    async for batch in frames.batches(8):
+        assert_type(batch, Array)
+    assert_type(frames.blocking().dequeue(), Array)
+
+    pairs = aqueue.FIFOQueue(10, (np.float32, np.int64), ((3,), ()))
+    assert_type(await pairs.dequeue(), tuple[Array, Array])
+    triples = aqueue.RandomShuffleQueue(10, 2, (np.float32, np.int64, "int8"), seed=0)
+    assert_type(await triples.dequeue_many(2), tuple[Array, Array, Array])
+
+    named = aqueue.FIFOQueue(10, [np.float32, np.int64], [(3,), ()], names=["x", "y"])
+    assert_type(await named.dequeue(), dict[str, Array])
+    padded = aqueue.PaddingFIFOQueue(10, np.int32, (None,), ["tokens"])
+    assert_type(await padded.dequeue_many(2), dict[str, Array])
+
+    ranked = aqueue.PriorityQueue(10, np.float32, (2,))
+    assert_type(await ranked.dequeue(), tuple[Array, Array])
+
+
+class Record(NamedTuple):
+    path: str
+    size: int
+
+
+async def explicit() -> None:
+    records = aqueue.FIFOQueue[Record](10, [object, object], [(), ()])
+    assert_type(await records.dequeue(), Record)
+    assert_type(records.dequeue_nowait(), Record)
+
+
+async def rejected() -> None:
+    q = aqueue.FIFOQueue(4, np.int64, ())
+    n: str = await q.dequeue_many(2)  # type: ignore[assignment]
+    m: int = await q.dequeue()  # type: ignore[assignment]
+    del n, m
+
+
+async def not_inferred() -> None:
+    names = aqueue.FIFOQueue(10, object, ())  # Python objects: not inferred, Any
+    assert_type(names, aqueue.FIFOQueue[Any])
