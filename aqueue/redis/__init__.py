@@ -10,8 +10,7 @@ try:
     import redis as _redis  # noqa: F401
 except ImportError as _exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
-        "aqueue.redis needs the redis and msgpack packages: pip install 'aqueue[redis]' "
-        f"({_exc})"
+        f"aqueue.redis needs the redis and msgpack packages: pip install 'aqueue[redis]' ({_exc})"
     ) from _exc
 
 from ._blocking import BlockingRedisQueue as BlockingRedisQueue

@@ -59,7 +59,7 @@ def _wire_dtype(dt: np.dtype[Any]) -> np.dtype[Any]:
 
 
 def _header(dtypes: Sequence[np.dtype[Any]], shapes: Sequence[tuple[int, ...]]) -> bytes:
-    body = msgpack.packb([[dt.str, list(s)] for dt, s in zip(dtypes, shapes)])
+    body: bytes = msgpack.packb([[dt.str, list(s)] for dt, s in zip(dtypes, shapes)])
     start = len(MAGIC) + 4 + len(body)
     return MAGIC + _U32.pack(len(body)) + body + _PADS[_align(start) - start]
 
@@ -107,9 +107,7 @@ class Codec:
 
     def encode_one(self, comps: Sequence[Any]) -> bytes:
         """The payload of one converted element (its component arrays)."""
-        arrs = [
-            np.ascontiguousarray(np.asarray(a), dtype=w) for a, w in zip(comps, self._wire)
-        ]
+        arrs = [np.ascontiguousarray(np.asarray(a), dtype=w) for a, w in zip(comps, self._wire)]
         if self.prefix is not None:
             parts = [self.prefix]
         else:
@@ -127,7 +125,9 @@ class Codec:
         Needs declared shapes. Raises PayloadError, naming the first bad element.
         """
         prefix, length = self.prefix, self._length
-        assert prefix is not None and self._spec.shapes is not None
+        shapes = self._spec.shapes
+        assert prefix is not None
+        assert shapes is not None
         p0 = len(prefix)
         n = len(payloads)
         for p in payloads:
@@ -140,18 +140,17 @@ class Codec:
                 )
         out = []
         off = p0
-        for dt, w, size, shape in zip(self._spec.dtypes, self._wire, self._sizes, self._spec.shapes):
+        for dt, w, size, shape in zip(self._spec.dtypes, self._wire, self._sizes, shapes):
             buf = bytearray().join([memoryview(p)[off : off + size] for p in payloads])
-            arr = np.frombuffer(buf, dtype=w).reshape((n, *shape))  # type: ignore[misc]
+            arr = np.frombuffer(buf, dtype=w).reshape((n, *shape))
             out.append(self._finish(arr, dt, 0))
             off += _align(size)
         return tuple(out)
 
     def decode_one(self, payload: bytes) -> tuple[np.ndarray[Any, Any], ...]:
         """The components of one payload (any declared or per-element shape)."""
-        return tuple(
-            self._finish(np.array(a), dt, 0) for a, dt in zip(self._parse(payload, 0), self._spec.dtypes)
-        )
+        parsed = self._parse(payload, 0)
+        return tuple(self._finish(np.array(a), dt, 0) for a, dt in zip(parsed, self._spec.dtypes))
 
     def _finish(self, arr: np.ndarray[Any, Any], dt: np.dtype[Any], i: int) -> np.ndarray[Any, Any]:
         if dt.kind == "b" and arr.size and int(arr.view(np.uint8).max()) > 1:
@@ -181,9 +180,7 @@ class Codec:
             raise self._error(i, f"its msgpack header does not decode ({exc})") from None
         comps = self._check_header(header, i)
         if len(comps) != len(self._wire):
-            raise self._error(
-                i, f"it has {len(comps)} components, the queue has {len(self._wire)}"
-            )
+            raise self._error(i, f"it has {len(comps)} components, the queue has {len(self._wire)}")
         off = _align(7 + hlen)
         out = []
         shapes = self._spec.shapes

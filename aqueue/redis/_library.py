@@ -35,4 +35,7 @@ def library_problem(reply: Any) -> str | None:
         if "not found" in text.lower():
             return "aqueue's Lua library is not loaded on the server"
         return f"checking aqueue's Lua library failed: {text}"
-    return f"the server has aqueue's Lua library version {reply!r}, this client needs {LIBRARY_VERSION!r}"
+    return (
+        f"the server has aqueue's Lua library version {reply!r}, "
+        f"this client needs {LIBRARY_VERSION!r}"
+    )

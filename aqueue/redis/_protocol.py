@@ -158,8 +158,17 @@ class TakeOp:
         h = self.h
         self.stage = "take"
         prog = "1" if self.progressive else "0"
-        return [h.gen, self.lease, self.lease, self.mode, self.n, h.lease_ms, h.reg_ms, prog,
-                *self.rands]
+        return [
+            h.gen,
+            self.lease,
+            self.lease,
+            self.mode,
+            self.n,
+            h.lease_ms,
+            h.reg_ms,
+            prog,
+            *self.rands,
+        ]
 
     def on_take(self, reply: list[Any]) -> Any:
         """The payloads taken, WAIT, or None (lease voided: retry at once)."""
@@ -217,7 +226,16 @@ class PutOp:
     """One enqueue or enqueue_many (see the module docstring)."""
 
     __slots__ = (
-        "atomic", "h", "hint", "member", "payloads", "pos", "registered", "sent", "waited", "wid"
+        "atomic",
+        "h",
+        "hint",
+        "member",
+        "payloads",
+        "pos",
+        "registered",
+        "sent",
+        "waited",
+        "wid",
     )
 
     def __init__(self, h: Handle, payloads: list[bytes], atomic: bool) -> None:
@@ -247,8 +265,14 @@ class PutOp:
         self.sent = k
         self.registered = True  # from now on the server may hold a registration
         h = self.h
-        return [h.gen, self.wid, "1" if self.atomic else "0", remaining, h.reg_ms,
-                *self.payloads[self.pos : self.pos + k]]
+        return [
+            h.gen,
+            self.wid,
+            "1" if self.atomic else "0",
+            remaining,
+            h.reg_ms,
+            *self.payloads[self.pos : self.pos + k],
+        ]
 
     def on_put(self, reply: list[Any]) -> Any:
         """DONE, MORE (send the next chunk now) or WAIT."""

@@ -291,9 +291,7 @@ class RedisQueue:
         pid = uuid.uuid4().hex
         r = await self._t.fcall("aq_producer", h.key, [h.gen, "add", h.lease_ms, "1", pid])
         if r[0] != b"ok":
-            raise aqueue.QueueClosedError(
-                f"queue '{h.name}' is closed: cannot register a producer"
-            )
+            raise aqueue.QueueClosedError(f"queue '{h.name}' is closed: cannot register a producer")
         self._producers.add_producer(h, pid)
         return pid
 

@@ -29,7 +29,7 @@ import aqueue
 from ._errors import ServerError
 from ._library import LIBRARY_SOURCE, library_problem
 from ._protocol import Handle
-from ._queue import RedisFIFOQueue, RedisQueue, RedisRandomShuffleQueue
+from ._queue import RedisFIFOQueue, RedisRandomShuffleQueue
 from ._spec import int_arg, make_spec, name_arg, positive_arg
 from ._transport import AsyncioTransport, SyncCalls, ThreadTransport, client_options
 
@@ -226,8 +226,9 @@ class RedisServer:
     ) -> RedisRandomShuffleQueue:
         """Open (creating if needed) the shuffle queue ``name``; arguments as
         ``RandomShuffleQueue``. ``seed`` seeds this client's random numbers only."""
-        h = await self._open("shuffle", name, capacity, min_after_dequeue, dtypes, shapes, names,
-                             seed)
+        h = await self._open(
+            "shuffle", name, capacity, min_after_dequeue, dtypes, shapes, names, seed
+        )
         assert self._sync is not None
         return RedisRandomShuffleQueue(h, self._live(), self._sync, self)
 
@@ -239,8 +240,15 @@ class RedisServer:
         return bool(r)
 
     async def _open(
-        self, kind: str, name: Any, capacity: Any, mad: Any, dtypes: Any, shapes: Any,
-        names: Any, seed: Any,
+        self,
+        kind: str,
+        name: Any,
+        capacity: Any,
+        mad: Any,
+        dtypes: Any,
+        shapes: Any,
+        names: Any,
+        seed: Any,
     ) -> Handle:
         cls = "RedisFIFOQueue" if kind == "fifo" else "RedisRandomShuffleQueue"
         name = name_arg(name, cls)
@@ -278,7 +286,15 @@ class RedisServer:
                         "and min_after_dequeue)"
                     )
         return Handle(
-            name=name, kind=kind, gen=gen, capacity=capacity, min_after_dequeue=mad,
-            spec=spec, owner=owner, seed=seed, lease_time=self._lease_time,
-            wait_timeout=self._wait_timeout, max_call_bytes=self._max_call_bytes,
+            name=name,
+            kind=kind,
+            gen=gen,
+            capacity=capacity,
+            min_after_dequeue=mad,
+            spec=spec,
+            owner=owner,
+            seed=seed,
+            lease_time=self._lease_time,
+            wait_timeout=self._wait_timeout,
+            max_call_bytes=self._max_call_bytes,
         )

@@ -36,9 +36,7 @@ def wire_kind_ok(dt: np.dtype[Any]) -> bool:
 def int_arg(value: Any, what: str, owner: str, minimum: int) -> int:
     """``value`` as an int >= ``minimum`` (bools refused, numpy integers accepted)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise aqueue.ElementSpecError(
-            f"{owner}: {what} must be an int, got {type(value).__name__}"
-        )
+        raise aqueue.ElementSpecError(f"{owner}: {what} must be an int, got {type(value).__name__}")
     if value < minimum:
         raise aqueue.ElementSpecError(f"{owner}: {what} must be >= {minimum}, got {value}")
     return int(value)

@@ -88,16 +88,20 @@ class SyncCalls:
 
     def fcall(self, fn: str, key: str, args: Sequence[Any], ro: bool = False) -> Any:
         try:
-            return self.client.execute_command("FCALL_RO" if ro else "FCALL", fn, 1, key, *args)
+            cmd = "FCALL_RO" if ro else "FCALL"
+            return self.client.execute_command(cmd, fn, 1, key, *args)  # type: ignore[no-untyped-call]
         except redis.RedisError as exc:
             raise map_error(exc, f"{fn} on {key}") from exc
 
-    def wait(self, key: str, timeout: float) -> bytes | None:
+    def wait(self, key: str, seconds: float) -> bytes | None:
         try:
-            reply = self._waits.blpop([key], timeout)
+            reply = self._waits.blpop([key], seconds)
         except redis.RedisError as exc:
             raise map_error(exc, f"waiting on {key}") from exc
-        return None if reply is None else reply[1]
+        if reply is None:
+            return None
+        value = reply[1]
+        return value if isinstance(value, bytes) else value.encode()
 
     def close(self) -> None:
         self.client.close()
@@ -116,10 +120,10 @@ class ThreadTransport:
             functools.partial(self._calls.fcall, fn, key, args, ro), abandon_on_cancel=False
         )
 
-    async def wait(self, key: str, timeout: float) -> bytes | None:
-        # Abandoned on cancellation: the thread's BLPOP ends by itself within `timeout`.
+    async def wait(self, key: str, seconds: float) -> bytes | None:
+        # Abandoned on cancellation: the thread's BLPOP ends by itself within `seconds`.
         return await anyio.to_thread.run_sync(
-            self._calls.wait, key, timeout, abandon_on_cancel=True
+            self._calls.wait, key, seconds, abandon_on_cancel=True
         )
 
     async def aclose(self) -> None:
@@ -135,7 +139,8 @@ class AsyncioTransport:
 
     async def fcall(self, fn: str, key: str, args: Sequence[Any], ro: bool = False) -> Any:
         cmd = "FCALL_RO" if ro else "FCALL"
-        task = asyncio.ensure_future(self._client.execute_command(cmd, fn, 1, key, *args))
+        call = self._client.execute_command(cmd, fn, 1, key, *args)  # type: ignore[no-untyped-call]
+        task = asyncio.ensure_future(call)
         with anyio.CancelScope(shield=True):
             try:
                 return await asyncio.shield(task)
@@ -152,12 +157,15 @@ class AsyncioTransport:
             except redis.RedisError as exc:
                 raise map_error(exc, f"{fn} on {key}") from exc
 
-    async def wait(self, key: str, timeout: float) -> bytes | None:
+    async def wait(self, key: str, seconds: float) -> bytes | None:
         try:
-            reply = await self._waits.blpop([key], timeout)
+            reply = await self._waits.blpop([key], seconds)
         except redis.RedisError as exc:
             raise map_error(exc, f"waiting on {key}") from exc
-        return None if reply is None else reply[1]
+        if reply is None:
+            return None
+        value = reply[1]
+        return value if isinstance(value, bytes) else value.encode()
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -26,7 +26,7 @@ import pytest
 pytest.importorskip("redis", reason="aqueue[redis] is not installed")
 pytest.importorskip("msgpack", reason="aqueue[redis] is not installed")
 
-import redis  # noqa: E402
+import redis
 
 
 @dataclass
@@ -80,10 +80,29 @@ def start_redis(tmp: Path) -> RedisProc:
     for _attempt in range(5):
         port = _free_port()
         proc = subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--protected-mode", "yes",
-             "--save", "", "--appendonly", "no", "--maxmemory", "256mb",
-             "--maxmemory-policy", "noeviction", "--requirepass", password,
-             "--dir", str(tmp), "--loglevel", "warning"],
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--protected-mode",
+                "yes",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--maxmemory",
+                "256mb",
+                "--maxmemory-policy",
+                "noeviction",
+                "--requirepass",
+                password,
+                "--dir",
+                str(tmp),
+                "--loglevel",
+                "warning",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
