@@ -430,7 +430,8 @@ local function aq_delete(keys, args)
   return 1
 end
 
-redis.register_function('aq_version', function() return VERSION end)
+redis.register_function{function_name = 'aq_version', callback = function() return VERSION end,
+                        flags = {'no-writes'}}
 redis.register_function{function_name = 'aq_stats', callback = aq_stats, flags = {'no-writes'}}
 redis.register_function('aq_open', aq_open)
 redis.register_function('aq_put', aq_put)
