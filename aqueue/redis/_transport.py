@@ -115,10 +115,13 @@ class ThreadTransport:
         self._calls = calls
 
     async def fcall(self, fn: str, key: str, args: Sequence[Any], ro: bool = False) -> Any:
-        # abandon_on_cancel=False: the thread finishes, so the call's outcome is known.
-        return await anyio.to_thread.run_sync(
-            functools.partial(self._calls.fcall, fn, key, args, ro), abandon_on_cancel=False
-        )
+        # Shielded: a cancelled scope would otherwise refuse to start the call at all
+        # (so an undo in an `except` path would never run); abandon_on_cancel=False: the
+        # thread finishes, so the call's outcome is known.
+        with anyio.CancelScope(shield=True):
+            return await anyio.to_thread.run_sync(
+                functools.partial(self._calls.fcall, fn, key, args, ro), abandon_on_cancel=False
+            )
 
     async def wait(self, key: str, seconds: float) -> bytes | None:
         # Abandoned on cancellation: the thread's BLPOP ends by itself within `seconds`.
@@ -136,6 +139,7 @@ class AsyncioTransport:
     def __init__(self, url: str, opts: dict[str, Any]) -> None:
         self._client = _async_client(url, opts)
         self._waits = _async_client(url, opts)
+        self._abandoned: set[asyncio.Future[Any]] = set()
 
     async def fcall(self, fn: str, key: str, args: Sequence[Any], ro: bool = False) -> Any:
         cmd = "FCALL_RO" if ro else "FCALL"
@@ -158,8 +162,18 @@ class AsyncioTransport:
                 raise map_error(exc, f"{fn} on {key}") from exc
 
     async def wait(self, key: str, seconds: float) -> bytes | None:
+        # The BLPOP runs in a task of its own that a cancellation does not touch: it
+        # ends by itself within `seconds` and its connection goes back to the pool.
+        # (Cancelled inside redis-py instead, the connection is dropped, and a native
+        # cancellation landing as the reply arrives can be swallowed: blpop returns
+        # None and the task keeps waiting, cancelled.)
+        task = asyncio.ensure_future(self._waits.blpop([key], seconds))
         try:
-            reply = await self._waits.blpop([key], seconds)
+            reply = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self._abandoned.add(task)
+            task.add_done_callback(self._forget)
+            raise
         except redis.RedisError as exc:
             raise map_error(exc, f"waiting on {key}") from exc
         if reply is None:
@@ -167,6 +181,15 @@ class AsyncioTransport:
         value = reply[1]
         return value if isinstance(value, bytes) else value.encode()
 
+    def _forget(self, task: asyncio.Future[Any]) -> None:
+        self._abandoned.discard(task)
+        if not task.cancelled():
+            task.exception()  # (a lost token only delays another waiter by one wait)
+
     async def aclose(self) -> None:
+        for task in list(self._abandoned):
+            task.cancel()
+        if self._abandoned:
+            await asyncio.wait(list(self._abandoned))
         await self._client.aclose()
         await self._waits.aclose()
