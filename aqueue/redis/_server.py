@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.to_thread
+import redis
 
 import aqueue
 
@@ -31,7 +32,7 @@ from ._library import LIBRARY_SOURCE, library_problem
 from ._protocol import Handle
 from ._queue import RedisFIFOQueue, RedisRandomShuffleQueue
 from ._spec import int_arg, make_spec, name_arg, positive_arg
-from ._transport import AsyncioTransport, SyncCalls, ThreadTransport, client_options
+from ._transport import AsyncioTransport, SyncCalls, ThreadTransport, client_options, map_error
 
 __all__ = ["RedisServer", "connect"]
 
@@ -176,7 +177,14 @@ class RedisServer:
             )
         assert self._sync is not None
         client = self._sync.client
-        await anyio.to_thread.run_sync(lambda: client.function_load(LIBRARY_SOURCE, replace=True))
+
+        def load() -> None:
+            try:
+                client.function_load(LIBRARY_SOURCE, replace=True)
+            except redis.RedisError as exc:
+                raise map_error(exc, f"loading aqueue's Lua library ({problem})") from exc
+
+        await anyio.to_thread.run_sync(load)
 
     def _live(self) -> AsyncioTransport | ThreadTransport:
         if self._transport is None:
