@@ -98,3 +98,7 @@ async def test_wrong_password_is_a_clear_error(redis_server: RedisProc) -> None:
     with pytest.raises(aqueue.redis.ServerError):
         async with aqueue.redis.connect(bad):
             pass
+
+
+def test_docstring_quotes_the_acl_line() -> None:
+    assert ACL_SETUSER in (aqueue.redis.__doc__ or "")
