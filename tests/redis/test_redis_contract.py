@@ -400,3 +400,27 @@ async def test_delete_queue(srv: Any, qname: str) -> None:
         await q.enqueue(1)
     fresh = await srv.fifo_queue(qname, 5, np.float32)  # the name is free again
     assert fresh.capacity == 5
+
+
+async def test_waiters_are_woken_not_polled(url: str, kind: str, qname: str) -> None:
+    """With a 5 s retry timeout, a waiting dequeue and a waiting enqueue still finish
+    at once when the other side acts: the wake-up token, not the retry, ends the wait."""
+    async with aqueue.redis.connect(url, lease_time=30.0, wait_timeout=5.0) as srv:
+        q = await open_q(srv, kind, qname, 1)
+        got: list[int] = []
+
+        async def get() -> None:
+            got.append(int(await q.dequeue()))
+
+        with anyio.fail_after(2.5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(get)
+                await waiting(q, get=1)
+                await q.enqueue(1)
+            await q.enqueue(2)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(q.enqueue, 3)
+                await waiting(q, put=1)
+                got.append(int(await q.dequeue()))
+            got.append(int(await q.dequeue()))
+        assert got == [1, 2, 3]
