@@ -102,3 +102,17 @@ async def test_wrong_password_is_a_clear_error(redis_server: RedisProc) -> None:
 
 def test_docstring_quotes_the_acl_line() -> None:
     assert ACL_SETUSER in (aqueue.redis.__doc__ or "")
+
+
+def test_without_the_extra_the_import_error_says_what_to_install() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys; sys.modules['redis'] = None; import aqueue.redis"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode != 0
+    assert "pip install 'aqueue[redis]'" in done.stderr
+    base = subprocess.run(
+        [sys.executable, "-c", "import aqueue, sys; assert 'redis' not in sys.modules"], check=False
+    )
+    assert base.returncode == 0  # the base package never imports redis
