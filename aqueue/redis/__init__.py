@@ -1,0 +1,110 @@
+"""aqueue.redis: FIFO and RandomShuffle queues shared by processes on many hosts.
+
+    import aqueue.redis
+
+    async with aqueue.redis.connect("redis://:password@host:6379/0", lease_time=30.0) as server:
+        q = await server.fifo_queue("frames", 10_000, np.uint8, (84, 84, 4))
+        r = await server.random_shuffle_queue("replay", 10_000, 1_000, np.float32, (32, 32),
+                                              seed=0)
+        await q.enqueue_many(frames)
+        batch = await r.dequeue_many(32)
+        await server.delete_queue("frames")  # removes its keys
+
+Needs ``pip install 'aqueue[redis]'`` (redis-py >= 5 and msgpack) and a Redis >= 7.0 or
+Valkey server, run with ``maxmemory-policy noeviction``. Processes that open the same
+name share one queue; a reopen with another kind, capacity, dtypes, shapes, names or
+min_after_dequeue raises ElementSpecError naming the field (TensorFlow's shared_name
+rule). Leaving ``async with`` closes this process's connections, never a queue.
+
+How it works. Every state change is one function of one Lua library (``FUNCTION LOAD``,
+versioned), so capacity, exact-n, min_after_dequeue, uniform random takes (with random
+numbers from the client's seeded numpy Generator), close and drain are atomic on the
+server. A queue's keys share the ``{name}`` hash tag: ``aq:{name}:meta``, ``:items``,
+``:slots``, ``:lease:<id>``, ``:leases``, ``:ev:data``, ``:ev:space``, ``:pending``,
+``:producers``. A dequeue moves its batch into a lease, receives it, acknowledges it,
+and only then returns it; a cancelled caller puts it back at the head in order (into
+the pool for a shuffle queue), a crashed one's lease expires after ``lease_time`` and
+the next call of any client puts it back. Waiters block in ``BLPOP`` on their own
+wake-up key (no polling, no thundering herd: a change wakes, oldest first, only the
+waiters that can now progress), retrying at least every ``wait_timeout`` seconds.
+Elements travel as AQ1 (``_codec``): a msgpack header and raw little-endian bytes,
+never pickle; a foreign or corrupted payload raises PayloadError and is put back.
+
+Operations, errors and forms are the in-process ones (``aqueue.FIFOQueue``,
+``aqueue.RandomShuffleQueue``): ``enqueue``, ``enqueue_many``, ``dequeue``,
+``dequeue_many``, ``dequeue_up_to``, ``async for``, ``batches(n)``, ``blocking()``,
+QueueClosedError, OutOfRangeError, ElementSpecError. What needs the server is a
+coroutine: ``await q.size()``, ``await q.statistics()``, ``await q.is_closed()``,
+``await q.aclose(cancel_pending_enqueues=False)``. Producer accounting for runners:
+``pid = await q.register_producer()`` / ``await q.producer_done(pid, clean=True)``; the
+queue closes after the last registered producer (of any process) ends cleanly, at once
+(cancelling pending enqueues) when one ends with ``clean=False``, and when the last
+one's process dies (its registration expires after ``lease_time``; ``connect()``
+refreshes this process's registrations every ``lease_time / 3``).
+
+Where the Redis queues differ from the in-process ones:
+
+| In-process behaviour | Redis queues | Why |
+|---|---|---|
+| ``size()``, ``closed``, ``len(q)`` are synchronous | ``await q.size()``, ``await q.is_closed()``; no ``len`` | they need a server round trip |
+| ``*_nowait`` twins (``enqueue_nowait``, ``dequeue_many_nowait``, ...) | not provided; use the ``q.blocking()`` methods with ``timeout=`` | a server call cannot complete without awaiting |
+| ``statistics()`` exact and synchronous | ``await q.statistics()``: size, totals and peak exact for all processes; ``tasks_waiting_*`` count the registered waiters of all processes (approximate); ``time_full_s``/``time_empty_s`` measure this process's waiters only | waiters live in many processes |
+| ``async with q:`` closes the queue | not provided: call ``await q.aclose()`` | the queue is shared; one process leaving a block must not close it |
+| strict head-of-line order: waiting dequeues are served oldest first, a pending ``enqueue_many``'s elements stay contiguous | wake-ups go oldest first, but a new call may take or add ahead of a waiter; a big ``enqueue_many`` that must wait for room goes in chunks that other producers' elements may interleave with | no global order between processes without serialising them |
+| a timed thread ``enqueue_many`` is admitted early when the waiting dequeue will take enough to make room | it waits until the whole batch fits | no cross-process reservation |
+| a cancelled ``enqueue`` never admitted its element | the same under anyio cancel scopes; a *native* asyncio cancellation (``task.cancel()``, ``asyncio.timeout``) arriving during the server call takes effect when the call returns, so the element may be in although ``CancelledError`` was raised (as with anyio streams under native cancellation); never twice, and of an ``enqueue_many`` always a prefix | the call's outcome is only known when it returns |
+| cancellation is immediate | a cancelled call first lets its current server call finish (milliseconds), then undoes what it took (one more call) | so that its outcome is known and its connection kept |
+| ``seed`` pins the whole order | ``seed`` pins the order a single seeded consumer sees; with several consumers or progressive (``n > capacity - min_after_dequeue``) dequeues, timing decides the interleaving | each client draws from its own Generator |
+| elements of any numpy dtype, object included | booleans, integers, floats, complex, fixed-size bytes/str; object, structured and datetime dtypes are refused at creation | AQ1 never pickles |
+| PaddingFIFOQueue, PriorityQueue | not provided | |
+| nothing is lost while the process lives | a consumer SIGKILLed while holding a lease: its elements come back after ``lease_time``; killed after acknowledging: consumed; server killed: every waiter raises ServerConnectionError (a QueueError wrapping redis' error) within one connection attempt, and the data is lost unless the server persists it | distributed failure modes |
+| a dequeue cannot fail on stored data | PayloadError when another client wrote a non-AQ1 payload into the queue's keys; the batch is put back | data from outside aqueue |
+| asyncio and trio | the same; on trio the synchronous client runs in worker threads (redis.asyncio is asyncio-only) | |
+
+Security. Pass a password or an ACL user in the URL, ``rediss://`` for TLS. Redis checks
+every command a function runs against the calling user's ACL, so a least-privilege
+actor needs FCALL/FCALL_RO, BLPOP and the data commands the functions use, on ``aq:*``
+keys only (it cannot EVAL, KEYS, FLUSHALL, CONFIG, FUNCTION LOAD or touch other keys;
+it could still write ``aq:*`` keys directly, which is why dequeues validate payloads).
+An admin loads the library once (``connect(..., load_functions=True)``, the default);
+actors connect with ``load_functions=False``. The exact line::
+
+    ACL SETUSER aqueue-actor on >PASSWORD resetkeys ~aq:* resetchannels -@all +fcall +fcall_ro +blpop +ping +del +exists +get +hdel +hget +hincrby +hlen +hmget +hset +llen +lmove +lpush +lrange +pexpire +rpush +set +time +zadd +zcard +zcount +zrange +zrem +zremrangebyscore +zscore
+"""
+
+# The table and the ACL line above are copied verbatim into README: one line each.
+# ruff: noqa: E501
+
+from __future__ import annotations
+
+try:
+    import msgpack as _msgpack  # noqa: F401
+    import redis as _redis  # noqa: F401
+except ImportError as _exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        f"aqueue.redis needs the redis and msgpack packages: pip install 'aqueue[redis]' ({_exc})"
+    ) from _exc
+
+from ._blocking import BlockingRedisQueue as BlockingRedisQueue
+from ._errors import PayloadError as PayloadError
+from ._errors import ServerConnectionError as ServerConnectionError
+from ._errors import ServerError as ServerError
+from ._library import LIBRARY_VERSION as LIBRARY_VERSION
+from ._queue import RedisFIFOQueue as RedisFIFOQueue
+from ._queue import RedisQueue as RedisQueue
+from ._queue import RedisRandomShuffleQueue as RedisRandomShuffleQueue
+from ._server import RedisServer as RedisServer
+from ._server import connect as connect
+
+__all__ = [
+    "LIBRARY_VERSION",
+    "BlockingRedisQueue",
+    "PayloadError",
+    "RedisFIFOQueue",
+    "RedisQueue",
+    "RedisRandomShuffleQueue",
+    "RedisServer",
+    "ServerConnectionError",
+    "ServerError",
+    "connect",
+]

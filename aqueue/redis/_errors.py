@@ -1,0 +1,37 @@
+"""Exceptions that only the Redis backend raises (the shared ones live in ``aqueue``).
+
+The tree, below aqueue's own ``QueueError``::
+
+    QueueError
+    ├── ServerError
+    │   │   the server refused or failed a call: an ACL denial (NOPERM), the memory
+    │   │   limit (OOM under ``maxmemory-policy noeviction``), aqueue's Lua library
+    │   │   missing or of another version
+    │   └── ServerConnectionError(ServerError, ConnectionError)
+    │           the connection was lost or could not be made (server down, timeout);
+    │           every waiting call raises it within about one socket timeout
+    └── PayloadError(QueueError, ValueError)
+            an element read from the server is not a valid AQ1 payload for this
+            queue (foreign or corrupted data written by another client)
+
+Queue semantics keep aqueue's own errors: QueueClosedError, OutOfRangeError and
+ElementSpecError mean exactly what they mean for the in-process queues.
+"""
+
+from __future__ import annotations
+
+import aqueue
+
+__all__ = ["PayloadError", "ServerConnectionError", "ServerError"]
+
+
+class ServerError(aqueue.QueueError):
+    """The Redis server refused or failed a call made for a queue."""
+
+
+class ServerConnectionError(ServerError, ConnectionError):
+    """The connection to the Redis server was lost, refused or timed out."""
+
+
+class PayloadError(aqueue.QueueError, ValueError):
+    """A stored element is not a valid AQ1 payload for the queue that read it."""

@@ -1,0 +1,308 @@
+"""connect() and RedisServer: one Redis server's connections, and the queues on it.
+
+Invariants:
+- a queue is identified by its name alone; its spec (kind, capacity, dtypes, shapes,
+  names, min_after_dequeue) is stored in ``aq:{name}:meta`` by the first process that
+  opens it, and every later open must give the same spec (TensorFlow's shared_name
+  rule), else ElementSpecError names the field, the stored and the given value;
+- leaving the ``async with`` block closes this process's connections and stops its
+  producers' heartbeat; it never closes or deletes a queue;
+- the heartbeat refreshes, every ``lease_time / 3`` seconds, the expiry of every
+  producer this process registered and has not yet ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+import redis
+
+import aqueue
+
+from ._errors import ServerError
+from ._library import LIBRARY_SOURCE, library_problem
+from ._protocol import Handle
+from ._queue import RedisFIFOQueue, RedisRandomShuffleQueue
+from ._spec import int_arg, make_spec, name_arg, positive_arg
+from ._transport import AsyncioTransport, SyncCalls, ThreadTransport, client_options, map_error
+
+__all__ = ["RedisServer", "connect"]
+
+_log = logging.getLogger("aqueue.redis")
+_FORMAT = "1"
+
+
+def connect(
+    url: str,
+    *,
+    lease_time: float = 30.0,
+    wait_timeout: float = 0.25,
+    load_functions: bool = True,
+    socket_timeout: float = 10.0,
+    max_connections: int | None = None,
+    max_call_bytes: int = 8 << 20,
+) -> RedisServer:
+    """Connect to the Redis (>= 7.0) or Valkey server at ``url``; use as ``async with``.
+
+    Args:
+        url: ``redis://[[user]:password@]host:port/db``, ``rediss://`` for TLS, or
+            ``unix://``; passed to redis-py as is.
+        lease_time: seconds a dequeued batch may stay unacknowledged before any client
+            puts it back (a crashed consumer's elements come back after this), and
+            the expiry of producer registrations without a heartbeat.
+        wait_timeout: longest single wait for a wake-up before a waiter retries; bounds
+            the cost of a lost wake-up. Must be below ``lease_time / 2``.
+        load_functions: load (or replace) aqueue's Lua library if it is missing or of
+            another version. Pass False for a restricted ACL user; an admin then loads
+            it once with ``load_functions=True``.
+        socket_timeout: seconds a server call may take before ServerConnectionError.
+        max_connections: cap of each connection pool (None: unbounded).
+        max_call_bytes: an enqueue_many sends at most about this many bytes per call.
+    """
+    return RedisServer(
+        url,
+        lease_time=lease_time,
+        wait_timeout=wait_timeout,
+        load_functions=load_functions,
+        socket_timeout=socket_timeout,
+        max_connections=max_connections,
+        max_call_bytes=max_call_bytes,
+    )
+
+
+class RedisServer:
+    """The connections to one Redis server (from ``connect()``), and its queues."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        lease_time: float,
+        wait_timeout: float,
+        load_functions: bool,
+        socket_timeout: float,
+        max_connections: int | None,
+        max_call_bytes: int,
+    ) -> None:
+        owner = "aqueue.redis.connect"
+        if not isinstance(url, str):
+            raise aqueue.ElementSpecError(f"{owner}: url must be a str, got {url!r}")
+        self._lease_time = positive_arg(lease_time, "lease_time", owner)
+        self._wait_timeout = positive_arg(wait_timeout, "wait_timeout", owner)
+        if self._wait_timeout >= self._lease_time / 2:
+            raise aqueue.ElementSpecError(
+                f"{owner}: wait_timeout must be < lease_time / 2 ({self._lease_time / 2}), "
+                f"got {wait_timeout}"
+            )
+        timeout = max(positive_arg(socket_timeout, "socket_timeout", owner), wait_timeout + 1.0)
+        self._max_call_bytes = int_arg(max_call_bytes, "max_call_bytes", owner, 1)
+        self._url = url
+        self._load = bool(load_functions)
+        self._opts = client_options(timeout, max_connections)
+        self._sync: SyncCalls | None = None
+        self._transport: AsyncioTransport | ThreadTransport | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._producers: dict[str, tuple[Handle, set[str]]] = {}
+
+    def __repr__(self) -> str:
+        return f"<RedisServer {self._safe_url()}>"
+
+    def _safe_url(self) -> str:
+        head, sep, tail = self._url.rpartition("@")
+        return f"{head.split('//')[0]}//***@{tail}" if sep else self._url
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def __aenter__(self) -> RedisServer:
+        self._sync = SyncCalls(self._url, self._opts)
+        try:
+            asyncio.get_running_loop()
+            self._transport = AsyncioTransport(self._url, self._opts)
+        except RuntimeError:  # trio (or another anyio backend): redis.asyncio cannot run
+            self._transport = ThreadTransport(self._sync)
+        try:
+            await self._check_library()
+            self._tg = anyio.create_task_group()
+            await self._tg.__aenter__()
+            self._tg.start_soon(self._heartbeat)
+        except BaseException:
+            await self._close_clients()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if self._tg is not None:
+                self._tg.cancel_scope.cancel()
+                await self._tg.__aexit__(None, None, None)
+        finally:
+            self._tg = None
+            await self._close_clients()
+
+    async def _close_clients(self) -> None:
+        if self._transport is not None:
+            await self._transport.aclose()
+        if self._sync is not None:
+            self._sync.close()
+        self._transport = None
+
+    async def _check_library(self) -> None:
+        t = self._live()
+        try:
+            reply: Any = await t.fcall("aq_version", "aq:{version}:meta", [], ro=True)
+        except ServerError as exc:
+            if "not loaded" not in str(exc) and "not found" not in str(exc).lower():
+                raise
+            reply = exc
+        problem = library_problem(reply)
+        if problem is None:
+            return
+        if not self._load:
+            raise ServerError(
+                f"{problem}; connect once as an admin with load_functions=True "
+                "(FUNCTION LOAD REPLACE of aqueue/redis/_functions.lua)"
+            )
+        assert self._sync is not None
+        client = self._sync.client
+
+        def load() -> None:
+            try:
+                client.function_load(LIBRARY_SOURCE, replace=True)
+            except redis.RedisError as exc:
+                raise map_error(exc, f"loading aqueue's Lua library ({problem})") from exc
+
+        await anyio.to_thread.run_sync(load)
+
+    def _live(self) -> AsyncioTransport | ThreadTransport:
+        if self._transport is None:
+            raise RuntimeError("use the server inside `async with aqueue.redis.connect(...)`")
+        return self._transport
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await anyio.sleep(self._lease_time / 3)
+            for handle, pids in list(self._producers.values()):
+                if not pids:
+                    continue
+                args = [handle.gen, "beat", handle.lease_ms, "1", *sorted(pids)]
+                try:
+                    await self._live().fcall("aq_producer", handle.key, args)
+                except aqueue.QueueError as exc:  # the next beat retries
+                    _log.warning("producer heartbeat for queue '%s' failed: %s", handle.name, exc)
+
+    def add_producer(self, handle: Handle, pid: str) -> None:
+        self._producers.setdefault(handle.key, (handle, set()))[1].add(pid)
+
+    def remove_producer(self, handle: Handle, pid: str) -> None:
+        entry = self._producers.get(handle.key)
+        if entry is not None:
+            entry[1].discard(pid)
+
+    # -- queues --------------------------------------------------------------------------
+
+    async def fifo_queue(
+        self, name: str, capacity: int, dtypes: Any, shapes: Any = None, names: Any = None
+    ) -> RedisFIFOQueue:
+        """Open (creating if needed) the FIFO queue ``name``; arguments as ``FIFOQueue``."""
+        h = await self._open("fifo", name, capacity, 0, dtypes, shapes, names, None)
+        assert self._sync is not None
+        return RedisFIFOQueue(h, self._live(), self._sync, self)
+
+    async def random_shuffle_queue(
+        self,
+        name: str,
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: Any,
+        shapes: Any = None,
+        names: Any = None,
+        *,
+        seed: int | None = None,
+    ) -> RedisRandomShuffleQueue:
+        """Open (creating if needed) the shuffle queue ``name``; arguments as
+        ``RandomShuffleQueue``. ``seed`` seeds this client's random numbers only."""
+        h = await self._open(
+            "shuffle", name, capacity, min_after_dequeue, dtypes, shapes, names, seed
+        )
+        assert self._sync is not None
+        return RedisRandomShuffleQueue(h, self._live(), self._sync, self)
+
+    async def delete_queue(self, name: str) -> bool:
+        """Delete queue ``name`` and all its keys; True if it existed. Its waiters wake
+        and fail (OutOfRangeError, QueueClosedError)."""
+        name = name_arg(name, "RedisServer.delete_queue")
+        r = await self._live().fcall("aq_delete", f"aq:{{{name}}}:meta", [])
+        return bool(r)
+
+    async def _open(
+        self,
+        kind: str,
+        name: Any,
+        capacity: Any,
+        mad: Any,
+        dtypes: Any,
+        shapes: Any,
+        names: Any,
+        seed: Any,
+    ) -> Handle:
+        cls = "RedisFIFOQueue" if kind == "fifo" else "RedisRandomShuffleQueue"
+        name = name_arg(name, cls)
+        owner = f"{cls} '{name}'"
+        capacity = int_arg(capacity, "capacity", owner, 1)
+        mad = int_arg(mad, "min_after_dequeue", owner, 0)
+        if mad >= capacity:
+            raise aqueue.ElementSpecError(
+                f"{owner}: min_after_dequeue must be < capacity ({capacity}), got {mad}"
+            )
+        if seed is not None:
+            seed = int_arg(seed, "seed", owner, 0)
+        spec = make_spec(owner, dtypes, shapes, names)
+        given = {
+            "kind": kind,
+            "capacity": str(capacity),
+            "min_after_dequeue": str(mad),
+            "dtypes": json.dumps([dt.str for dt in spec.dtypes]),
+            "shapes": json.dumps(None if spec.shapes is None else [list(s) for s in spec.shapes]),
+            "names": json.dumps(None if spec.names is None else list(spec.names)),
+            "format": _FORMAT,
+        }
+        key = f"aq:{{{name}}}:meta"
+        order = ["kind", "capacity", "min_after_dequeue", "dtypes", "shapes", "names", "format"]
+        r = await self._live().fcall("aq_open", key, [uuid.uuid4().hex, *(given[f] for f in order)])
+        texts = [v.decode() if isinstance(v, bytes) else v for v in r]
+        gen = texts[1]
+        if texts[0] == "exists":
+            for field, stored in zip(order, texts[2:]):
+                if stored != given[field]:
+                    raise aqueue.ElementSpecError(
+                        f"{owner}: the queue already exists on the server with {field} "
+                        f"{stored}, but {given[field]} was given (processes sharing a queue "
+                        "must open it with the same kind, capacity, dtypes, shapes, names "
+                        "and min_after_dequeue)"
+                    )
+        return Handle(
+            name=name,
+            kind=kind,
+            gen=gen,
+            capacity=capacity,
+            min_after_dequeue=mad,
+            spec=spec,
+            owner=owner,
+            seed=seed,
+            lease_time=self._lease_time,
+            wait_timeout=self._wait_timeout,
+            max_call_bytes=self._max_call_bytes,
+        )

@@ -1,0 +1,94 @@
+"""The in-process element spec, reused as is, plus the argument checks of this backend.
+
+This is the only module of ``aqueue.redis`` that imports from a private aqueue module:
+``ElementSpec``, ``normalize_dtypes`` and ``normalize_shapes`` are the exact conversion
+and validation rules of the in-process queues, so elements, batches and their errors
+are identical on both backends. If those helpers move, only this file changes.
+
+Invariants of the specs this backend accepts (checked by ``make_spec``):
+- every dtype is on the AQ1 wire allow-list (booleans, integers, floats, complex,
+  fixed-size byte and unicode strings); object, structured (void), datetime and
+  timedelta dtypes are refused with ElementSpecError at queue creation;
+- shapes are None (per-element shapes travel in each payload) or fully defined.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+import aqueue
+from aqueue._spec import ElementSpec, normalize_dtypes, normalize_shapes
+
+__all__ = ["ElementSpec", "int_arg", "make_spec", "name_arg", "positive_arg", "wire_kind_ok"]
+
+_WIRE_KINDS = "biufcSU"  # dtype kinds AQ1 carries (see _codec)
+_MAX_NAME = 200
+
+
+def wire_kind_ok(dt: np.dtype[Any]) -> bool:
+    """Whether AQ1 can carry dtype ``dt`` (a plain, fixed-size, non-object dtype)."""
+    return dt.kind in _WIRE_KINDS and dt.fields is None and dt.subdtype is None and dt.itemsize > 0
+
+
+def int_arg(value: Any, what: str, owner: str, minimum: int) -> int:
+    """``value`` as an int >= ``minimum`` (bools refused, numpy integers accepted)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise aqueue.ElementSpecError(f"{owner}: {what} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise aqueue.ElementSpecError(f"{owner}: {what} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def positive_arg(value: Any, what: str, owner: str) -> float:
+    """``value`` as a finite float > 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise aqueue.ElementSpecError(f"{owner}: {what} must be a number, got {value!r}")
+    out = float(value)
+    if not (0.0 < out < float("inf")):
+        raise aqueue.ElementSpecError(f"{owner}: {what} must be > 0 and finite, got {value!r}")
+    return out
+
+
+def name_arg(name: Any, kind: str) -> str:
+    """A queue name: a non-empty str without ``{``/``}`` (they delimit the hash tag)."""
+    if not isinstance(name, str):
+        raise aqueue.ElementSpecError(f"{kind}: queue name must be a str, got {name!r}")
+    if not name or len(name) > _MAX_NAME or "{" in name or "}" in name:
+        raise aqueue.ElementSpecError(
+            f"{kind}: queue name must be 1..{_MAX_NAME} characters without '{{' or '}}', "
+            f"got {name!r}"
+        )
+    return name
+
+
+def _names(names: Any, count: int, owner: str) -> tuple[str, ...] | None:
+    if names is None:
+        return None
+    # (the in-process queues' rule and messages)
+    items = [names] if isinstance(names, str) else list(names)
+    if len(items) != count:
+        raise aqueue.ElementSpecError(
+            f"{owner}: names has {len(items)} entries but dtypes has {count} components"
+        )
+    if not all(isinstance(n, str) for n in items) or len(set(items)) != len(items):
+        raise aqueue.ElementSpecError(f"{owner}: names must be distinct strings, got {items!r}")
+    return tuple(items)
+
+
+def make_spec(owner: str, dtypes: Any, shapes: Any, names: Any) -> ElementSpec:
+    """The ElementSpec of a Redis queue, refusing dtypes the wire cannot carry."""
+    dts = normalize_dtypes(dtypes, owner=owner)
+    if not dts:
+        raise aqueue.ElementSpecError(f"{owner}: dtypes must name at least one component")
+    for i, dt in enumerate(dts):
+        if not wire_kind_ok(dt):
+            raise aqueue.ElementSpecError(
+                f"{owner}: dtypes[{i}] = {dt} cannot be stored in Redis: AQ1 carries "
+                "booleans, integers, floats, complex and fixed-size bytes/str only "
+                "(object, structured and datetime dtypes are refused; never pickled)"
+            )
+    shp = normalize_shapes(shapes, len(dts), owner=owner, allow_unknown_dims=False)
+    return ElementSpec(dts, shp, _names(names, len(dts), owner), owner=owner)

@@ -1,0 +1,195 @@
+"""How queue calls reach the server: one FCALL at a time, and cancellable waits.
+
+Two implementations of one small interface (``fcall``, ``wait``, ``aclose``):
+
+- ``AsyncioTransport`` (asyncio): ``redis.asyncio``, one connection pool for function
+  calls and one for the blocking waits (a ``BLPOP`` holds its connection).
+- ``ThreadTransport`` (trio, and any other anyio backend): ``redis.asyncio`` is
+  asyncio-only, so the synchronous client's calls run in worker threads. The thread
+  view (``_blocking.py``) calls the same ``SyncCalls`` directly.
+
+Invariants:
+- ``fcall`` always lets the server call finish, so its outcome is known to the server
+  state even when the caller is cancelled: an anyio cancellation is deferred past it
+  (shielded scope), a native asyncio ``task.cancel()`` is re-raised only after the call
+  finished (the reply is then dropped, and the caller resolves the outcome with its
+  lease id). redis-py would otherwise drop the connection with the command in flight.
+- ``wait`` is cancellable at any time: losing a wake-up token only delays a waiter by
+  one wait timeout, never loses data.
+- redis-py never retries a call (``retries=0``): a function call is not idempotent, so
+  a retry after a lost reply could apply it twice. Connection and timeout errors
+  become ServerConnectionError, server error replies ServerError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import redis
+import redis.asyncio
+from redis.backoff import NoBackoff
+
+from ._errors import ServerConnectionError, ServerError
+
+__all__ = ["AsyncioTransport", "SyncCalls", "ThreadTransport", "map_error"]
+
+
+def map_error(exc: BaseException, what: str) -> BaseException:
+    """The aqueue error for a redis-py error raised by ``what`` (others unchanged)."""
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return ServerConnectionError(f"{what}: lost the connection to the Redis server ({exc})")
+    if isinstance(exc, redis.ResponseError):
+        text = str(exc)
+        if "NOPERM" in text:
+            hint = " (the ACL user lacks a permission aqueue needs; see aqueue.redis)"
+        elif text.startswith("OOM"):
+            hint = " (the server reached maxmemory; dequeue to free memory or raise maxmemory)"
+        elif "Function not found" in text or "function not found" in text.lower():
+            hint = " (aqueue's Lua library is not loaded; connect once with load_functions=True)"
+        else:
+            hint = ""
+        return ServerError(f"{what}: the Redis server refused the call: {text}{hint}")
+    return exc
+
+
+def client_options(socket_timeout: float, max_connections: int | None) -> dict[str, Any]:
+    """redis-py options shared by every client aqueue makes."""
+    from redis.asyncio.retry import Retry as AsyncRetry
+    from redis.retry import Retry
+
+    return {
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": min(socket_timeout, 5.0),
+        "max_connections": max_connections,
+        "_retry": (Retry(NoBackoff(), 0), AsyncRetry(NoBackoff(), 0)),
+    }
+
+
+def _sync_client(url: str, opts: dict[str, Any]) -> redis.Redis:
+    kw = {k: v for k, v in opts.items() if k != "_retry"}
+    return redis.Redis.from_url(url, retry=opts["_retry"][0], **kw)
+
+
+def _async_client(url: str, opts: dict[str, Any]) -> redis.asyncio.Redis:
+    kw = {k: v for k, v in opts.items() if k != "_retry"}
+    return redis.asyncio.Redis.from_url(url, retry=opts["_retry"][1], **kw)
+
+
+class SyncCalls:
+    """Blocking calls with the synchronous client (thread-safe: one pool)."""
+
+    def __init__(self, url: str, opts: dict[str, Any]) -> None:
+        self.client = _sync_client(url, opts)
+        self._waits = _sync_client(url, opts)
+
+    def fcall(self, fn: str, key: str, args: Sequence[Any], ro: bool = False) -> Any:
+        try:
+            cmd = "FCALL_RO" if ro else "FCALL"
+            return self.client.execute_command(cmd, fn, 1, key, *args)  # type: ignore[no-untyped-call]
+        except redis.RedisError as exc:
+            raise map_error(exc, f"{fn} on {key}") from exc
+
+    def wait(self, key: str, seconds: float) -> bytes | None:
+        try:
+            reply = self._waits.blpop([key], seconds)
+        except redis.RedisError as exc:
+            raise map_error(exc, f"waiting on {key}") from exc
+        if reply is None:
+            return None
+        value = reply[1]
+        return value if isinstance(value, bytes) else value.encode()
+
+    def close(self) -> None:
+        self.client.close()
+        self._waits.close()
+
+
+class ThreadTransport:
+    """The transport for trio (and any non-asyncio anyio backend): SyncCalls in threads."""
+
+    def __init__(self, calls: SyncCalls) -> None:
+        self._calls = calls
+
+    async def fcall(self, fn: str, key: str, args: Sequence[Any], ro: bool = False) -> Any:
+        # Shielded: a cancelled scope would otherwise refuse to start the call at all
+        # (so an undo in an `except` path would never run); abandon_on_cancel=False: the
+        # thread finishes, so the call's outcome is known.
+        with anyio.CancelScope(shield=True):
+            return await anyio.to_thread.run_sync(
+                functools.partial(self._calls.fcall, fn, key, args, ro), abandon_on_cancel=False
+            )
+
+    async def wait(self, key: str, seconds: float) -> bytes | None:
+        # Abandoned on cancellation: the thread's BLPOP ends by itself within `seconds`.
+        return await anyio.to_thread.run_sync(
+            self._calls.wait, key, seconds, abandon_on_cancel=True
+        )
+
+    async def aclose(self) -> None:
+        """Nothing to do: SyncCalls belongs to the server object."""
+
+
+class AsyncioTransport:
+    """The transport for asyncio: redis.asyncio, calls shielded, waits cancellable."""
+
+    def __init__(self, url: str, opts: dict[str, Any]) -> None:
+        self._client = _async_client(url, opts)
+        self._waits = _async_client(url, opts)
+        self._abandoned: set[asyncio.Future[Any]] = set()
+
+    async def fcall(self, fn: str, key: str, args: Sequence[Any], ro: bool = False) -> Any:
+        cmd = "FCALL_RO" if ro else "FCALL"
+        call = self._client.execute_command(cmd, fn, 1, key, *args)  # type: ignore[no-untyped-call]
+        task = asyncio.ensure_future(call)
+        with anyio.CancelScope(shield=True):
+            try:
+                return await asyncio.shield(task)
+            except asyncio.CancelledError:
+                # Native cancellation: let the call finish, then re-raise.
+                while not task.done():
+                    try:
+                        await asyncio.wait([task])
+                    except asyncio.CancelledError:
+                        pass
+                if not task.cancelled():
+                    task.exception()  # retrieved: the caller resolves the outcome itself
+                raise
+            except redis.RedisError as exc:
+                raise map_error(exc, f"{fn} on {key}") from exc
+
+    async def wait(self, key: str, seconds: float) -> bytes | None:
+        # The BLPOP runs in a task of its own that a cancellation does not touch: it
+        # ends by itself within `seconds` and its connection goes back to the pool.
+        # (Cancelled inside redis-py instead, the connection is dropped, and a native
+        # cancellation landing as the reply arrives can be swallowed: blpop returns
+        # None and the task keeps waiting, cancelled.)
+        task = asyncio.ensure_future(self._waits.blpop([key], seconds))
+        try:
+            reply = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self._abandoned.add(task)
+            task.add_done_callback(self._forget)
+            raise
+        except redis.RedisError as exc:
+            raise map_error(exc, f"waiting on {key}") from exc
+        if reply is None:
+            return None
+        value = reply[1]
+        return value if isinstance(value, bytes) else value.encode()
+
+    def _forget(self, task: asyncio.Future[Any]) -> None:
+        self._abandoned.discard(task)
+        if not task.cancelled():
+            task.exception()  # (a lost token only delays another waiter by one wait)
+
+    async def aclose(self) -> None:
+        for task in list(self._abandoned):
+            task.cancel()
+        if self._abandoned:
+            await asyncio.wait(list(self._abandoned))
+        await self._client.aclose()
+        await self._waits.aclose()

@@ -1,0 +1,105 @@
+"""Entry points of the worker processes that test_redis_processes spawns.
+
+Each runs its own event loop and connection, as a separate host would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import numpy as np
+
+import aqueue
+import aqueue.redis
+
+
+def _spec(kind: str) -> tuple[Any, ...]:
+    return (kind,)
+
+
+async def _open(srv: Any, kind: str, name: str, cap: int) -> Any:
+    if kind == "fifo":
+        return await srv.fifo_queue(name, cap, np.int64, (2,))
+    return await srv.random_shuffle_queue(name, cap, 3, np.int64, (2,), seed=None)
+
+
+def producer(url: str, kind: str, name: str, first: int, count: int, register: bool) -> None:
+    """Enqueue values first..first+count-1 in batches of 1..5 (as [v, v] rows)."""
+
+    async def main() -> None:
+        async with aqueue.redis.connect(url, lease_time=1.0, wait_timeout=0.05) as srv:
+            q = await _open(srv, kind, name, 16)
+            pid = await q.register_producer() if register else None
+            v = first
+            rng = np.random.default_rng(first)
+            while v < first + count:
+                k = min(int(rng.integers(1, 6)), first + count - v)
+                vals = np.arange(v, v + k)
+                await q.enqueue_many(np.stack([vals, vals], axis=1))
+                v += k
+            if pid is not None:
+                await q.producer_done(pid)
+
+    asyncio.run(main())
+
+
+def consumer(url: str, kind: str, name: str, out: Any) -> None:
+    """Dequeue batches until OutOfRange; send the values to the parent."""
+
+    async def main() -> None:
+        got: list[int] = []
+        async with aqueue.redis.connect(url, lease_time=1.0, wait_timeout=0.05) as srv:
+            q = await _open(srv, kind, name, 16)
+            async for batch in q.batches(4, allow_smaller_final_batch=True):
+                got.extend(int(v) for v in batch[:, 0])
+        out.put(got)
+
+    asyncio.run(main())
+
+
+def lease_holder(url: str, name: str, ready: Any) -> None:
+    """Take a batch with a raw take (no ack) and then hang, holding the lease."""
+
+    async def main() -> None:
+        async with aqueue.redis.connect(url, lease_time=1.0, wait_timeout=0.05) as srv:
+            q = await srv.fifo_queue(name, 16, np.int64, (2,))
+            h = q._h  # the lease protocol's first step only
+            await q._t.fcall(
+                "aq_take", h.key, [h.gen, "crash", "crash", "many", 3, h.lease_ms, h.reg_ms, "0"]
+            )
+            ready.put("taken")
+            await asyncio.sleep(3600)
+
+    asyncio.run(main())
+
+
+def registered_idler(url: str, name: str, ready: Any) -> None:
+    """Register a producer, then idle (the heartbeat keeps it alive) until killed."""
+
+    async def main() -> None:
+        async with aqueue.redis.connect(url, lease_time=1.0, wait_timeout=0.05) as srv:
+            q = await srv.fifo_queue(name, 16, np.int64, (2,))
+            await q.register_producer()
+            ready.put("registered")
+            await asyncio.sleep(3600)
+
+    asyncio.run(main())
+
+
+def registered_producer(url: str, name: str, start: float) -> None:
+    """Register, enqueue a few rows over ~1.5 s (longer than the lease: the heartbeat
+    must keep the registration), then end cleanly."""
+
+    async def main() -> None:
+        async with aqueue.redis.connect(url, lease_time=1.0, wait_timeout=0.05) as srv:
+            q = await srv.fifo_queue(name, 16, np.int64, (2,))
+            pid = await q.register_producer()
+            for i in range(3):
+                await asyncio.sleep(0.5)
+                await q.enqueue([int(start) + i, int(start) + i])
+            await q.producer_done(pid)
+
+    time.sleep(0)
+    asyncio.run(main())

@@ -1,0 +1,78 @@
+"""The thread view (``q.blocking()``): blocking methods on the synchronous client, with
+``timeout=`` raising TimeoutError and changing nothing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+
+import aqueue
+import aqueue.redis
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+
+@pytest.fixture
+async def srv(url: str) -> AsyncIterator[aqueue.redis.RedisServer]:
+    async with aqueue.redis.connect(url, lease_time=2.0, wait_timeout=0.05) as server:
+        yield server
+
+
+async def in_thread(fn: Any, *args: Any) -> Any:
+    return await anyio.to_thread.run_sync(fn, *args)
+
+
+async def test_threads_and_tasks_share_the_queue(srv: Any, qname: str) -> None:
+    q = await srv.fifo_queue(qname, 4, np.int64, ())
+    b = q.blocking()
+    assert b.queue is q
+
+    def produce() -> None:
+        b.enqueue_many(np.arange(10))
+        b.enqueue(10)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(in_thread, produce)
+        got = [int(v) for v in await q.dequeue_many(6)]
+        got += [int(v) for v in await in_thread(b.dequeue_many, 3)]
+        got += [int(await in_thread(b.dequeue))]
+        got += [int(v) for v in await q.dequeue_up_to(1)]
+    assert got == list(range(11))
+    assert await in_thread(b.size) == 0
+    await in_thread(b.close)
+    assert await q.is_closed()
+    with pytest.raises(aqueue.OutOfRangeError):
+        await in_thread(b.dequeue_up_to, 3)
+
+
+async def test_timeouts_change_nothing(srv: Any, qname: str) -> None:
+    q = await srv.random_shuffle_queue(qname, 3, 0, np.int64, (), seed=1)
+    b = q.blocking()
+    with pytest.raises(TimeoutError, match="timed out"):
+        await in_thread(b.dequeue, 0.1)
+    await q.enqueue_many(np.arange(2))
+    with pytest.raises(TimeoutError):
+        await in_thread(b.dequeue_many, 3, 0.1)
+    with pytest.raises(TimeoutError):  # progressive (n > capacity): claims go back
+        await in_thread(b.dequeue_many, 5, 0.2)
+    assert await q.size() == 2
+    with pytest.raises(TimeoutError):  # all-or-nothing with a timeout
+        await in_thread(b.enqueue_many, np.arange(2), 0.1)
+    assert await q.size() == 2
+    await q.enqueue(2)
+    with pytest.raises(TimeoutError):
+        await in_thread(b.enqueue, 9, 0.1)
+    with pytest.raises(aqueue.ElementSpecError, match="at once"):
+        await in_thread(b.enqueue_many, np.arange(4), 1.0)
+    s = await q.statistics()
+    assert (s.size, s.enqueued_total, s.tasks_waiting_enqueue, s.tasks_waiting_dequeue) == (
+        3,
+        3,
+        0,
+        0,
+    )
+    assert sorted(int(v) for v in await q.dequeue_many(3)) == [0, 1, 2]

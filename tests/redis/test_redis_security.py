@@ -1,0 +1,118 @@
+"""Security: a password, and a least-privilege ACL user that can run the queues but
+not EVAL, KEYS, FLUSHALL, FUNCTION LOAD, CONFIG or touch keys outside ``aq:*``."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from pathlib import Path
+
+import numpy as np
+import pytest
+import redis
+from redis_util import RedisProc
+
+import aqueue
+import aqueue.redis
+from aqueue.redis._acl import ACL_SETUSER, FUNCTION_COMMANDS
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def test_acl_covers_every_command_the_functions_call() -> None:
+    src = (Path(aqueue.redis.__file__).parent / "_functions.lua").read_text()
+    called = {c.lower() for c in re.findall(r"(?:redis\.call|push_all)\('([A-Z]+)'", src)}
+    assert called == set(FUNCTION_COMMANDS)
+
+
+def make_actor(server: RedisProc) -> tuple[str, str]:
+    user, password = f"actor-{secrets.token_hex(4)}", secrets.token_hex(8)
+    line = ACL_SETUSER.replace("aqueue-actor", user).replace("PASSWORD", password)
+    with server.client() as admin:
+        admin.execute_command(*line.split())
+    return user, password
+
+
+async def test_acl_user_runs_queues_and_nothing_else(redis_server: RedisProc, qname: str) -> None:
+    async with aqueue.redis.connect(redis_server.url):  # an admin loads the library
+        pass
+    user, password = make_actor(redis_server)
+    url = redis_server.url_for(user, password)
+    async with aqueue.redis.connect(url, load_functions=False, wait_timeout=0.05) as srv:
+        q = await srv.random_shuffle_queue(qname, 10, 1, np.int64, (), seed=0)
+        await q.enqueue_many(np.arange(4))
+        got = q_ints(await q.dequeue_many(3))
+        assert len(set(got)) == 3
+        assert set(got) <= {0, 1, 2, 3}
+        pid = await q.register_producer()
+        await q.producer_done(pid)
+        assert await q.is_closed()
+        assert (await q.statistics()).size == 1
+        assert await srv.delete_queue(qname)
+    with redis.Redis(
+        host="127.0.0.1", port=redis_server.port, username=user, password=password
+    ) as actor:
+        assert actor.ping()
+        for cmd in (
+            ["EVAL", "return 1", "0"],
+            ["KEYS", "*"],
+            ["FLUSHALL"],
+            ["FUNCTION", "LOAD", "REPLACE", "#!lua name=x\n"],
+            ["CONFIG", "GET", "*"],
+            ["GET", "other"],
+            ["SET", "other", "1"],
+            ["FCALL", "aq_close", "1", "other"],
+            ["SCRIPT", "FLUSH"],
+        ):
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                actor.execute_command(*cmd)
+
+
+def q_ints(batch: object) -> list[int]:
+    return [int(v) for v in np.asarray(batch)]
+
+
+async def test_actor_cannot_load_the_library(redis_server: RedisProc) -> None:
+    """load_functions=True with a user that may not: a clear ServerError, not a crash."""
+    user, password = make_actor(redis_server)
+    with redis_server.client() as admin:
+        admin.function_delete("aqueue")
+    url = redis_server.url_for(user, password)
+    with pytest.raises(aqueue.redis.ServerError, match=r"not loaded"):
+        async with aqueue.redis.connect(url, load_functions=False):
+            pass
+    with pytest.raises(aqueue.redis.ServerError, match=r"NOPERM|permission"):
+        async with aqueue.redis.connect(url):
+            pass
+    async with aqueue.redis.connect(redis_server.url):  # the admin loads it again
+        pass
+
+
+async def test_wrong_password_is_a_clear_error(redis_server: RedisProc) -> None:
+    bad = f"redis://:wrong@127.0.0.1:{redis_server.port}/0"
+    with pytest.raises(aqueue.redis.ServerError):
+        async with aqueue.redis.connect(bad):
+            pass
+
+
+def test_docstring_quotes_the_acl_line() -> None:
+    assert ACL_SETUSER in (aqueue.redis.__doc__ or "")
+
+
+def test_without_the_extra_the_import_error_says_what_to_install() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys; sys.modules['redis'] = None; import aqueue.redis"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode != 0
+    assert "pip install 'aqueue[redis]'" in done.stderr
+    base = subprocess.run(
+        [sys.executable, "-c", "import aqueue, sys; assert 'redis' not in sys.modules"], check=False
+    )
+    assert base.returncode == 0  # the base package never imports redis
