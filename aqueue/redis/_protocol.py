@@ -182,9 +182,11 @@ class TakeOp:
             return WAIT
         self.stage = "done"
         if status == "oor":
-            raise aqueue.OutOfRangeError(self.h.name, self.n, int(reply[1]))
+            raise aqueue.OutOfRangeError(
+                queue_name=self.h.name, requested=self.n, size=int(reply[1])
+            )
         if status == "gone":
-            raise aqueue.OutOfRangeError(self.h.name, self.n, 0)
+            raise aqueue.OutOfRangeError(queue_name=self.h.name, requested=self.n, size=0)
         # "void": the lease expired between two calls of this op and its claims went
         # back to the queue; start over with a new lease.
         self.renew()
@@ -202,7 +204,7 @@ class TakeOp:
             return True
         if int(reply) == -2:
             self.stage = "done"
-            raise aqueue.OutOfRangeError(self.h.name, self.n, 0)
+            raise aqueue.OutOfRangeError(queue_name=self.h.name, requested=self.n, size=0)
         self.renew()
         return False
 

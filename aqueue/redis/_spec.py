@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 
 import aqueue
-from aqueue._spec import ElementSpec, normalize_dtypes, normalize_shapes
+from aqueue._errors import int_arg
+from aqueue._queues._declare import normalize_dtypes, normalize_shapes
+from aqueue._queues._spec import ElementSpec
 
 __all__ = ["ElementSpec", "int_arg", "make_spec", "name_arg", "positive_arg", "wire_kind_ok"]
 
@@ -31,15 +33,6 @@ _MAX_NAME = 200
 def wire_kind_ok(dt: np.dtype[Any]) -> bool:
     """Whether AQ1 can carry dtype ``dt`` (a plain, fixed-size, non-object dtype)."""
     return dt.kind in _WIRE_KINDS and dt.fields is None and dt.subdtype is None and dt.itemsize > 0
-
-
-def int_arg(value: Any, what: str, owner: str, minimum: int) -> int:
-    """``value`` as an int >= ``minimum`` (bools refused, numpy integers accepted)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise aqueue.ElementSpecError(f"{owner}: {what} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise aqueue.ElementSpecError(f"{owner}: {what} must be >= {minimum}, got {value}")
-    return int(value)
 
 
 def positive_arg(value: Any, what: str, owner: str) -> float:
