@@ -1,10 +1,14 @@
 """Experience replay across processes: 4 actor processes feed one shared Redis
-RandomShuffleQueue, each from 2 game threads; an async trainer takes shuffled batches.
+RandomShuffleQueue, each through a QueueRunner of 2 game threads; an async trainer
+takes shuffled batches.
 
 Every screen carries (actor, thread, counter) in its first pixels, so the trainer can
-check that each screen arrived exactly once. Each actor registers a producer and ends
-it when its threads are done, so the queue closes after the last actor and the
-trainer's batch iterator ends by itself.
+check that each screen arrived exactly once. A runner's producers register with the
+shared queue, which closes after the last producer of all processes has ended, so the
+trainer's batch iterator ends by itself. Two registrations guard the start: the trainer
+holds one until every actor has registered its own, and each actor holds its own until
+its runner has finished, so no actor that finishes early closes the queue for the
+others.
 
     python examples/distributed_replay.py [--url redis://...] [--screens 200]
 
@@ -43,25 +47,38 @@ def screen(actor: int, thread: int, i: int) -> np.ndarray[Any, Any]:
     return s
 
 
+class Game:
+    """A game environment: blocking, and bound to the thread that first uses it."""
+
+    def __init__(self, actor_id: int, thread_id: int, screens: int) -> None:
+        self.actor_id, self.thread_id, self.screens = actor_id, thread_id, screens
+        self.played = 0
+        self.thread: int | None = None
+
+    def grab_screen(self) -> np.ndarray[Any, Any]:
+        here = threading.get_ident()
+        assert self.thread in (None, here), "a game must stay on one thread"
+        self.thread = here
+        if self.played == self.screens:
+            raise StopIteration  # this game is over: a clean end for its producer
+        self.played += 1
+        return screen(self.actor_id, self.thread_id, self.played - 1)
+
+
 def actor(url: str, name: str, actor_id: int, screens: int, registered: Any) -> None:
-    """One actor process: 2 game threads push screens through the thread view."""
+    """One actor process: a QueueRunner of 2 game threads feeds the shared queue."""
 
     async def main() -> None:
         async with aqueue.redis.connect(url) as server:
             q = await server.random_shuffle_queue(name, 1000, 100, np.uint8, SHAPE)
-            pid = await q.register_producer()
+            held = await q.register_producer()  # keeps the queue open while we run
             registered.put(actor_id)
-            view = q.blocking()
-
-            def game(thread_id: int) -> None:  # a blocking game loop (not ours to change)
-                for i in range(screens):
-                    view.enqueue(screen(actor_id, thread_id, i))
-
-            threads = [threading.Thread(target=game, args=(t,)) for t in range(THREADS)]
-            for t in threads:
-                t.start()
-            await asyncio.to_thread(lambda: [t.join() for t in threads])
-            await q.producer_done(pid)  # the last actor's done closes the queue
+            games = [Game(actor_id, t, screens) for t in range(THREADS)]
+            runner = aqueue.QueueRunner(q, [g.grab_screen for g in games], name=f"actor{actor_id}")
+            async with aqueue.Coordinator() as coord:
+                coord.start(runner)  # two dedicated game threads
+                await runner.join()  # leaving the block earlier would stop them
+            await q.producer_done(held)  # the last actor's end closes the queue
 
     asyncio.run(main())
 

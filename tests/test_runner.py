@@ -617,3 +617,20 @@ def test_add_queue_runner_rejects_other_objects() -> None:
     """add_queue_runner only takes QueueRunner objects."""
     with pytest.raises(TypeError, match="QueueRunner"):
         add_queue_runner(int_queue())  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_join_waits_until_every_producer_ended_and_the_queue_closed() -> None:
+    """runner.join() returns once all producers of the start have ended, and the queue
+    (whose last producers they were) is closed by then; before any start it raises."""
+    q = aqueue.FIFOQueue(64, np.int64, ())
+    runner = QueueRunner(q, [iter(range(20)), iter(range(20, 30))])
+    with pytest.raises(RuntimeError, match="never started"):
+        await runner.join()
+    async with aqueue.Coordinator() as coord:
+        coord.start(runner)
+        with anyio.fail_after(10):
+            await runner.join()
+        assert not runner.running
+        assert q.closed
+        assert sorted(int(x) for x in q.dequeue_many_nowait(30)) == list(range(30))

@@ -83,12 +83,18 @@ class Supervisor(Protocol):
 class _Launch:
     """The state of one start of a runner."""
 
-    __slots__ = ("blocking", "live", "producers")
+    __slots__ = ("blocking", "ended", "live", "producers")
 
     def __init__(self, producers: list[ProducerSlot], blocking: BlockingView[Any] | None) -> None:
         self.producers = producers
         self.blocking = blocking
         self.live = len(producers)
+        self.ended = anyio.Event()  # set when the last producer has ended
+
+    def one_ended(self) -> None:
+        self.live -= 1
+        if self.live <= 0:
+            self.ended.set()
 
 
 class QueueRunner:
@@ -199,6 +205,18 @@ class QueueRunner:
             f"producers={len(self._producers)} live={live}>"
         )
 
+    async def join(self) -> None:
+        """Wait until every producer of the current start has ended (and the queue has
+        been told, so it closed if they were its last producers).
+
+        Raises:
+            RuntimeError: The runner was never started.
+        """
+        launch = self._launch
+        if launch is None:
+            raise RuntimeError(f"QueueRunner '{self._name}'.join(): the runner was never started")
+        await launch.ended.wait()
+
     def producer_states(self) -> list[tuple[str, str]]:
         """``(label, state)`` of each producer of the current start: ``idle``,
         ``producing``, ``enqueueing`` or ``done`` (empty before the first start)."""
@@ -244,6 +262,7 @@ class QueueRunner:
             for p in launch.producers:
                 p.state = "done"
             launch.live = 0
+            launch.ended.set()
             raise
         async_fetch, sync_fetch = fetchers(launch.producers)
         threads: list[tuple[threading.Thread, ThreadRecord]] = []
@@ -376,6 +395,8 @@ class QueueRunner:
     async def _ended(self, launch: _Launch, pid: str, outcome: str) -> None:
         """A producer has ended: report it to the queue (which may close), even while
         its task is being cancelled."""
-        launch.live -= 1
-        with anyio.CancelScope(shield=True):
-            await self._queue.producer_done(pid, clean=outcome == "clean")
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._queue.producer_done(pid, clean=outcome == "clean")
+        finally:
+            launch.one_ended()

@@ -115,6 +115,7 @@ class BlockingRedisQueue:
         waiting = False
         try:
             while True:
+                h.check_released()
                 status = op.on_put(calls.fcall("aq_put", h.key, op.put_args()))
                 if status is DONE:
                     return

@@ -90,6 +90,17 @@ class Handle:
         self.max_call_bytes = max_call_bytes
         self._rng = np.random.default_rng(seed) if kind == "shuffle" else None
         self._rng_lock = threading.Lock()
+        # Set by release_producers (a coordinator's stop): this process's enqueues on
+        # this queue object fail with QueueClosedError at their next step.
+        self.released = False
+
+    def check_released(self) -> None:
+        """Raise QueueClosedError if this process's producers were released."""
+        if self.released:
+            raise aqueue.QueueClosedError(
+                f"queue '{self.name}': this process's producers were released "
+                "(a coordinator stopped); the shared queue itself stays open"
+            )
 
     def rands(self, n: int) -> list[str]:
         """``n`` uniform floats in [0, 1) for a shuffle take (none for FIFO), drawn once

@@ -142,6 +142,7 @@ class RedisQueue:
         waiting = False
         try:
             while True:
+                h.check_released()
                 status = op.on_put(await t.fcall("aq_put", h.key, op.put_args()))
                 if status is DONE:
                     return
@@ -304,6 +305,13 @@ class RedisQueue:
         await self._t.fcall(
             "aq_producer", h.key, [h.gen, "done", h.lease_ms, "1" if clean else "0", pid]
         )
+
+    def release_producers(self) -> None:
+        """A coordinator's stop: this process's enqueues on this queue object fail with
+        QueueClosedError from their next step on (a waiting one within ``wait_timeout``),
+        so its producers end cleanly. The shared queue is not closed: it closes when the
+        last registered producer of all processes has ended."""
+        self._h.released = True
 
     # -- iteration and the thread view ---------------------------------------------------
 

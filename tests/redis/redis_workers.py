@@ -103,3 +103,45 @@ def registered_producer(url: str, name: str, start: float) -> None:
 
     time.sleep(0)
     asyncio.run(main())
+
+
+def runner_actor(url: str, name: str, actor: int, count: int, guard: Any) -> None:
+    """An actor host: a Coordinator runs a QueueRunner feeding the shared queue from one
+    game thread (a sync iterator) and one async producer; each sends distinct values
+    ``actor * 1_000_000 + i``. ``guard`` (a multiprocessing Event) is set once the
+    runner's producers have registered with the queue."""
+    import threading
+
+    async def main() -> None:
+        async with aqueue.redis.connect(url, lease_time=2.0, wait_timeout=0.05) as srv:
+            q = await srv.fifo_queue(name, 8, np.int64, ())
+            base = actor * 1_000_000
+            lock = threading.Lock()
+            state = {"next": 0}
+
+            def game() -> int:  # a blocking producer, run on its own thread
+                with lock:
+                    i = state["next"]
+                    if i >= count:
+                        raise StopIteration
+                    state["next"] = i + 1
+                time.sleep(0.0005)
+                return base + i
+
+            async def agent() -> int:
+                with lock:
+                    i = state["next"]
+                    if i >= count:
+                        raise StopAsyncIteration
+                    state["next"] = i + 1
+                return base + i
+
+            async with aqueue.Coordinator() as coord:
+                runner = aqueue.QueueRunner(q, [game, agent], name=f"actor{actor}")
+                coord.start(runner)
+                while not all(s != "idle" for _, s in runner.producer_states()):
+                    await asyncio.sleep(0.001)  # (registered once they run)
+                guard.set()
+                await runner.join()  # leaving the block would stop the producers
+
+    asyncio.run(main())
