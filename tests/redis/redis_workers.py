@@ -139,7 +139,7 @@ def runner_actor(url: str, name: str, actor: int, count: int, guard: Any) -> Non
             async with aqueue.Coordinator() as coord:
                 runner = aqueue.QueueRunner(q, [game, agent], name=f"actor{actor}")
                 coord.start(runner)
-                while not all(s != "idle" for _, s in runner.producer_states()):
+                while not all(s != "idle" for _, s in runner.producer_states()):  # noqa: ASYNC110
                     await asyncio.sleep(0.001)  # (registered once they run)
                 guard.set()
                 await runner.join()  # leaving the block would stop the producers

@@ -67,8 +67,7 @@ async def test_coordinator_stop_releases_producers_but_not_the_shared_queue(
             await until(full)  # full: both producers blocked
             coord.request_stop()
             with anyio.fail_after(5):
-                while runner.running:
-                    await anyio.sleep(0.01)
+                await runner.join()
         assert runner.exceptions_raised == []
         assert not await q.is_closed()
         assert await q.dequeue() == 7
@@ -87,17 +86,19 @@ async def test_dead_server_ends_the_coordinator_with_its_error(
         async def one() -> int:
             return 1
 
-        t0 = time.monotonic()
-        with pytest.raises(aqueue.redis.ServerConnectionError):
+        async def full() -> bool:
+            return await q.size() == 1
+
+        async def run() -> None:
             async with aqueue.Coordinator(stop_grace_period=1.0) as coord:
                 coord.start(aqueue.QueueRunner(q, [one, iter(int, 1)]))
-
-                async def full() -> bool:
-                    return await q.size() == 1
-
                 await until(full)
                 own_redis.kill()
                 await anyio.sleep(30)  # the failure cancels this
+
+        t0 = time.monotonic()
+        with pytest.raises(aqueue.redis.ServerConnectionError):
+            await run()
         assert time.monotonic() - t0 < 15
 
 
@@ -124,7 +125,7 @@ async def test_runners_in_two_actor_processes_close_the_queue_after_both(
             p.start()
         try:
             with anyio.fail_after(30):
-                while not all(e.is_set() for e in ready):
+                while not all(e.is_set() for e in ready):  # noqa: ASYNC110 - other processes
                     await anyio.sleep(0.01)
             await q.producer_done(guard)
             got: list[int] = []
