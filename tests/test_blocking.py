@@ -74,6 +74,7 @@ async def test_view_methods_raise_on_the_event_loop_thread() -> None:
         lambda: bq.dequeue(),
         lambda: bq.dequeue_many(1),
         lambda: bq.dequeue_up_to(1),
+        lambda: bq.dequeue_burst(1),
     ]
     for call in calls:
         with pytest.raises(RuntimeError):
@@ -510,3 +511,22 @@ async def test_threads_and_tasks_with_timeouts_and_cancellations_conserve(kind: 
     expected = {v for vals, done in attempts if done for v in vals}
     assert set(everything) == expected
     assert q.statistics().enqueued_total == len(expected)
+
+
+async def test_thread_dequeue_burst_takes_what_arrived_and_times_out_cleanly() -> None:
+    """A thread's dequeue_burst blocks for the first element, then takes all that is
+    there up to n; with a timeout and nothing there it raises TimeoutError and takes
+    nothing."""
+    q = _fifo(8)
+    bq = q.blocking()
+    t = _start(lambda: bq.dequeue_burst(5))
+    await anyio.sleep(0.01)
+    assert t.is_alive()
+    await q.enqueue_many(np.array([1, 2, 3]))  # all three arrive in one step
+    assert _ints(await t.join_async()) == [1, 2, 3]
+    assert q.size() == 0
+    t2 = _start(lambda: bq.dequeue_burst(5, timeout=0.05))
+    with pytest.raises(TimeoutError):
+        await t2.join_async()
+    assert q.statistics().tasks_waiting_dequeue == 0
+

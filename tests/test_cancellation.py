@@ -197,7 +197,14 @@ async def test_timed_out_dequeues_consume_nothing_and_queue_stays_usable() -> No
     assert int(await q.dequeue()) == 37
 
 
-_OPS_IN_A_CANCELLED_SCOPE = ["dequeue", "dequeue_many", "dequeue_up_to", "enqueue", "enqueue_many"]
+_OPS_IN_A_CANCELLED_SCOPE = [
+    "dequeue",
+    "dequeue_many",
+    "dequeue_up_to",
+    "dequeue_burst",
+    "enqueue",
+    "enqueue_many",
+]
 
 
 @pytest.mark.anyio
@@ -223,6 +230,8 @@ async def test_op_in_an_already_cancelled_scope_raises_and_changes_nothing(
                 await q.dequeue_many(1)
             elif op_name == "dequeue_up_to":
                 await q.dequeue_up_to(1)
+            elif op_name == "dequeue_burst":
+                await q.dequeue_burst(1)
             elif op_name == "enqueue":
                 await q.enqueue(kind.elem(7))
             else:
@@ -290,19 +299,19 @@ async def _outcome(task: asyncio.Task[Any]) -> str:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("op_name", ["dequeue", "dequeue_many", "dequeue_up_to"])
+@pytest.mark.parametrize("op_name", ["dequeue", "dequeue_many", "dequeue_up_to", "dequeue_burst"])
 async def test_task_cancel_blocked_dequeue_consumes_nothing(op_name: str) -> None:
     """task.cancel() on a blocked dequeue (holding claims, for batches) loses nothing."""
     q = aqueue.FIFOQueue(2, np.int64, ())
     args = () if op_name == "dequeue" else (3,)
     task = await _blocked(getattr(q, op_name)(*args))
-    if op_name != "dequeue":
+    if op_name not in ("dequeue", "dequeue_burst"):
         q.enqueue_many_nowait(np.array([0, 1]))
         await anyio.wait_all_tasks_blocked()
         assert not task.done()
     task.cancel()
     assert await _outcome(task) == "cancelled"
-    if op_name == "dequeue":
+    if op_name in ("dequeue", "dequeue_burst"):
         assert q.size() == 0
     else:
         assert _ints(q.dequeue_up_to_nowait(5)) == [0, 1]
@@ -420,7 +429,7 @@ async def test_asyncio_timeout_on_blocked_ops() -> None:
 @needs_asyncio_timeout
 @pytest.mark.asyncio
 @pytest.mark.parametrize("offset", [-1e-4, 0.0, 1e-4])
-@pytest.mark.parametrize("op_name", ["dequeue", "dequeue_many"])
+@pytest.mark.parametrize("op_name", ["dequeue", "dequeue_many", "dequeue_burst"])
 async def test_asyncio_timeout_racing_an_arrival(offset: float, op_name: str) -> None:
     """An element arriving at (about) the deadline is either returned or left queued,
     never lost (anchors 3.1: anyio streams lose it here)."""
@@ -434,6 +443,8 @@ async def test_asyncio_timeout_racing_an_arrival(offset: float, op_name: str) ->
             async with asyncio.timeout_at(when):
                 if op_name == "dequeue":
                     got.append(int(await q.dequeue()))
+                elif op_name == "dequeue_burst":
+                    got.extend(_ints(await q.dequeue_burst(2)))
                 else:
                     got.extend(_ints(await q.dequeue_many(2)))
 
@@ -445,7 +456,7 @@ async def test_asyncio_timeout_racing_an_arrival(offset: float, op_name: str) ->
         outcome = await _outcome(task)
         await asyncio.sleep(0.001)
         remaining = _ints(q.dequeue_up_to_nowait(5)) if q.size() else []
-        want = [1] if op_name == "dequeue" else [0, 1]
+        want = [1] if op_name in ("dequeue", "dequeue_burst") else [0, 1]
         assert sorted(got + remaining) == want, outcome
         assert (outcome == "returned") == (got == want)
 

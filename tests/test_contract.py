@@ -135,6 +135,58 @@ class _ContractSuite:
         kind.check(got, range(total))
         assert q.size() == 0
 
+    async def test_dequeue_burst_waits_for_one_then_takes_what_is_there(self, kind: Kind) -> None:
+        """dequeue_burst(n) waits for the first element, then takes 1..n at once: all
+        that is there, up to n, in queue order."""
+        q = kind.make(10)
+        async with anyio.create_task_group() as tg:
+            op = spawn(tg, q.dequeue_burst, 4)
+            await settle()
+            assert op.pending
+            q.enqueue_nowait(kind.elem(0))
+            await settle()
+            kind.check(kind.values(op.result(), 1), [0])
+        q.enqueue_many_nowait(kind.batch(range(1, 7)))
+        first = kind.values(await q.dequeue_burst(4), 4)
+        rest = kind.values(await q.dequeue_burst(4), 2)
+        kind.check(first + rest, range(1, 7))
+        assert q.size() == 0
+
+    async def test_dequeue_burst_ends_on_a_closed_empty_queue(self, kind: Kind) -> None:
+        """A closed queue gives its remainder, then OutOfRangeError; a waiting burst is
+        woken by the close."""
+        q = kind.make(4)
+        q.enqueue_many_nowait(kind.batch([0, 1]))
+        q.close()
+        kind.check(kind.values(await q.dequeue_burst(8), 2), [0, 1])
+        with pytest.raises(aqueue.OutOfRangeError):
+            await q.dequeue_burst(8)
+        q2 = kind.make(4)
+        async with anyio.create_task_group() as tg:
+            op = spawn(tg, q2.dequeue_burst, 2)
+            await settle()
+            q2.close()
+            await settle()
+            with pytest.raises(aqueue.OutOfRangeError):
+                op.result()
+
+    async def test_dequeue_burst_queues_behind_a_waiting_batch(self, kind: Kind) -> None:
+        """A burst never passes a batch dequeue that waits ahead of it."""
+        q = kind.make(10)
+        async with anyio.create_task_group() as tg:
+            batch = spawn(tg, q.dequeue_many, 3)
+            await settle()
+            burst = spawn(tg, q.dequeue_burst, 5)
+            await settle()
+            q.enqueue_many_nowait(kind.batch([0, 1]))
+            await settle()
+            assert batch.pending
+            assert burst.pending
+            q.enqueue_many_nowait(kind.batch([2, 3, 4]))
+            await settle()
+            got = kind.values(batch.result(), 3) + kind.values(burst.result(), 2)
+        kind.check(got, range(5))
+
     # -- point 2: blocking and head of line --------------------------------------------------
 
     async def test_dequeue_waits_while_empty(self, kind: Kind) -> None:

@@ -31,9 +31,11 @@ event loop can both change it; nothing awaits while holding it):
   awaiting again. A request that leaves for any reason (success, error, cancellation,
   timeout) first puts back what it had claimed, then notifies the new heads, so a
   wake-up is never lost and an element is never lost or duplicated.
-- A batch dequeue with ``n <= capacity - min_after_dequeue`` waits until it can take
-  all ``n`` in one copy; a larger one claims progressively (it could never be satisfied
-  at once) and returns when it holds ``n``. On a ``FillableStorage`` (a FIFO ring with
+- A SOME dequeue (``dequeue_burst``) progresses as soon as one element can be taken
+  and returns 1..n: what it could take. A batch dequeue with
+  ``n <= capacity - min_after_dequeue`` waits until it can take all ``n`` in one copy;
+  a larger one claims progressively (it could never be satisfied at once) and returns
+  when it holds ``n``. On a ``FillableStorage`` (a FIFO ring with
   no floor) a waiting batch dequeue instead *fills* its own output batch: whenever it
   reaches the head it claims what the ring holds (the ring is then empty) and enqueues
   copy straight into it (``_admit_rows``), one copy per element instead of two.
@@ -54,7 +56,7 @@ from typing import Any
 from .._errors import OutOfRangeError, QueueClosedError
 from ._declare import Components
 from ._protocol import QueueStatistics
-from ._requests import MANY, ONE, UP_TO, WAIT, GetRequest, PutRequest, Request, fire_all
+from ._requests import MANY, ONE, SOME, UP_TO, WAIT, GetRequest, PutRequest, Request, fire_all
 from ._storage import FillableStorage, Storage
 
 __all__ = ["Engine"]
@@ -118,7 +120,7 @@ class Engine:
     def get_request(self, mode: int, n: int) -> GetRequest:
         """A dequeue request for ``n`` elements (progressive if it could never be served
         in one take)."""
-        return GetRequest(mode, n, mode != ONE and n > self.one_copy_limit)
+        return GetRequest(mode, n, mode in (MANY, UP_TO) and n > self.one_copy_limit)
 
     # -- fast paths: the whole operation under the lock, no request object ---------------
 
@@ -221,6 +223,33 @@ class Engine:
         finally:
             lock.release()
 
+    def take_some_now(self, n: int, deferred: list[Request] | None = None) -> Any:
+        """Take 1..n (as many as can be taken, at most ``n``) if at least one can be
+        taken now and nobody is queued ahead: the batch components, or ``WAIT``.
+        ``deferred`` as for put_one_now."""
+        lock = self.lock
+        lock.acquire()
+        if deferred is not None:
+            self.deferred = deferred
+        try:
+            st = self.storage
+            avail = st.size - (0 if self.closed else self.min_after)
+            if not self.getters and avail > 0:
+                k = n if avail >= n else avail
+                comps = st.take_batch(k)
+                self.dequeued_total += k
+                if self.putters:
+                    self._notify()
+                return comps
+            return WAIT
+        finally:
+            if deferred is not None:
+                self.deferred = None
+                lock.release()
+                fire_all(deferred)
+            else:
+                lock.release()
+
     # -- requests (lock held) ---------------------------------------------------------
 
     def can_get_now(self, req: GetRequest) -> bool:
@@ -236,7 +265,9 @@ class Engine:
             req.registered = True
             getters.append(req)
             fill = self.fill
-            if fill is not None and req.mode != ONE and not req.progressive and req.out is None:
+            filling = fill is not None and req.mode in (MANY, UP_TO) and not req.progressive
+            if filling and req.out is None:
+                assert fill is not None
                 req.out = fill.empty_batch(req.n)
             if len(getters) == 1:
                 self._claim_for_head()
@@ -268,8 +299,8 @@ class Engine:
         take = -1
         if avail >= need:
             take = need
-        elif req.nowait and req.mode == UP_TO and avail > 0:
-            take = avail
+        elif avail > 0 and (req.mode == SOME or (req.nowait and req.mode == UP_TO)):
+            take = avail  # (a SOME request never fills a batch: it holds no claims)
         elif self._final() and req.mode == UP_TO and req.claimed + max(avail, 0) > 0:
             take = max(avail, 0)
         if take >= 0:
@@ -489,7 +520,7 @@ class Engine:
             avail = self.storage.size
         else:
             avail = self.storage.size - self.min_after
-        return avail >= g.n - g.claimed or (g.progressive and avail > 0)
+        return avail >= g.n - g.claimed or (g.eager and avail > 0)
 
     def _putter_ready(self, p: PutRequest) -> bool:
         if p.rejected:

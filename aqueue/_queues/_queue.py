@@ -21,7 +21,7 @@ from ._backend import checkpoint, in_event_loop
 from ._drivers import TaskDriver, ThreadDriver, get_nowait, put_nowait
 from ._engine import Engine
 from ._protocol import QueueStatistics
-from ._requests import MANY, ONE, UP_TO, WAIT, PutRequest
+from ._requests import MANY, ONE, SOME, UP_TO, WAIT, PutRequest
 from ._spec import ElementSpec
 from ._storage import FillableStorage, Storage
 from ._views import BatchIterator, BlockingQueue, ElementIterator
@@ -206,6 +206,32 @@ class QueueBase(Generic[T]):
         else:
             comps = await self._tasks.get(req)
         result = self._spec.pack(comps)
+        return result
+
+    async def dequeue_burst(self, n: int) -> T:
+        """Wait until at least one element can be taken, then take up to ``n`` at once.
+
+        Returns a batch of 1..n elements: as many as the queue can give at that moment
+        (unlike ``dequeue_up_to``, which on an open queue waits for all ``n``). Made for
+        workers that move items in bursts: one hand-off per burst instead of one per
+        element.
+
+        Raises:
+            OutOfRangeError: the queue is closed and empty (and nothing is pending).
+            ElementSpecError: ``n < 0`` or the queue has no declared shapes.
+
+        If cancelled, nothing was consumed.
+        """
+        n = self._spec.batch_count(n, "dequeue_burst")
+        await checkpoint()
+        if n == 0:
+            empty: T = self._spec.empty_batch()
+            return empty
+        comps = self._engine.take_some_now(n)
+        if comps is WAIT:
+            req = self._engine.get_request(SOME, n)
+            comps = await self._tasks.get(req, checkpointed=True)
+        result: T = comps[0] if self._single else self._spec.pack(comps)
         return result
 
     # -- sync operations -----------------------------------------------------------------

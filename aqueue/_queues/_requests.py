@@ -32,11 +32,22 @@ if TYPE_CHECKING:
     from ._backend import Waker
     from ._declare import Components
 
-__all__ = ["MANY", "ONE", "UP_TO", "WAIT", "GetRequest", "PutRequest", "Request", "fire_all"]
+__all__ = [
+    "MANY",
+    "ONE",
+    "SOME",
+    "UP_TO",
+    "WAIT",
+    "GetRequest",
+    "PutRequest",
+    "Request",
+    "fire_all",
+]
 
 ONE: Final = 0  # one element (element form)
 MANY: Final = 1  # exactly n elements (batch form)
 UP_TO: Final = 2  # up to n elements once the queue is final (batch form)
+SOME: Final = 3  # 1..n elements as soon as one can be taken (batch form)
 
 
 class _Wait:
@@ -100,15 +111,18 @@ class GetRequest(Request):
     *progressive* request, larger than ``capacity - min_after_dequeue``, which could
     never be served in one take), or as rows ``out[:claimed]`` of its own output batch
     (a *filling* request on a FIFO ring: enqueues copy straight into ``out``).
+    ``eager``: it can progress as soon as one element can be taken (a progressive
+    request, or a SOME request, which then returns what it could take).
     """
 
-    __slots__ = ("claimed", "claims", "mode", "n", "out", "progressive")
+    __slots__ = ("claimed", "claims", "eager", "mode", "n", "out", "progressive")
 
     def __init__(self, mode: int, n: int, progressive: bool = False) -> None:
         super().__init__()
         self.mode = mode
         self.n = n
         self.progressive = progressive
+        self.eager = progressive or mode == SOME
         self.claims: list[Any] = []
         self.claimed = 0
         self.out: Components | None = None

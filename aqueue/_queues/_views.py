@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._errors import ElementSpecError, OutOfRangeError
-from ._requests import MANY, ONE, UP_TO, WAIT, PutRequest, Request
+from ._requests import MANY, ONE, SOME, UP_TO, WAIT, PutRequest, Request
 
 if TYPE_CHECKING:
     from ._drivers import ThreadDriver
@@ -106,6 +106,21 @@ class BlockingQueue(Generic[T]):
     def dequeue_up_to(self, n: int, timeout: float | None = None) -> T:
         """Like dequeue_many, but once the queue is closed return the 1..n that remain."""
         return self._dequeue_batch(UP_TO, n, timeout, "dequeue_up_to")
+
+    def dequeue_burst(self, n: int, timeout: float | None = None) -> T:
+        """Block until at least one element can be taken, then take up to ``n`` (see
+        ``dequeue_burst`` on the queue)."""
+        self._driver.check("dequeue_burst")
+        n = self._spec.batch_count(n, "dequeue_burst")
+        if n == 0:
+            empty: T = self._spec.empty_batch()
+            return empty
+        deferred: list[Request] = []
+        comps = self._engine.take_some_now(n, deferred)
+        if comps is WAIT:
+            comps = self._driver.get(self._engine.get_request(SOME, n), timeout, "dequeue_burst")
+        result: T = self._spec.pack(comps)
+        return result
 
     def _dequeue_batch(self, mode: int, n: Any, timeout: float | None, what: str) -> T:
         self._driver.check(what)
