@@ -18,7 +18,7 @@ import anyio
 import anyio.to_thread
 import numpy as np
 import pytest
-from conftest import poll, settle, spawn
+from support import poll, settle, spawn
 
 import aqueue
 

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from conftest import KINDS, Kind, drain_nowait, settle, spawn
+from support import KINDS, Kind, drain_nowait, settle, spawn
 
 import aqueue
 

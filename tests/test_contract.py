@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import pytest
 import trio
-from conftest import KINDS, Kind, drain_nowait, settle, spawn
+from support import KINDS, Kind, drain_nowait, settle, spawn
 
 import aqueue
 

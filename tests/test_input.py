@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from conftest import poll
+from support import poll
 
 import aqueue
 from aqueue import (

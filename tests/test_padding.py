@@ -6,7 +6,7 @@ from __future__ import annotations
 import anyio
 import numpy as np
 import pytest
-from conftest import settle, spawn
+from support import settle, spawn
 
 import aqueue
 

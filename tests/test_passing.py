@@ -13,7 +13,7 @@ import threading
 import anyio
 import numpy as np
 import pytest
-from conftest import settle, spawn
+from support import settle, spawn
 
 import aqueue
 

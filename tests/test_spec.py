@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from conftest import settle, spawn
+from support import settle, spawn
 
 import aqueue
 

@@ -6,9 +6,17 @@ taking items, every queue is closed with ``cancel_pending_enqueues``, ordered-ma
 workers waiting for their turn are woken) and then leaves the coordinator, which raises
 the first stage failure as itself.
 
-Each stage ``i`` owns output queue ``i`` (a FIFOQueue of boxed items, named
-``"<i>:<label>"``) and one QueueRunner of the same name whose producers are the
-stage's steps (see ``_stages.py``); stage ``i`` reads queue ``i - 1``.
+Each stage ``i`` owns output queue ``i`` (a FIFOQueue of one object component holding
+the items themselves, named ``"<i>:<label>"``) and one QueueRunner of the same name
+whose producers are the stage's steps (``_sources.py``, ``_maps.py``, ``_stages.py``);
+stage ``i`` reads queue ``i - 1``. Every step returns a burst, which its runner
+enqueues in one ``enqueue_many``.
+
+Default capacities: a queue holds at least ``_MIN_CAPACITY`` items, twice the
+concurrency of the stages on either side, and twice the batch size when a batch stage
+reads it (so its ``dequeue_many`` waits for its batch in one copy); a source's queue
+holds at least ``_SOURCE_CAPACITY`` items, so the next stage's workers take their
+items in bursts and the source refills rarely.
 """
 
 from __future__ import annotations
@@ -27,25 +35,18 @@ from .._queues._queue import QueueBase
 from .._running._coordinator import Coordinator
 from .._running._producers import is_async_callable
 from .._running._runner import QueueRunner
+from ._maps import AsyncTurns, ThreadTurns, async_map_step, offloaded, thread_map_step
 from ._meter import Meter, StageStatistics, percentiles
-from ._sources import AsyncSource, SequenceSource, SyncSource, source_step
-from ._stages import (
-    Stopping,
-    Turns,
-    async_map_step,
-    batch_step,
-    filter_step,
-    offloaded,
-    prefetch_step,
-    shuffle_step,
-    thread_map_step,
-)
+from ._sources import AsyncSource, SequenceSource, SyncSource, producer_step, queue_step
+from ._stages import Stopping, batch_step, filter_step, prefetch_step, shuffle_step
 
 __all__ = ["ZERO_FIELDS", "Opened", "Outputs", "PipelineRun", "StageSpec", "describe_run"]
 
 _SAMPLE_INTERVAL_S = 0.005  # how often the run samples its queues' occupancy
 _MAX_DEFER_CHECKPOINTS = 256  # at most this many loop iterations before thread stages start
 _MIN_CAPACITY = 8  # default output queue capacity: max(this, 2 x neighbouring concurrency)
+_SOURCE_CAPACITY = 256  # default capacity of a source's output queue, at least
+_SOURCES = ("iterable", "async_iterable", "queue", "producer")
 ZERO_FIELDS = (
     "items_per_s",
     "busy_s",
@@ -78,10 +79,8 @@ class StageSpec:
 
 
 def threaded(spec: StageSpec) -> bool:
-    """Whether a (non-source) stage's workers are threads (see ``_Run._steps``)."""
-    return spec.kind == "batch" or (
-        spec.kind == "map" and spec.executor == "thread" and not spec.ordered
-    )
+    """Whether a (non-source) stage's workers are threads (see ``PipelineRun._steps``)."""
+    return spec.kind == "batch" or (spec.kind == "map" and spec.executor == "thread")
 
 
 class Outputs:
@@ -94,7 +93,7 @@ class Outputs:
 
     @property
     def queue(self) -> QueueBase[Any]:
-        """The last stage's output queue (its elements are internal boxes)."""
+        """The last stage's output queue (one object component: the items)."""
         return self._queue
 
     async def get(self) -> Any:
@@ -103,17 +102,16 @@ class Outputs:
         Raises:
             OutOfRangeError: The pipeline has ended and every item was taken.
         """
-        return (await self._queue.dequeue()).value
+        return await self._queue.dequeue()
 
     def __aiter__(self) -> Outputs:
         return self
 
     async def __anext__(self) -> Any:
         try:
-            box = await self._queue.dequeue()
+            return await self._queue.dequeue()
         except OutOfRangeError:
             raise StopAsyncIteration from None
-        return box.value
 
 
 class Opened:
@@ -172,16 +170,24 @@ class PipelineRun:
         self.stop = Stopping()
         self.meters = [Meter() for _ in specs]
         self.queues: list[FIFOQueue[Any]] = []
-        self.turns: list[Turns] = []
+        self.turns: list[ThreadTurns | AsyncTurns] = []
         self.t0 = time.monotonic()
         self.t1: float | None = None
 
     def _capacity(self, i: int) -> int:
+        """Stage ``i``'s output queue capacity (see the module docstring)."""
         spec = self.specs[i]
         if spec.capacity is not None:
             return spec.capacity
-        after = self.specs[i + 1].concurrency if i + 1 < len(self.specs) else 1
-        return max(_MIN_CAPACITY, 2 * spec.concurrency, 2 * after)
+        cap = max(_MIN_CAPACITY, 2 * spec.concurrency)
+        if spec.kind in _SOURCES:
+            cap = max(cap, _SOURCE_CAPACITY)
+        if i + 1 < len(self.specs):
+            after = self.specs[i + 1]
+            cap = max(cap, 2 * after.concurrency)
+            if after.kind == "batch":
+                cap = max(cap, 2 * after.size)
+        return cap
 
     def start(self) -> None:
         """Create every queue and runner and start them in the coordinator.
@@ -210,8 +216,7 @@ class PipelineRun:
         """Build stage ``i``'s runner and start it; return its number of workers."""
         spec = self.specs[i]
         steps = self._steps(i, spec, f"{i} '{spec.label}'")
-        many = isinstance(steps[0], SequenceSource)  # it produces batches
-        runner = QueueRunner(self.queues[i], steps, enqueue_many=many, name=f"{i}:{spec.label}")
+        runner = QueueRunner(self.queues[i], steps, enqueue_many=True, name=f"{i}:{spec.label}")
         self.coord.start(runner)
         return len(steps)
 
@@ -236,29 +241,26 @@ class PipelineRun:
         if k == "async_iterable":
             return [AsyncSource(spec.fn, spec.epochs, meter, stop, label)]
         if k == "queue":
-            return [source_step(spec.fn.dequeue, True, meter, stop, label)]
+            return [queue_step(spec.fn, meter, stop, label)]
         if k == "producer":
-            return [source_step(spec.fn, is_async_callable(spec.fn), meter, stop, label)]
+            return [producer_step(spec.fn, is_async_callable(spec.fn), meter, stop, label)]
         inq = self.queues[i - 1]
+        c = spec.concurrency
         if k == "map":
-            if spec.executor == "thread" and not spec.ordered:
+            if spec.executor == "thread":
                 view = inq.blocking()
+                tturns = ThreadTurns(stop) if spec.ordered else None
+                if tturns is not None:
+                    self.turns.append(tturns)
                 return [
-                    thread_map_step(spec.fn, view, meter, stop, label)
-                    for _ in range(spec.concurrency)
+                    thread_map_step(spec.fn, view, meter, stop, label, c, tturns)
+                    for _ in range(c)
                 ]
-            call = (
-                spec.fn
-                if spec.executor == "task"
-                else offloaded(spec.fn, spec.executor, spec.concurrency)
-            )
-            turns = Turns(stop) if spec.ordered else None
-            if turns is not None:
-                self.turns.append(turns)
-            return [
-                async_map_step(call, inq, meter, stop, label, turns)
-                for _ in range(spec.concurrency)
-            ]
+            call = spec.fn if spec.executor == "task" else offloaded(spec.fn, spec.executor, c)
+            aturns = AsyncTurns(stop) if spec.ordered else None
+            if aturns is not None:
+                self.turns.append(aturns)
+            return [async_map_step(call, inq, meter, stop, label, c, aturns) for _ in range(c)]
         if k == "filter":
             return [filter_step(spec.fn, spec.executor == "task", inq, meter, stop, label)]
         if k == "shuffle":

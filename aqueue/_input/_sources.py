@@ -1,37 +1,48 @@
-"""Pipeline sources: the first stage's producers.
+"""Pipeline sources: the first stage's producers, which return bursts of items.
 
 A source reads an iterable ``epochs`` times (None: forever) through ``Epochs``, or
-calls a function (a queue's dequeue, a user producer) until it signals the end, and
-boxes each item.
-In-memory sequences (lists, tuples, ranges) are read on the event loop, in batches,
-and fill their output queue at once when the run starts; other sync iterables and sync
-producers run on the runner's thread (they may block); async ones run in a task, and
-their waits are cancelled when the run stops (an external source may never deliver
-again).
+calls a function (a user producer) until it signals the end, or takes from a queue:
+
+- an in-memory sequence (a list, a tuple, a range) is read on the event loop (reading
+  cannot block): ``prefill`` fills the source queue when the run starts, so the next
+  stage's workers all find work at once; after that each refill is at least half the
+  queue (at most ``_REFILL_MAX`` items, which bounds the time one refill holds the
+  loop), admitted as the next stage takes items;
+- another sync iterable runs on the runner's thread (it may block): each call reads
+  items until it has ``_BURST`` of them or ``_BURST_S`` seconds have passed, so a fast
+  iterator moves in bursts and a slow one still hands on each item soon;
+- an async iterable runs in a task, one item per call, its wait cancelled when the run
+  stops (an external source may never deliver again); so does an async producer;
+- a sync producer is called on the runner's thread, one item per call;
+- a queue: bursts of what it holds (an in-process queue's ``dequeue_burst``), one
+  element per call for a shared queue.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
-
+from .._queues._queue import QueueBase
 from ._epochs import Epochs
 from ._meter import Meter
-from ._stages import CLEAN, Box, Stopping, noted
+from ._stages import CLEAN, Burst, Stopping, noted, pack, take
 
 if TYPE_CHECKING:
-    from .._queues._queue import QueueBase
+    from .._queues._protocol import AsyncQueue
 
-__all__ = ["AsyncSource", "SequenceSource", "SyncSource", "source_step"]
+__all__ = ["AsyncSource", "SequenceSource", "SyncSource", "producer_step", "queue_step"]
 
-_REFILL_MAX = 256  # items per refill batch of an in-memory source (about 0.1 ms of loop time)
+_REFILL_MAX = 256  # items per refill of an in-memory source (about 0.1 ms of loop time)
+_BURST = 64  # items per call of a sync iterable source, at most
+_BURST_S = 0.001  # seconds a sync iterable source reads before handing on what it has
+
+_QUIET = (StopIteration, StopAsyncIteration, *CLEAN)  # ends of a source, not failures
 
 
 class _Source:
-    """Reads an iterable through ``Epochs``; shared by the source kinds."""
+    """Reads an iterable through ``Epochs``; shared by the iterable source kinds."""
 
     _reads_async = False  # the kind's iterable is an async iterable
 
@@ -44,9 +55,10 @@ class _Source:
         self._stop = stop
         self._label = label
 
-    def _done(self, t0: float, value: Any) -> Box:
-        self._w.returned = self._w.worked(t0)
-        return Box(value)
+    @property
+    def epochs(self) -> Epochs:
+        """The reader (its position is the source's state)."""
+        return self._epochs
 
 
 class SyncSource(_Source):
@@ -55,17 +67,26 @@ class SyncSource(_Source):
     def __iter__(self) -> SyncSource:
         return self
 
-    def __next__(self) -> Box:
+    def __next__(self) -> Burst:
         t0 = self._meter.began(self._w)
         self._stop.check()
+        epochs = self._epochs
+        items: list[Any] = []
         try:
-            items = self._epochs.take(1)
+            while len(items) < _BURST:
+                got = epochs.take(1)
+                if not got:
+                    break
+                items.append(got[0])
+                if time.perf_counter() - t0 > _BURST_S:
+                    break
         except Exception as exc:
             noted(exc, self._label)
             raise
         if not items:
             raise StopIteration
-        return self._done(t0, items[0])
+        self._w.returned = self._w.worked(t0)
+        return pack(items)
 
 
 class AsyncSource(_Source):
@@ -76,30 +97,23 @@ class AsyncSource(_Source):
     def __aiter__(self) -> AsyncSource:
         return self
 
-    async def __anext__(self) -> Box:
+    async def __anext__(self) -> Burst:
         t0 = self._meter.began(self._w)
         self._stop.check()
         try:
-            return self._done(t0, await self._stop.interruptible(self._epochs.anext))
+            item = await self._stop.interruptible(self._epochs.anext)
         except StopAsyncIteration:
             raise
         except Exception as exc:
             noted(exc, self._label)
             raise
+        self._w.returned = self._w.worked(t0)
+        return pack([item])
 
 
 class SequenceSource(_Source):
-    """An in-memory sequence (a list, a range), read on the event loop in batches.
-
-    Reading cannot block, so the source needs no thread. Its runner enqueues batches
-    (``enqueue_many``): ``prefill`` fills the whole queue when the run starts, so
-    workers that start on it all take their first item in the same event-loop
-    iteration; after that each batch is at least half the queue's capacity (at most
-    ``_REFILL_MAX`` items, which bounds the time one refill holds the loop), admitted
-    progressively as the next stage takes items. Refilling item by item would cost a
-    task step (and an event-loop iteration) per item, on the loop that also serves
-    the consumer and the async stages.
-    """
+    """An in-memory sequence (a list, a range), read on the event loop in bursts (see
+    the module docstring)."""
 
     def __init__(
         self,
@@ -116,70 +130,90 @@ class SequenceSource(_Source):
     def __aiter__(self) -> SequenceSource:
         return self
 
-    def _read(self, n: int) -> npt.NDArray[Any] | None:
-        """Up to ``n`` boxed items as a batch (None at the end of the last epoch)."""
+    def _read(self, n: int) -> Burst | None:
+        """Up to ``n`` items as a burst (None at the end of the last epoch)."""
         try:
             items = self._epochs.take(n)
         except Exception as exc:
             noted(exc, self._label)
             raise
-        if not items:
-            return None
-        batch = np.empty(len(items), dtype=object)
-        batch[:] = [Box(v) for v in items]
-        return batch
+        return pack(items) if items else None
 
     def prefill(self) -> None:
         """Fill the queue with the first items now (one enqueue for all of them)."""
         q = self._queue
-        batch = self._read(q.capacity - q.size())
-        if batch is not None:
-            q.enqueue_many_nowait(batch)
+        burst = self._read(q.capacity - q.size())
+        if burst is not None:
+            q.enqueue_many_nowait(burst)
 
-    async def __anext__(self) -> npt.NDArray[Any]:
+    async def __anext__(self) -> Burst:
         t0 = self._meter.began(self._w)
         self._stop.check()
         q = self._queue
         want = max(q.capacity - q.size(), (q.capacity + 1) // 2)
-        batch = self._read(min(want, _REFILL_MAX))
-        if batch is None:
+        burst = self._read(min(want, _REFILL_MAX))
+        if burst is None:
             raise StopAsyncIteration
         self._w.returned = self._w.worked(t0)
-        return batch
+        return burst
 
 
-def source_step(
+def queue_step(
+    queue: AsyncQueue[Any], meter: Meter, stop: Stopping, label: str
+) -> Callable[[], Any]:
+    """A task step that takes the elements of ``queue`` until it is closed and drained."""
+    w = meter.worker()
+
+    async def next_burst() -> Burst:
+        if isinstance(queue, QueueBase):
+            return await take(queue, _REFILL_MAX)
+        return pack([await queue.dequeue()])  # a shared queue: one element per call
+
+    async def step() -> Burst:
+        t0 = meter.began(w)
+        try:
+            burst: Burst = await stop.interruptible(next_burst)
+        except Exception as exc:
+            if not isinstance(exc, _QUIET):
+                noted(exc, label)
+            raise
+        w.returned = w.worked(t0)
+        return burst
+
+    return step
+
+
+def producer_step(
     fn: Callable[[], Any], is_async: bool, meter: Meter, stop: Stopping, label: str
 ) -> Callable[[], Any]:
-    """A producer that calls ``fn()`` for each item (a queue's dequeue, a callable)."""
+    """A step that calls ``fn()`` for each item (async in a task, sync on a thread)."""
     w = meter.worker()
-    quiet = (StopIteration, StopAsyncIteration, *CLEAN)  # ends, not failures
 
     if is_async:
 
-        async def astep() -> Box:
+        async def astep() -> Burst:
             t0 = meter.began(w)
             try:
                 value = await stop.interruptible(fn)
             except Exception as exc:
-                if not isinstance(exc, quiet):
+                if not isinstance(exc, _QUIET):
                     noted(exc, label)
                 raise
             w.returned = w.worked(t0)
-            return Box(value)
+            return pack([value])
 
         return astep
 
-    def step() -> Box:
+    def step() -> Burst:
         t0 = meter.began(w)
         stop.check()
         try:
             value = fn()
         except Exception as exc:
-            if not isinstance(exc, quiet):
+            if not isinstance(exc, _QUIET):
                 noted(exc, label)
             raise
         w.returned = w.worked(t0)
-        return Box(value)
+        return pack([value])
 
     return step

@@ -1,37 +1,37 @@
-"""Pipeline stages: what each stage does per item, and how it is measured.
+"""Pipeline stages other than map: what each does per burst of items, and how it stops.
 
-A running stage is a QueueRunner whose producers are *steps* built here (the sources'
-are in ``_sources.py``): each step takes what it needs from the stage's input queue,
-does the stage's work and returns one item, which the runner enqueues into the stage's
-output queue. Steps on worker threads use the input queue's blocking view; the others
-are tasks on the event loop.
+A running stage is a QueueRunner whose producers are *steps* built here, in
+``_maps.py`` and in ``_sources.py``: each call of a step takes a burst of items from the
+stage's input queue, does the stage's work and returns the burst's results, which the
+runner enqueues into the stage's output queue in one ``enqueue_many``.
 
 Invariants:
 
-- Items travel between stages in ``Box``es, one per item, through single-component
-  ``dtype=object`` queues, so any Python object (arrays, tuples, dicts) passes
-  unchanged. A map stage reuses the box of its input item.
-- A step never takes a new item once the run is stopping: it checks the run's
+- Items travel between stages as bursts: 1-d ``dtype=object`` arrays of the items
+  themselves (``pack`` builds one without looking into the items, so any Python
+  object, tuples and arrays included, passes unchanged). Stage queues are FIFOQueues of
+  one scalar object component; a burst costs one lock, one copy of references and at
+  most one wake-up per hand-off, whatever its length.
+- A step never returns an empty burst: it takes again, or ends.
+- A step never takes a new burst once the run is stopping: it checks the run's
   ``Stopping`` flag first and raises QueueClosedError (a clean end for its runner).
-- Per-worker figures (busy time, put-wait start) live in one ``Worker`` per step, so
-  threads never share a counter; wait samples go to bounded deques (append is atomic).
-- Ordered maps (``ordered=True`` with concurrency > 1) number items as they are taken
-  (take and numbering happen in one event-loop step, no await between) and return
-  item ``k`` only once item ``k - 1`` has been *enqueued*, which a worker learns when
-  its runner calls it again; so output order equals input order.
+- Bursts are taken with ``take`` (a task: what is there now without waiting, else
+  ``dequeue_burst``) or the blocking view's ``dequeue_burst`` (a thread), at most
+  ``burst_size`` items: a fair share of what the queue holds among the stage's workers,
+  so one worker never sits on items the others could work on.
+- Measurements are per burst (``_meter.py``): a burst's get wait, its work time, and the
+  put wait of the previous burst.
 """
 
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.to_process
-import anyio.to_thread
 import numpy as np
+import numpy.typing as npt
 
 from .._errors import ElementSpecError, OutOfRangeError, QueueClosedError, QueueEmpty, add_note
 from .._queues._tuples import pad_stack
@@ -43,30 +43,54 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLEAN",
-    "Box",
+    "Burst",
     "Stopping",
-    "Turns",
-    "async_map_step",
     "batch_step",
+    "burst_size",
     "collate",
     "filter_step",
     "noted",
-    "offloaded",
+    "pack",
     "prefetch_step",
     "shuffle_step",
-    "thread_map_step",
+    "take",
 ]
 
-_perf = time.perf_counter
+Burst = npt.NDArray[Any]  # a 1-d object array of items
+_BURST_MAX = 256  # items per burst at most (bounds one step's loop time)
+
+CLEAN = (OutOfRangeError, QueueClosedError)  # a source queue ended: not a failure
 
 
-class Box:
-    """One item in flight between stages."""
+def pack(items: list[Any]) -> Burst:
+    """A burst of ``items``: a 1-d object array holding each item as it is."""
+    return np.fromiter(items, dtype=object, count=len(items))
 
-    __slots__ = ("value",)
 
-    def __init__(self, value: Any) -> None:
-        self.value = value
+def burst_size(held: int, workers: int) -> int:
+    """How many items one of ``workers`` workers takes at a time from a queue that
+    holds ``held``: its share (at least 1, at most ``_BURST_MAX``)."""
+    share = -(-held // workers)
+    return 1 if share < 1 else share if share < _BURST_MAX else _BURST_MAX
+
+
+async def take(queue: QueueBase[Any], n: int) -> Burst:
+    """Up to ``n`` items of ``queue``: those there now, without a checkpoint, else the
+    first ones to arrive (``dequeue_burst``).
+
+    Only for steps that return what they take (or what they make of it): their
+    runner's enqueue checkpoints once per burst, so taking without a checkpoint never
+    starves other tasks.
+    """
+    burst: Burst
+    if queue.size():
+        try:
+            burst = queue.dequeue_up_to_nowait(n)
+            return burst
+        except QueueEmpty:  # earlier dequeues are waiting: queue up behind them
+            pass
+    burst = await queue.dequeue_burst(n)
+    return burst
 
 
 class Stopping:
@@ -104,153 +128,9 @@ class Stopping:
         raise QueueClosedError("the pipeline is stopping")
 
 
-CLEAN = (OutOfRangeError, QueueClosedError)  # a source queue ended: not a failure
-
-
 def noted(exc: BaseException, label: str) -> None:
+    """Name the stage in which ``exc`` was raised (a note, PEP 678)."""
     add_note(exc, f"raised in pipeline stage {label}")
-
-
-# -- map ----------------------------------------------------------------------------------
-
-
-def threaded_step(
-    take: Callable[[], Any],
-    work: Callable[[Any], Box],
-    meter: Meter,
-    stop: Stopping,
-    label: str,
-) -> Callable[[], Box]:
-    """A step for a worker thread: ``take()`` its input, ``work`` on it, hand it back."""
-    w = meter.worker()
-
-    def step() -> Box:
-        t0 = meter.began(w)
-        stop.check()
-        got = take()
-        t1 = meter.got(t0)
-        try:
-            box = work(got)
-        except Exception as exc:
-            noted(exc, label)
-            raise
-        w.returned = w.worked(t1)
-        return box
-
-    return step
-
-
-def thread_map_step(
-    fn: Callable[[Any], Any],
-    source: BlockingQueue[Any],
-    meter: Meter,
-    stop: Stopping,
-    label: str,
-) -> Callable[[], Box]:
-    """A step for a worker thread: take an item, apply ``fn``, hand it back."""
-
-    def apply(box: Box) -> Box:
-        box.value = fn(box.value)
-        return box
-
-    return threaded_step(source.dequeue, apply, meter, stop, label)
-
-
-class Turns:
-    """Output turns of an ordered map (event-loop side only)."""
-
-    __slots__ = ("_changed", "next_in", "next_out", "stop")
-
-    def __init__(self, stop: Stopping) -> None:
-        self.next_in = 0
-        self.next_out = 0
-        self.stop = stop
-        self._changed = anyio.Event()
-
-    def take(self) -> int:
-        seq = self.next_in
-        self.next_in += 1
-        return seq
-
-    def release(self, seq: int) -> None:
-        self.next_out = seq + 1
-        self.wake()
-
-    def wake(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    async def wait(self, seq: int) -> None:
-        while self.next_out != seq:
-            self.stop.check()
-            await self._changed.wait()
-
-
-def async_map_step(
-    call: Callable[[Any], Any],
-    source: QueueBase[Any],
-    meter: Meter,
-    stop: Stopping,
-    label: str,
-    turns: Turns | None,
-) -> Callable[[], Any]:
-    """A step for a task: ``await call(item)`` (an async fn, or a thread/process hop)."""
-    w = meter.worker()
-
-    async def step() -> Box:
-        if turns is not None and w.turn >= 0:
-            turns.release(w.turn)  # the runner enqueued our previous item: next one's turn
-            w.turn = -1
-        t0 = meter.began(w)
-        stop.check()
-        box: Box = await _take(source)
-        seq = turns.take() if turns is not None else 0
-        t1 = meter.got(t0)
-        try:
-            box.value = await call(box.value)
-        except Exception as exc:
-            noted(exc, label)
-            raise
-        w.worked(t1)
-        if turns is not None:
-            await turns.wait(seq)
-            w.turn = seq
-        w.returned = _perf()
-        return box
-
-    return step
-
-
-async def _take(source: QueueBase[Any]) -> Any:
-    """The next element of ``source``: taken at once when one is there, else awaited.
-
-    Only for steps that return the element (or what they make of it): their runner's
-    enqueue then yields to the event loop once per item, so taking without a checkpoint
-    never starves other tasks, and an item waiting in the queue is worked on one
-    event-loop iteration sooner.
-    """
-    if source.size():
-        try:
-            return source.dequeue_nowait()
-        except QueueEmpty:  # earlier dequeues are waiting: queue up behind them
-            pass
-    return await source.dequeue()
-
-
-def offloaded(fn: Callable[[Any], Any], executor: str, concurrency: int) -> Callable[[Any], Any]:
-    """``fn`` as an async callable running on a thread or in a worker process."""
-    limiter = anyio.CapacityLimiter(concurrency)
-    if executor == "process":
-
-        async def in_process(item: Any) -> Any:
-            return await anyio.to_process.run_sync(fn, item, limiter=limiter)
-
-        return in_process
-
-    async def in_thread(item: Any) -> Any:
-        return await anyio.to_thread.run_sync(fn, item, limiter=limiter)
-
-    return in_thread
 
 
 # -- filter, shuffle, prefetch, batch -------------------------------------------------------
@@ -263,74 +143,90 @@ def filter_step(
     meter: Meter,
     stop: Stopping,
     label: str,
-) -> Callable[[], Any]:
-    """A task step that returns the next item for which ``pred`` is true."""
+) -> Callable[[], Awaitable[Burst]]:
+    """A task step: the items of the next burst for which ``pred`` is true (order kept)."""
     w = meter.worker()
 
-    async def step() -> Box:
+    async def step() -> Burst:
         t0 = meter.began(w)
         while True:
             stop.check()
-            box: Box = await source.dequeue()
+            burst = await take(source, _BURST_MAX)
             t1 = meter.got(t0)
             try:
-                keep = await pred(box.value) if is_async else pred(box.value)
+                if is_async:
+                    kept = [x for x in burst if await pred(x)]
+                else:
+                    kept = [x for x in burst if pred(x)]
             except Exception as exc:
                 noted(exc, label)
                 raise
             t0 = w.worked(t1)
-            if keep:
+            meter.dropped += len(burst) - len(kept)
+            if kept:
                 w.returned = t0
-                return box
-            meter.dropped += 1
+                return pack(kept)
 
     return step
 
 
 def shuffle_step(
     keep: int, seed: int | None, source: QueueBase[Any], meter: Meter, stop: Stopping
-) -> Callable[[], Any]:
+) -> Callable[[], Awaitable[Burst]]:
     """A task step over a deterministic shuffle buffer.
 
-    The buffer holds up to ``keep + 1`` items: each call tops it up from the input and
-    returns a uniformly chosen one, so the output order is a pure function of the input
-    order and the seed. At the end of the input the buffer drains in random order.
+    The buffer holds up to ``keep + 1`` items: each item read is appended, and while
+    the buffer holds more than ``keep`` a uniformly chosen one is emitted, so the output
+    order is a pure function of the input order and the seed (whatever the bursts). At
+    the end of the input the buffer drains in random order.
     """
     w = meter.worker()
     rng = random.Random(seed)
-    buf: list[Box] = []
+    buf: list[Any] = []
     ended = False
 
-    async def step() -> Box:
+    def pick() -> Any:
+        j = rng.randrange(len(buf))
+        buf[j], buf[-1] = buf[-1], buf[j]
+        return buf.pop()
+
+    async def step() -> Burst:
         nonlocal ended
         t0 = meter.began(w)
         stop.check()
-        while not ended and len(buf) <= keep:
+        out: list[Any] = []
+        while not out and not ended:
             try:
-                buf.append(await source.dequeue())
+                burst = await take(source, _BURST_MAX)
             except OutOfRangeError:
                 ended = True
+                break
+            for x in burst:
+                buf.append(x)
+                if len(buf) > keep:
+                    out.append(pick())
         meter.got(t0)
-        if not buf:
+        if ended:
+            while buf and len(out) < _BURST_MAX:
+                out.append(pick())
+        if not out:
             raise StopAsyncIteration
-        j = rng.randrange(len(buf))
-        buf[j], buf[-1] = buf[-1], buf[j]
-        w.returned = _perf()
-        return buf.pop()
+        w.returned = w.worked(t0)
+        return pack(out)
 
     return step
 
 
 def prefetch_step(source: QueueBase[Any], meter: Meter, stop: Stopping) -> Callable[[], Any]:
-    """A task step that moves one item on."""
+    """A task step that moves the next burst on."""
     w = meter.worker()
 
-    async def step() -> Box:
+    async def step() -> Burst:
         t0 = meter.began(w)
         stop.check()
-        box: Box = await _take(source)
+        burst = await take(source, _BURST_MAX)
         w.returned = meter.got(t0)
-        return box
+        return burst
 
     return step
 
@@ -343,14 +239,27 @@ def batch_step(
     meter: Meter,
     stop: Stopping,
     label: str,
-) -> Callable[[], Box]:
-    """A thread step that takes ``size`` items and stacks them into one batch."""
-    take = source.dequeue_up_to if smaller else source.dequeue_many
+) -> Callable[[], Burst]:
+    """A thread step: take ``size`` items and stack them into one batch."""
+    w = meter.worker()
+    take_batch = source.dequeue_up_to if smaller else source.dequeue_many
 
-    def stack(boxes: Any) -> Box:
-        return Box(collate([b.value for b in boxes], pad=pad))
+    def step() -> Burst:
+        t0 = meter.began(w)
+        stop.check()
+        items = take_batch(size)
+        t1 = meter.got(t0)
+        try:
+            batch = collate(items.tolist(), pad=pad)
+        except Exception as exc:
+            noted(exc, label)
+            raise
+        w.returned = w.worked(t1)
+        out = np.empty(1, dtype=object)
+        out[0] = batch
+        return out
 
-    return threaded_step(lambda: take(size), stack, meter, stop, label)
+    return step
 
 
 def collate(items: list[Any], *, pad: bool = False) -> Any:
@@ -372,6 +281,18 @@ def collate(items: list[Any], *, pad: bool = False) -> Any:
         if any(not isinstance(x, dict) or x.keys() != first.keys() for x in items):
             raise ElementSpecError(f"batch: items must all be dicts with keys {keys}")
         return {k: collate([x[k] for x in items], pad=pad) for k in keys}
+    if isinstance(first, (int, float, bool, np.generic)) and not isinstance(first, np.bytes_):
+        flat = np.asarray(items)  # numbers: one conversion for the whole batch
+        if flat.ndim == 1 and flat.dtype.kind in "biufc":
+            return flat
+    if isinstance(first, np.ndarray) and first.dtype.kind not in "SUO":
+        shape, dtype = first.shape, first.dtype
+        if all(isinstance(x, np.ndarray) and x.shape == shape for x in items):
+            return np.stack(items) if all(x.dtype == dtype for x in items) else _stacked(items)
+    return _stacked(items, pad)
+
+
+def _stacked(items: list[Any], pad: bool = False) -> Any:
     arrays = [np.asarray(x) for x in items]
     if any(a.dtype.kind in "SU" for a in arrays):
         arrays = [a.astype(object) for a in arrays]

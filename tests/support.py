@@ -1,0 +1,303 @@
+"""Helpers shared by the test modules (``from support import ...``): background
+operations (``spawn``, ``Op``), ``settle`` and ``poll``, and the queue kinds of the
+contract suite (``Kind``, ``KINDS``).
+
+They live here rather than in ``conftest.py``: the Redis tests have a ``conftest.py`` of
+their own, and ``import conftest`` would find whichever was imported first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import numpy as np
+
+import aqueue
+
+# --------------------------------------------------------------------------------------
+# Background operations
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Op:
+    """The outcome of one queue operation run in a background task.
+
+    ``finished`` is True once the task has ended for any reason; then exactly one of
+    ``returned`` (the call returned ``value``), ``error`` (it raised an ``Exception``)
+    or ``cancelled`` (its scope caught a cancellation) holds.
+    """
+
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    value: Any = None
+    error: BaseException | None = None
+    returned: bool = False
+    finished: bool = False
+    cancelled: bool = False
+
+    @property
+    def pending(self) -> bool:
+        """True while the operation has neither returned, raised nor been cancelled."""
+        return not self.finished
+
+    def result(self) -> Any:
+        """Return the value, re-raising the error; fail the test if still pending."""
+        assert self.finished, "operation is still pending"
+        assert not self.cancelled, "operation was cancelled"
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+def spawn(tg: anyio.abc.TaskGroup, fn: Callable[..., Awaitable[Any]], *args: Any) -> Op:
+    """Start ``fn(*args)`` in ``tg`` under its own cancel scope and return its Op."""
+    op = Op()
+
+    async def run() -> None:
+        with op.scope:
+            try:
+                op.value = await fn(*args)
+                op.returned = True
+            except Exception as exc:
+                op.error = exc
+        op.cancelled = op.scope.cancelled_caught
+        op.finished = True
+
+    tg.start_soon(run)
+    return op
+
+
+async def settle() -> None:
+    """Let every other task run until all of them are blocked.
+
+    A few plain checkpoints first let freshly started or woken tasks park, so that
+    ``wait_all_tasks_blocked`` (which backs off for 0.1 s on asyncio whenever a task is
+    still runnable) usually returns at once; it remains the actual guarantee.
+    """
+    for _ in range(4):
+        await anyio.lowlevel.checkpoint()
+    await anyio.wait_all_tasks_blocked()
+
+
+async def poll(predicate: Callable[[], bool], *, limit_s: float = 10.0) -> None:
+    """Sleep in small steps until ``predicate()`` holds (for threads, which
+    ``wait_all_tasks_blocked`` cannot see); fail after ``limit_s`` seconds."""
+    with anyio.fail_after(limit_s):
+        while not predicate():  # noqa: ASYNC110 - threads cannot set an anyio.Event
+            await anyio.sleep(0.001)
+
+
+# --------------------------------------------------------------------------------------
+# Queue kinds for contract-style tests
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One queue class configured with one element *form*, each element carrying an int.
+
+    Forms (``form``), chosen so that every storage kind is exercised:
+
+    - ``scalar``: one int64 scalar component (ring, pool, or padding ring);
+    - ``priority``: ``(priority, value)`` with priority == value (heap), so ascending
+      values come out in FIFO order;
+    - ``named``: ``{"v": int64, "x": float32[2] = [v, -v]}`` (a two-component ring);
+    - ``ragged``: ``(v, x)`` with ``x`` an int64 vector of ``v % 3`` copies of ``v``,
+      padded with zeros in batches (PaddingFIFOQueue's padded tuple deque);
+    - ``object``: ``(v, ("tag", v))``, the second component a Python object (a pool
+      with an object component);
+    - ``pyobj``: the Python object ``("tag", v)`` itself, one object component (a ring
+      of object references).
+
+    ``value``/``values`` check the form of what comes back and return the ints.
+    """
+
+    label: str
+    factory: Callable[[int, str], Any]
+    ordered: bool
+    """Dequeue order equals enqueue order (for ascending values)."""
+    form: str = "scalar"
+
+    @property
+    def priority(self) -> bool:
+        """Elements are (priority, value) pairs."""
+        return self.form == "priority"
+
+    def make(self, capacity: int, name: str = "q") -> Any:
+        """Build an empty queue."""
+        return self.factory(capacity, name)
+
+    def elem(self, v: int) -> Any:
+        """The element form of value ``v``."""
+        if self.form == "priority":
+            return (v, v)
+        if self.form == "named":
+            return {"v": v, "x": np.array([v, -v], dtype=np.float32)}
+        if self.form == "ragged":
+            return (v, np.full(v % 3, v, dtype=np.int64))
+        if self.form == "object":
+            return (v, ("tag", v))
+        if self.form == "pyobj":
+            return ("tag", v)
+        return v
+
+    def batch(self, vs: list[int] | range) -> Any:
+        """The batch form of values ``vs``."""
+        arr = np.asarray(list(vs), dtype=np.int64)
+        if self.form == "priority":
+            return (arr.copy(), arr)
+        if self.form == "named":
+            return {"v": arr, "x": np.stack([arr, -arr], axis=1).astype(np.float32)}
+        if self.form == "ragged":
+            width = max((v % 3 for v in arr), default=0)
+            x = np.zeros((len(arr), width), dtype=np.int64)
+            for j, v in enumerate(arr):
+                x[j, : v % 3] = v
+            return (arr, x)
+        if self.form in ("object", "pyobj"):
+            objs = np.empty(len(arr), dtype=object)
+            for j, v in enumerate(arr):
+                objs[j] = ("tag", int(v))
+            return (arr, objs) if self.form == "object" else objs
+        return arr
+
+    def value(self, element: Any) -> int:
+        """The value of a dequeued element (checking its form)."""
+        if self.form == "pyobj":
+            assert isinstance(element, tuple)
+            assert element[0] == "tag"
+            return int(element[1])
+        if self.form == "named":
+            assert isinstance(element, dict)
+            assert set(element) == {"v", "x"}
+            v = int(element["v"])
+            assert element["x"].tolist() == [v, -v]
+            return v
+        if self.form in ("priority", "ragged", "object"):
+            assert isinstance(element, tuple)
+            assert len(element) == 2
+            p, x = element
+            if self.form == "priority":
+                assert int(p) == int(x)
+                return int(x)
+            v = int(p)
+            if self.form == "ragged":
+                _check_ragged_row(np.asarray(x), v)
+            else:
+                assert x == ("tag", v)
+            return v
+        assert np.ndim(element) == 0
+        return int(element)
+
+    def values(self, batch: Any, n: int | None = None) -> list[int]:
+        """The values of a dequeued batch (checking its form and length ``n``)."""
+        if self.form == "pyobj":
+            assert isinstance(batch, np.ndarray)
+            assert batch.dtype == object
+            assert batch.ndim == 1
+            out = [self.value(e) for e in batch]
+        elif self.form == "named":
+            assert isinstance(batch, dict)
+            x = batch["v"]
+            assert batch["x"].shape == (len(x), 2)
+            assert batch["x"].tolist() == [[float(v), float(-v)] for v in x]
+            out = [int(v) for v in x]
+        elif self.form == "scalar":
+            x = batch
+            assert isinstance(x, np.ndarray)
+            assert x.dtype == np.int64
+            assert x.ndim == 1
+            out = [int(v) for v in x]
+        else:
+            assert isinstance(batch, tuple)
+            assert len(batch) == 2
+            p, x = batch
+            assert isinstance(p, np.ndarray)
+            assert p.dtype == np.int64
+            assert p.ndim == 1
+            if self.form == "priority":
+                assert p.tolist() == x.tolist()
+            elif self.form == "ragged":
+                assert x.ndim == 2
+                for v, row in zip(p, x):
+                    _check_ragged_row(row, int(v))
+            else:
+                assert [tuple(o) for o in x] == [("tag", int(v)) for v in p]
+            out = [int(v) for v in p]
+        if n is not None:
+            assert len(out) == n
+        return out
+
+    def check(self, got: list[int], want: list[int] | range) -> None:
+        """Assert ``got`` matches ``want`` (exactly, or as a multiset if unordered)."""
+        if self.ordered:
+            assert got == list(want)
+        else:
+            assert sorted(got) == sorted(want)
+
+
+def _check_ragged_row(x: np.ndarray, v: int) -> None:
+    """A ragged element or batch row: ``v % 3`` copies of ``v``, then padding zeros."""
+    k = v % 3
+    assert x.dtype == np.int64
+    assert x.ndim == 1
+    assert len(x) >= k
+    assert x[:k].tolist() == [v] * k
+    assert not x[k:].any()
+
+
+KINDS = [
+    Kind("fifo", lambda c, n: aqueue.FIFOQueue(c, np.int64, (), name=n), ordered=True),
+    Kind(
+        "shuffle",
+        lambda c, n: aqueue.RandomShuffleQueue(c, 0, np.int64, (), seed=7, name=n),
+        ordered=False,
+    ),
+    Kind("padding", lambda c, n: aqueue.PaddingFIFOQueue(c, np.int64, [()], name=n), ordered=True),
+    Kind(
+        "priority",
+        lambda c, n: aqueue.PriorityQueue(c, np.int64, (), name=n),
+        ordered=True,
+        form="priority",
+    ),
+    Kind(
+        "fifo-named",
+        lambda c, n: aqueue.FIFOQueue(
+            c, [np.int64, np.float32], [(), (2,)], names=["v", "x"], name=n
+        ),
+        ordered=True,
+        form="named",
+    ),
+    Kind(
+        "padding-ragged",
+        lambda c, n: aqueue.PaddingFIFOQueue(c, [np.int64, np.int64], [(), (None,)], name=n),
+        ordered=True,
+        form="ragged",
+    ),
+    Kind(
+        "shuffle-object",
+        lambda c, n: aqueue.RandomShuffleQueue(c, 0, [np.int64, object], [(), ()], seed=3, name=n),
+        ordered=False,
+        form="object",
+    ),
+    Kind(
+        "fifo-pyobj",
+        lambda c, n: aqueue.FIFOQueue(c, object, (), name=n),
+        ordered=True,
+        form="pyobj",
+    ),
+]
+
+
+def drain_nowait(q: Any, kind: Kind) -> list[int]:
+    """Take every element that ``dequeue_nowait`` gives now, in order."""
+    out: list[int] = []
+    while True:
+        try:
+            out.append(kind.value(q.dequeue_nowait()))
+        except (aqueue.QueueEmpty, aqueue.OutOfRangeError):
+            return out
