@@ -850,16 +850,10 @@ def test_fast_paths_with_deferred_fire_after_releasing_the_lock() -> None:
 
 
 # --------------------------------------------------------------------------------------
-# Known bug
+# Object components holding tuples
 # --------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HeapStorage.take_batch pops the entries before stack() assembles them, and "
-    "stack() fails on a scalar object component holding tuples of different lengths "
-    "(it stacks them as sequences): the take raises ValueError and both elements are gone",
-)
 def test_a_batch_take_of_object_tuples_loses_nothing() -> None:
     """A batch dequeue of scalar object elements that are tuples either returns them or,
     if it fails, leaves them stored."""

@@ -214,3 +214,16 @@ async def test_dequeue_many_larger_than_capacity_does_not_deadlock() -> None:
         p, v = op.result()
     assert p.tolist() == sorted(p.tolist())
     assert sorted(v.tolist()) == [1, 2, 4, 7, 9]
+
+
+@pytest.mark.anyio
+async def test_object_elements_that_are_tuples_batch_as_one_object_each() -> None:
+    """Object elements that are tuples (of different lengths) come back from a batch
+    dequeue as they went in, one object per element, and nothing is lost."""
+    q = aqueue.PriorityQueue(4, object, ())
+    await q.enqueue((2, ("b", 2, 3)))
+    await q.enqueue((1, ("a", 1)))
+    priorities, objs = await q.dequeue_many(2)
+    assert priorities.tolist() == [1, 2]
+    assert list(objs) == [("a", 1), ("b", 2, 3)]
+    assert q.size() == 0

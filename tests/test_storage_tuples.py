@@ -186,12 +186,6 @@ def test_heap_copies_what_it_is_given() -> None:
     assert heap.take_one()[1].tolist() == [1, 2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stack() decides 'scalar' by np.ndim of the stored value, so a scalar object "
-    "component holding a tuple or list is stacked (and padded) as a sequence: the batch "
-    "gets an extra dimension instead of one object per element",
-)
 @pytest.mark.parametrize("kind", ["heap", "padding-deque"])
 def test_scalar_object_component_holding_tuples_batches_one_object_per_element(
     kind: str,

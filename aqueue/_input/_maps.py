@@ -136,10 +136,10 @@ def thread_map_step(
         t0 = meter.began(w)
         stop.check()
         if turns is None:
-            burst = source.dequeue_burst(burst_size(source.size(), workers))
+            burst = source.dequeue_burst(burst_size(source.size(), workers, w.item_s))
         else:
             with turns.taking:
-                burst = source.dequeue_burst(burst_size(source.size(), workers))
+                burst = source.dequeue_burst(burst_size(source.size(), workers, w.item_s))
                 seq = turns.number()
         t1 = meter.got(t0)
         try:
@@ -147,7 +147,7 @@ def thread_map_step(
         except Exception as exc:
             noted(exc, label)
             raise
-        w.returned = w.worked(t1)
+        w.returned = w.worked(t1, len(out))
         if turns is not None:
             turns.wait(seq)
             w.turn = seq
@@ -184,10 +184,10 @@ def async_map_step(
         stop.check()
         if not pending:
             if turns is None:
-                burst = await take(source, burst_size(source.size(), workers))
+                burst = await take(source, burst_size(source.size(), workers, w.item_s))
             else:
                 async with turns.taking:
-                    burst = await take(source, burst_size(source.size(), workers))
+                    burst = await take(source, burst_size(source.size(), workers, w.item_s))
                     seq = turns.number()
             pending = burst.tolist()
         t1 = meter.got(t0)
@@ -202,7 +202,7 @@ def async_map_step(
             noted(exc, label)
             raise
         del pending[: len(out)]
-        w.returned = w.worked(t1)
+        w.returned = w.worked(t1, len(out))
         if turns is not None and w.turn < 0:
             await turns.wait(seq)
             w.turn = seq

@@ -65,19 +65,26 @@ class StageStatistics:
 
 
 class Worker:
-    """Per-step bookkeeping: busy time and when the last item was handed back."""
+    """Per-step bookkeeping: busy time, seconds per item, and when the last burst was
+    handed back."""
 
-    __slots__ = ("busy", "returned", "turn")
+    __slots__ = ("busy", "item_s", "returned", "turn")
 
     def __init__(self) -> None:
         self.busy = 0.0
-        self.returned = 0.0  # perf_counter() when the step last returned an item
+        self.item_s = 0.0  # moving average of seconds per item (0: none worked on yet)
+        self.returned = 0.0  # perf_counter() when the step last returned a burst
         self.turn = -1  # ordered maps: the sequence number this worker holds
 
-    def worked(self, since: float) -> float:
-        """The step worked on an item from ``since`` until now; return now."""
+    def worked(self, since: float, items: int = 0) -> float:
+        """The step worked from ``since`` until now, on ``items`` items (0: not counted
+        towards ``item_s``); return now."""
         now = _perf()
-        self.busy += now - since
+        spent = now - since
+        self.busy += spent
+        if items:
+            per = spent / items
+            self.item_s = per if self.item_s == 0.0 else 0.75 * self.item_s + 0.25 * per
         return now
 
 

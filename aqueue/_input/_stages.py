@@ -18,7 +18,8 @@ Invariants:
 - Bursts are taken with ``take`` (a task: what is there now without waiting, else
   ``dequeue_burst``) or the blocking view's ``dequeue_burst`` (a thread), at most
   ``burst_size`` items: a fair share of what the queue holds among the stage's workers,
-  so one worker never sits on items the others could work on.
+  so one worker never sits on expensive items the others could work on, or more when
+  items are cheap (see ``burst_size``).
 - Measurements are per burst (``_meter.py``): a burst's get wait, its work time, and the
   put wait of the previous burst.
 """
@@ -67,10 +68,23 @@ def pack(items: list[Any]) -> Burst:
     return np.fromiter(items, dtype=object, count=len(items))
 
 
-def burst_size(held: int, workers: int) -> int:
+_KEEP_BUSY_S = 0.0002  # a burst should keep its worker busy at least this long
+
+
+def burst_size(held: int, workers: int, item_s: float) -> int:
     """How many items one of ``workers`` workers takes at a time from a queue that
-    holds ``held``: its share (at least 1, at most ``_BURST_MAX``)."""
+    holds ``held``, when an item took it ``item_s`` seconds so far (0: not known yet).
+
+    Its fair share of what is there, so that expensive items spread over every worker;
+    but at least as many as keep it busy for ``_KEEP_BUSY_S``, so that cheap items are
+    not handed over a few at a time by many workers (the hand-offs, not the items, would
+    then cost the time). At least 1, at most ``_BURST_MAX``.
+    """
     share = -(-held // workers)
+    if item_s > 0.0:
+        busy = int(_KEEP_BUSY_S / item_s)
+        if busy > share:
+            share = busy
     return 1 if share < 1 else share if share < _BURST_MAX else _BURST_MAX
 
 

@@ -317,7 +317,13 @@ class Engine:
             elif req.claimed:
                 if take:
                     req.claims.append(st.take_chunk(take))
-                result = st.assemble(req.claims)
+                try:
+                    result = st.assemble(req.claims)
+                except BaseException:  # the request fails: its claims go back first
+                    self._give_back(req)
+                    self._remove(req)
+                    self._notify()
+                    raise
                 req.claims = []
             else:
                 result = st.take_batch(take)

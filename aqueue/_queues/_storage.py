@@ -72,8 +72,14 @@ class Storage(Protocol):
     def restore(self, chunks: Sequence[Chunk]) -> None: ...
 
     def take_batch(self, n: int) -> Components:
-        """Remove the next ``n`` elements and return them as batch components."""
-        return self.assemble([self.take_chunk(n)])
+        """Remove the next ``n`` elements and return them as batch components (or, if
+        they cannot be assembled, put them back and raise)."""
+        chunk = self.take_chunk(n)
+        try:
+            return self.assemble([chunk])
+        except BaseException:
+            self.restore([chunk])
+            raise
 
 
 class FillableStorage(Storage, Protocol):

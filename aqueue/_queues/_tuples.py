@@ -70,7 +70,13 @@ def stack(elements: Sequence[Components], dtypes: Sequence[np.dtype[Any]], pad: 
     """Stack per-element tuples into batch components, padding None dimensions if asked."""
     out = []
     for i, dt in enumerate(dtypes):
-        if elements and all(np.ndim(e[i]) == 0 for e in elements):
+        # An object component holds any Python object as one value, tuples and lists
+        # included: only an array is more than one value there.
+        if dt.kind == "O":
+            scalars = all(not isinstance(e[i], np.ndarray) for e in elements)
+        else:
+            scalars = all(np.ndim(e[i]) == 0 for e in elements)
+        if elements and scalars:
             col = np.empty(len(elements), dtype=dt)
             for j, e in enumerate(elements):
                 col[j] = e[i]  # scalars: no padding, no nested 0-d arrays
