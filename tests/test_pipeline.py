@@ -541,6 +541,29 @@ async def test_describe_marks_the_bottleneck() -> None:
 
 
 @pytest.mark.asyncio
+async def test_describe_names_a_slow_consumer_as_the_bottleneck() -> None:
+    """Cheap stages and a consumer that takes 3 ms per item: the pipeline keeps ahead,
+    and describe() says the consumer is the limit, not one of the stages."""
+    pipe = Pipeline.from_iterable(range(60)).map(lambda x: x + 1, concurrency=4).prefetch(8)
+    async with pipe.open() as items:
+        async for _ in items:
+            time.sleep(0.003)  # noqa: ASYNC251 - the training step blocks the loop
+    last = pipe.describe().splitlines()[-1]
+    assert last.startswith("bottleneck: the consumer"), last
+
+
+@pytest.mark.asyncio
+async def test_describe_blames_overhead_when_no_stage_is_busy() -> None:
+    """Trivial stages and a consumer that takes batches at once: no stage is busy,
+    the consumer waits, and describe() says per-item overhead sets the pace rather than
+    naming an idle stage."""
+    pipe = Pipeline.from_iterable(range(20_000)).map(lambda x: x, concurrency=4).batch(64)
+    await collect(pipe)
+    last = pipe.describe().splitlines()[-1]
+    assert last.startswith("bottleneck: per-item overhead"), last
+
+
+@pytest.mark.asyncio
 async def test_pipeline_of_a_source_tells_the_source_kind_apart() -> None:
     """Pipeline(source) starts from a list, a generator, an async iterable or a queue,
     as the matching from_* method would; bad sources get a clear TypeError."""

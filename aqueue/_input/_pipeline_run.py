@@ -40,7 +40,15 @@ from ._meter import Meter, StageStatistics, percentiles
 from ._sources import AsyncSource, SequenceSource, SyncSource, producer_step, queue_step
 from ._stages import Stopping, batch_step, filter_step, prefetch_step, shuffle_step
 
-__all__ = ["ZERO_FIELDS", "Opened", "Outputs", "PipelineRun", "StageSpec", "describe_run"]
+__all__ = [
+    "ZERO_FIELDS",
+    "Opened",
+    "Outputs",
+    "PipelineRun",
+    "StageSpec",
+    "bottleneck",
+    "describe_run",
+]
 
 _SAMPLE_INTERVAL_S = 0.005  # how often the run samples its queues' occupancy
 _MAX_DEFER_CHECKPOINTS = 256  # at most this many loop iterations before thread stages start
@@ -333,7 +341,44 @@ class PipelineRun:
         return tuple(out)
 
 
+_BUSY = 0.5  # a stage this busy (fraction of its workers' time) can limit throughput
+_FULL = 0.5  # an output queue this full on average: the consumer is the limit
+
+
+def bottleneck(stats: tuple[StageStatistics, ...]) -> str:
+    """What limits the run's throughput, in one line.
+
+    - The consumer, when the pipeline keeps ahead of it: the last stage's output queue
+      was at least ``_FULL`` full on average and the consumer rarely waited.
+    - Else the busiest stage, when its workers were busy at least ``_BUSY`` of the
+      time: adding workers (or a faster function) there is what helps.
+    - Else no stage's own work limits the run: the hand-offs between stages (per-item
+      overhead) or a source that delivers slowly do.
+    """
+    last = stats[-1]
+    if last.occupancy_mean >= _FULL and last.starved_fraction < 0.1:
+        return (
+            f"the consumer — the pipeline keeps ahead of it (its output queue was "
+            f"{last.occupancy_mean:.0%} full on average, the consumer waited "
+            f"{last.starved_fraction:.0%} of the time)"
+        )
+    fractions = [s.busy_fraction for s in stats]
+    worst = max(range(len(stats)), key=fractions.__getitem__)
+    s = stats[worst]
+    if fractions[worst] >= _BUSY:
+        return (
+            f"{s.name} — its {s.concurrency} worker(s) were {fractions[worst]:.0%} busy; "
+            "more concurrency there (or a faster function) would help"
+        )
+    return (
+        f"per-item overhead — no stage was busy more than {fractions[worst]:.0%} of the "
+        f"time and the consumer waited {last.starved_fraction:.0%} of it: the hand-offs "
+        "between stages, not the stages' work, set the pace"
+    )
+
+
 def describe_run(stats: tuple[StageStatistics, ...], run: PipelineRun | None) -> str:
+    """The text of ``Pipeline.describe()``: one line per stage, then the bottleneck."""
     elapsed = run.elapsed if run is not None else 0.0
     head = (
         f"{'#':>2} {'stage':<28} {'conc':>4} {'in':>8} {'out':>8} {'dropped':>7} {'items/s':>9} "
@@ -351,12 +396,6 @@ def describe_run(stats: tuple[StageStatistics, ...], run: PipelineRun | None) ->
         )
     if run is None or not stats:
         lines.append("bottleneck: n/a (not run yet)")
-        return "\n".join(lines)
-    fractions = [s.busy_fraction for s in stats]
-    worst = max(range(len(stats)), key=fractions.__getitem__)
-    s = stats[worst]
-    lines.append(
-        f"bottleneck: {s.name} — {fractions[worst]:.0%} busy, downstream queue empty "
-        f"{s.starved_fraction:.0%} of the time"
-    )
+    else:
+        lines.append(f"bottleneck: {bottleneck(stats)}")
     return "\n".join(lines)

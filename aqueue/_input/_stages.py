@@ -27,6 +27,7 @@ Invariants:
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +62,7 @@ Burst = npt.NDArray[Any]  # a 1-d object array of items
 _BURST_MAX = 256  # items per burst at most (bounds one step's loop time)
 
 CLEAN = (OutOfRangeError, QueueClosedError)  # a source queue ended: not a failure
+_perf = time.perf_counter
 
 
 def pack(items: list[Any]) -> Burst:
@@ -209,23 +211,27 @@ def shuffle_step(
         t0 = meter.began(w)
         stop.check()
         out: list[Any] = []
+        waited = 0.0  # seconds spent waiting for input (not busy)
         while not out and not ended:
+            t_wait = _perf()
             try:
                 burst = await take(source, _BURST_MAX)
             except OutOfRangeError:
                 ended = True
                 break
+            finally:
+                waited += _perf() - t_wait
             for x in burst:
                 buf.append(x)
                 if len(buf) > keep:
                     out.append(pick())
-        meter.got(t0)
+        meter.get_waits.append(waited)
         if ended:
             while buf and len(out) < _BURST_MAX:
                 out.append(pick())
         if not out:
             raise StopAsyncIteration
-        w.returned = w.worked(t0)
+        w.returned = w.worked(t0 + waited)
         return pack(out)
 
     return step
