@@ -596,3 +596,44 @@ def test_pipeline_help_is_public_and_complete() -> None:
         doc = inspect.getdoc(member) or ""
         if not name.startswith("_"):
             assert "module docstring" not in doc, name
+
+
+@pytest.mark.anyio
+async def test_to_queue_sends_every_item_and_closes_the_queue_when_done() -> None:
+    """A pipeline ending in to_queue(q) fills q (waiting while q is full) and q closes
+    after its last item, so a consumer of q drains it and stops; run() returns 0."""
+    q = FIFOQueue(4, np.int64, ())
+    pipe = Pipeline(range(50)).map(lambda x: x * 2, concurrency=3).to_queue(q)
+    got: list[int] = []
+
+    async def consume() -> None:
+        async for x in q:
+            got.append(int(x))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        assert await pipe.run() == 0
+    assert sorted(got) == [x * 2 for x in range(50)]
+    assert q.closed
+    stats = pipe.statistics()
+    assert stats[-1].items_out == 50
+
+
+@pytest.mark.anyio
+async def test_to_queue_with_enqueue_many_sends_batches() -> None:
+    """After batch(), to_queue(q, enqueue_many=True) sends each batch's rows, in
+    order for an ordered pipeline; nothing may follow to_queue."""
+    q = FIFOQueue(100, [np.int64, np.float32], [(), (2,)])
+    pipe = (
+        Pipeline(range(20))
+        .map(lambda x: (x, np.array([x, -x], np.float32)))
+        .batch(8, allow_smaller_final_batch=True)
+        .to_queue(q, enqueue_many=True)
+    )
+    with pytest.raises(ElementSpecError, match="no stage may follow"):
+        pipe.prefetch(2)
+    await pipe.run()
+    ids, xs = q.dequeue_many_nowait(20)
+    assert ids.tolist() == list(range(20))
+    assert xs[:, 1].tolist() == [-float(x) for x in range(20)]
+    assert q.closed

@@ -226,4 +226,3 @@ def offloaded(fn: Callable[[Any], Any], executor: str, concurrency: int) -> Call
         return await anyio.to_thread.run_sync(fn, item, limiter=limiter)
 
     return in_thread
-

@@ -117,6 +117,11 @@ class Pipeline:
         return "<Pipeline " + " -> ".join(s.label for s in self._specs) + ">"
 
     def _then(self, spec: StageSpec) -> Pipeline:
+        last = self._specs[-1]
+        if last.kind == "to_queue":
+            raise ElementSpecError(
+                f"Pipeline: no stage may follow {last.label}, which sends the items out"
+            )
         return Pipeline._of((*self._specs, spec))
 
     # -- sources -------------------------------------------------------------------------
@@ -348,6 +353,31 @@ class Pipeline:
         head = replace(source, epochs=epochs)
         return Pipeline._of((head, *self._specs[1:]))
 
+    def to_queue(
+        self, queue: AsyncQueue[Any], *, enqueue_many: bool = False, name: str | None = None
+    ) -> Pipeline:
+        """Send every item into ``queue`` instead of to the consumer (a last stage).
+
+        ``queue`` is any aqueue queue: an in-process one, or a queue shared through a
+        server (``aqueue.redis``), so a loader pipeline on one host feeds trainers on
+        others. Each item is one element of ``queue`` (a batch of elements with
+        ``enqueue_many``, e.g. after ``batch``), converted by its spec; items are sent
+        in bursts (one ``enqueue_many`` per burst). The stage registers as a producer
+        of ``queue``: the queue closes when the pipeline (and every other registered
+        producer, of any process) has finished. ``open()`` of such a pipeline yields
+        no items: its iteration ends when everything was sent; ``await pipe.run()``
+        does just that.
+
+        Raises:
+            TypeError: ``queue`` is not an aqueue queue.
+        """
+        if not isinstance(queue, AsyncQueue):
+            raise TypeError(
+                f"Pipeline.to_queue: expected an aqueue queue, got {type(queue).__name__}"
+            )
+        label = name_arg(name, f"to_queue({queue.name})")
+        return self._then(StageSpec("to_queue", label, queue, pad=bool(enqueue_many)))
+
     @staticmethod
     def _capacity_arg(capacity: Any, label: str) -> int | None:
         if capacity is None:
@@ -370,6 +400,20 @@ class Pipeline:
         if coord is not None and not isinstance(coord, Coordinator):
             raise TypeError(f"Pipeline.open: expected a Coordinator, got {type(coord).__name__}")
         return Opened(self._specs, coord, self._remember)
+
+    async def run(self, coord: Coordinator | None = None) -> int:
+        """Run the pipeline to its end, discarding what reaches the consumer (for a
+        pipeline that ends with ``to_queue``, or is run for its side effects); return
+        the number of items discarded.
+
+        Args:
+            coord: Run the stages in this running Coordinator instead of a new one.
+        """
+        count = 0
+        async with self.open(coord) as items:
+            async for _ in items:
+                count += 1
+        return count
 
     def statistics(self) -> tuple[StageStatistics, ...]:
         """One StageStatistics per stage, in order, for the latest run (zeros before)."""

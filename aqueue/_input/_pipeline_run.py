@@ -38,7 +38,7 @@ from .._running._runner import QueueRunner
 from ._maps import AsyncTurns, ThreadTurns, async_map_step, offloaded, thread_map_step
 from ._meter import Meter, StageStatistics, percentiles
 from ._sources import AsyncSource, SequenceSource, SyncSource, producer_step, queue_step
-from ._stages import Stopping, batch_step, filter_step, prefetch_step, shuffle_step
+from ._stages import Stopping, batch_step, filter_step, prefetch_step, send_step, shuffle_step
 
 __all__ = [
     "ZERO_FIELDS",
@@ -181,6 +181,7 @@ class PipelineRun:
         self.turns: list[ThreadTurns | AsyncTurns] = []
         self.t0 = time.monotonic()
         self.t1: float | None = None
+        self.sent = 0  # items a to_queue stage sent out (once it has ended)
 
     def _capacity(self, i: int) -> int:
         """Stage ``i``'s output queue capacity (see the module docstring)."""
@@ -224,9 +225,20 @@ class PipelineRun:
         """Build stage ``i``'s runner and start it; return its number of workers."""
         spec = self.specs[i]
         steps = self._steps(i, spec, f"{i} '{spec.label}'")
-        runner = QueueRunner(self.queues[i], steps, enqueue_many=True, name=f"{i}:{spec.label}")
+        name = f"{i}:{spec.label}"
+        if spec.kind == "to_queue":  # its items go out; its own queue closes when done
+            runner = QueueRunner(spec.fn, steps, enqueue_many=True, name=name)
+            self.coord.start(runner)
+            self.coord.start_soon(self._close_when_sent, runner, i, name=f"{name} end")
+            return len(steps)
+        runner = QueueRunner(self.queues[i], steps, enqueue_many=True, name=name)
         self.coord.start(runner)
         return len(steps)
+
+    async def _close_when_sent(self, runner: QueueRunner, i: int) -> None:
+        await runner.join()
+        self.sent = self.queues[i - 1].statistics().dequeued_total
+        self.queues[i].close()
 
     async def _start_later(self, stages: list[int], checkpoints: int) -> None:
         for _ in range(checkpoints):
@@ -261,8 +273,7 @@ class PipelineRun:
                 if tturns is not None:
                     self.turns.append(tturns)
                 return [
-                    thread_map_step(spec.fn, view, meter, stop, label, c, tturns)
-                    for _ in range(c)
+                    thread_map_step(spec.fn, view, meter, stop, label, c, tturns) for _ in range(c)
                 ]
             call = spec.fn if spec.executor == "task" else offloaded(spec.fn, spec.executor, c)
             aturns = AsyncTurns(stop) if spec.ordered else None
@@ -271,6 +282,8 @@ class PipelineRun:
             return [async_map_step(call, inq, meter, stop, label, c, aturns) for _ in range(c)]
         if k == "filter":
             return [filter_step(spec.fn, spec.executor == "task", inq, meter, stop, label)]
+        if k == "to_queue":
+            return [send_step(inq, spec.pad, meter, stop, label)]
         if k == "shuffle":
             return [shuffle_step(spec.size, spec.seed, inq, meter, stop)]
         if k == "batch":
@@ -317,6 +330,7 @@ class PipelineRun:
             items_in = (
                 self.queues[i - 1].statistics().dequeued_total if i > 0 else st.enqueued_total
             )
+            items_out = items_in if spec.kind == "to_queue" else st.enqueued_total
             m = self.meters[i]
             g50, g99 = percentiles(m.get_waits)
             p50, p99 = percentiles(m.put_waits)
@@ -324,9 +338,9 @@ class PipelineRun:
                 StageStatistics(
                     name=spec.label,
                     items_in=items_in,
-                    items_out=st.enqueued_total,
+                    items_out=items_out,
                     items_dropped=m.dropped,
-                    items_per_s=st.enqueued_total / elapsed,
+                    items_per_s=items_out / elapsed,
                     busy_s=m.busy,
                     concurrency=spec.concurrency,
                     occupancy_mean=m.occ_sum / m.occ_n if m.occ_n else 0.0,

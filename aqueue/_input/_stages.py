@@ -54,6 +54,7 @@ __all__ = [
     "noted",
     "pack",
     "prefetch_step",
+    "send_step",
     "shuffle_step",
     "take",
 ]
@@ -249,6 +250,43 @@ def prefetch_step(source: QueueBase[Any], meter: Meter, stop: Stopping) -> Calla
         return burst
 
     return step
+
+
+def send_step(
+    source: QueueBase[Any], many: bool, meter: Meter, stop: Stopping, label: str
+) -> Callable[[], Awaitable[Any]]:
+    """A task step of ``to_queue``: the next burst as one batch of the target queue's
+    elements (``collate`` of the items; with ``many`` each item is already a batch, and
+    they are joined along axis 0), which its runner sends with one ``enqueue_many``."""
+    w = meter.worker()
+
+    async def step() -> Any:
+        t0 = meter.began(w)
+        stop.check()
+        burst = await take(source, _BURST_MAX)
+        t1 = meter.got(t0)
+        try:
+            items = burst.tolist()
+            batch = _joined(items) if many else collate(items)
+        except Exception as exc:
+            noted(exc, label)
+            raise
+        w.returned = w.worked(t1)
+        return batch
+
+    return step
+
+
+def _joined(batches: list[Any]) -> Any:
+    """Batches of one form joined along axis 0 (per component for tuples and dicts)."""
+    first = batches[0]
+    if len(batches) == 1:
+        return first
+    if isinstance(first, tuple):
+        return tuple(np.concatenate([b[i] for b in batches]) for i in range(len(first)))
+    if isinstance(first, dict):
+        return {k: np.concatenate([b[k] for b in batches]) for k in first}
+    return np.concatenate(batches)
 
 
 def batch_step(

@@ -154,3 +154,33 @@ async def test_pipeline_reads_a_redis_queue(url: str, qname: str) -> None:
             async for b in batches:
                 got.extend(int(v) for v in b)
         assert got == [x * 10 for x in range(10)]
+
+
+async def test_a_loader_pipeline_feeds_a_trainer_through_a_redis_queue(
+    url: str, qname: str
+) -> None:
+    """A loader pipeline ends in to_queue(shared queue, enqueue_many=True) after a
+    batch stage; a trainer pipeline reads the shared queue (Pipeline(q)) and sees every
+    element once; the shared queue closes when the loader has finished."""
+    async with aqueue.redis.connect(url, wait_timeout=0.05) as srv:
+        shared = await srv.fifo_queue(qname, 64, np.float32, (4,))
+        loader = (
+            aqueue.Pipeline(range(300))
+            .map(lambda i: np.full(4, i, np.float32), concurrency=4)
+            .batch(16, allow_smaller_final_batch=True)
+            .to_queue(shared, enqueue_many=True)
+        )
+        trainer = aqueue.Pipeline(shared).batch(32, allow_smaller_final_batch=True)
+        seen: list[int] = []
+
+        async def train() -> None:
+            async with trainer.open() as batches:
+                async for b in batches:
+                    assert b.shape[1:] == (4,)
+                    seen.extend(int(row[0]) for row in b)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(train)
+            await loader.run()
+        assert sorted(seen) == list(range(300))
+        assert await shared.is_closed()
