@@ -12,8 +12,11 @@ The tree::
     │       a ``*_nowait`` enqueue that would have to wait
     ├── QueueEmpty(QueueError, anyio.WouldBlock, asyncio.QueueEmpty)
     │       a ``*_nowait`` dequeue that would have to wait
-    └── ElementSpecError(QueueError, ValueError)
-            bad element, batch, spec or argument
+    ├── ElementSpecError(QueueError, ValueError)
+    │       bad element, batch, spec or argument
+    └── CheckpointError(QueueError, ValueError)
+            a snapshot or pipeline state that cannot be taken, saved, loaded or
+            restored (a one-shot source, an unsavable object, a bad file)
 
 Each leaf also derives from the matching anyio and asyncio base, so code written
 against either ecosystem catches aqueue's errors with the ``except`` clauses it
@@ -40,6 +43,7 @@ from typing import Any
 import anyio
 
 __all__ = [
+    "CheckpointError",
     "ElementSpecError",
     "add_note",
     "epochs_arg",
@@ -112,6 +116,12 @@ class QueueEmpty(QueueError, anyio.WouldBlock, asyncio.QueueEmpty):
 
 class ElementSpecError(QueueError, ValueError):
     """Raised for an element, batch, spec or argument that does not fit the queue."""
+
+
+class CheckpointError(QueueError, ValueError):
+    """Raised for a snapshot or pipeline state that cannot be taken, saved, loaded or
+    restored: a source that cannot say where it is, an object that cannot be saved
+    without pickle, a truncated, corrupt, foreign or newer-version file."""
 
 
 # -- argument checks ----------------------------------------------------------------------

@@ -64,12 +64,19 @@ __all__ = ["Engine"]
 _monotonic = time.monotonic
 
 
+def _rows_of(cols: Components) -> list[Components]:
+    """Per-element tuples (private copies) of batch columns."""
+    copies = [c.copy() for c in cols]
+    return [tuple(c[j] for c in copies) for j in range(len(copies[0]))]
+
+
 class Engine:
     """The state of one queue and the synchronous steps that change it."""
 
     __slots__ = (
         "_empty_since",
         "_full_since",
+        "_nominal",
         "_time_empty",
         "_time_full",
         "capacity",
@@ -97,7 +104,8 @@ class Engine:
         fill: FillableStorage | None = None,
         min_after_dequeue: int = 0,
     ) -> None:
-        self.capacity = capacity
+        self.capacity = capacity  # admission limit (``unbounded`` lifts it)
+        self._nominal = capacity
         self.storage = storage
         self.fill = fill if min_after_dequeue == 0 else None
         self.name = name
@@ -412,6 +420,37 @@ class Engine:
                         self._wake(p)
             self._notify()
 
+    def dump(self) -> list[Components]:
+        """Every element the queue holds, in the order takes would see them, claims
+        of a waiting batch dequeue first (they would go back there on close); nothing
+        changes (consistent: taken under the lock)."""
+        with self.lock:
+            claimed: list[Components] = []
+            if self.getters:
+                g = self.getters[0]
+                if g.out is not None and g.claimed:
+                    claimed = _rows_of(tuple(o[: g.claimed] for o in g.out))
+                for chunk in g.claims:
+                    claimed.extend(self.storage.chunk_elements(chunk))
+            return claimed + self.storage.dump()
+
+    def load(self, elements: list[Components]) -> None:
+        """Store ``elements`` after the queue's, in order, whatever the capacity."""
+        with self.lock:
+            self.storage.load(elements)
+            if self.storage.size > self.peak:
+                self.peak = self.storage.size
+            self._notify()
+
+    def unbounded(self, on: bool, capacity: int) -> None:
+        """Admit every enqueue at once, whatever the size (``on``), or go back to
+        ``capacity`` (a pipeline checkpoint opens its queues so that nothing it waits
+        for is held up by a full queue)."""
+        with self.lock:
+            self._nominal = capacity
+            self.capacity = (1 << 62) if on else capacity
+            self._notify()
+
     def statistics(self) -> QueueStatistics:
         """A consistent snapshot of the counters."""
         with self.lock:
@@ -420,7 +459,7 @@ class Engine:
             empty = self._time_empty + (now - self._empty_since if self.getters else 0.0)
             return QueueStatistics(
                 size=self.storage.size,
-                capacity=self.capacity,
+                capacity=self._nominal,
                 closed=self.closed,
                 enqueued_total=self.enqueued_total,
                 dequeued_total=self.dequeued_total,

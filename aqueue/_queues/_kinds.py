@@ -26,7 +26,7 @@ from ._spec import PrioritySpec, declare_spec
 from ._storage import RingStorage
 from ._tuples import DequeStorage, HeapStorage
 
-__all__ = ["FIFOQueue", "PaddingFIFOQueue", "PriorityQueue", "RandomShuffleQueue"]
+__all__ = ["FIFOQueue", "PaddingFIFOQueue", "PriorityQueue", "RandomShuffleQueue", "StageQueue"]
 
 if TYPE_CHECKING:  # a queue whose element type is neither inferred nor given holds Any
     from typing_extensions import TypeVar as _DefaultTypeVar
@@ -418,3 +418,36 @@ class PriorityQueue(QueueBase[T]):
         all_shapes = None if shp is None else ((), *shp)
         spec = PrioritySpec(all_dtypes, all_shapes, None, owner=owner)
         super().__init__(capacity, spec, HeapStorage(all_dtypes), name=qname)
+
+
+class StageQueue(FIFOQueue[Any]):
+    """The FIFO of Python objects between two pipeline stages.
+
+    Besides the FIFOQueue operations, a pipeline checkpoint may open it beyond its
+    capacity (``unbounded``: every enqueue is admitted at once, so no stage waits on a
+    full queue while the others come to rest), read every item it holds without
+    taking any (``items``: claims of a waiting batch dequeue first), and a restored
+    pipeline loads items back (``load_items``).
+    """
+
+    default_name = "stage_queue"
+
+    def __init__(self, capacity: int, *, name: str | None = None) -> None:
+        super().__init__(capacity, object, (), name=name)
+
+    def unbounded(self, on: bool) -> None:
+        """Admit every enqueue at once (``on``), or go back to the capacity."""
+        self._engine.unbounded(on, self._capacity)
+
+    def items(self) -> list[Any]:
+        """Every item held, in the order they would be taken; nothing changes."""
+        return [comps[0] for comps in self._engine.dump()]
+
+    def load_items(self, items: list[Any]) -> None:
+        """Store ``items`` after those held, in order, whatever the capacity."""
+        elements = []
+        for item in items:
+            held = np.empty((), dtype=object)  # an object element holds the item as is
+            held[()] = item
+            elements.append((held,))
+        self._engine.load(elements)

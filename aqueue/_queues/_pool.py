@@ -63,7 +63,7 @@ class PoolStorage(ArrayStorage):
     def put_one(self, comps: Components) -> None:
         i = self.size
         if i >= self._slots:
-            self._grow(i + 1)
+            self._grow(max(2 * self._slots, i + 1))
         slot = self._ids[i]
         for buf, c in zip(self._bufs, comps):
             buf[slot, ...] = c
@@ -136,6 +136,10 @@ class PoolStorage(ArrayStorage):
         for chunk in chunks:
             n = int(chunk[0].shape[0])
             self.put_rows(chunk, 0, n)
+
+    def _columns(self) -> Components:
+        occupied = self._ids[: self.size]
+        return tuple(np.take(buf, occupied, axis=0) for buf in self._bufs)
 
     def _grow(self, slots: int) -> None:
         new = alloc(slots, self._dtypes, self._shapes, self._owner)

@@ -62,6 +62,7 @@ class QueueBase(Generic[T]):
             capacity, storage, name=name, fill=fill, min_after_dequeue=min_after_dequeue
         )
         self._tasks = TaskDriver(engine)
+        self._capacity = capacity
         self._single = spec.names is None and len(spec.dtypes) == 1
         self._producers: set[str] = set()  # registered producers (register_producer)
         self._producer_seq = 0
@@ -71,7 +72,7 @@ class QueueBase(Generic[T]):
     @property
     def capacity(self) -> int:
         """Maximum number of elements the queue holds (enqueuers wait beyond it)."""
-        return self._engine.capacity
+        return self._capacity
 
     @property
     def dtypes(self) -> tuple[np.dtype[Any], ...]:
@@ -112,7 +113,7 @@ class QueueBase(Generic[T]):
         state = "closed" if engine.closed else "open"
         return (
             f"<{type(self).__name__} '{self._name}' size={engine.storage.size}/"
-            f"{engine.capacity} {state}>"
+            f"{self._capacity} {state}>"
         )
 
     # -- async operations ----------------------------------------------------------------

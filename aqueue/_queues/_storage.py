@@ -15,6 +15,10 @@ offers the ``Storage`` operations:
   in their original order; pool: back into the pool; heap: back into the heap).
   Restoring may exceed the logical capacity for a while; storages grow instead of
   failing (the engine keeps enqueuers blocked until the size falls below capacity).
+- ``dump()`` / ``chunk_elements(chunk)`` / ``load(elements)``: snapshots. Every stored
+  element as independent values, in the order takes would see them, without changing
+  anything; the elements of a claimed chunk; and storing elements back, in order,
+  whatever the capacity.
 
 A FIFO ring is also a ``FillableStorage``: a dequeue that waits at the head of the
 queue may have its output batch filled in place (``empty_batch``, ``take_into``),
@@ -70,6 +74,20 @@ class Storage(Protocol):
     def assemble(self, chunks: Sequence[Chunk]) -> Components: ...
 
     def restore(self, chunks: Sequence[Chunk]) -> None: ...
+
+    def dump(self) -> list[Components]:
+        """Every stored element, in the order takes would see them (a pool: its dense
+        order), as independent values; nothing changes."""
+        ...
+
+    def chunk_elements(self, chunk: Chunk) -> list[Components]:
+        """The elements of a claimed ``chunk``, in claim order."""
+        ...
+
+    def load(self, elements: Sequence[Components]) -> None:
+        """Store ``elements`` after those stored, in order, whatever the capacity (a
+        restored snapshot)."""
+        ...
 
     def take_batch(self, n: int) -> Components:
         """Remove the next ``n`` elements and return them as batch components (or, if
@@ -154,6 +172,32 @@ class ArrayStorage(Storage):
                 for index in where:
                     buf[index] = None
 
+    def _columns(self) -> Components:
+        """Copies of the stored rows, one array per component, in take order."""
+        raise NotImplementedError
+
+    def dump(self) -> list[Components]:
+        return _rows(self._columns())
+
+    def chunk_elements(self, chunk: Components) -> list[Components]:
+        return _rows(tuple(np.array(c, copy=True) for c in chunk))
+
+    def load(self, elements: Sequence[Components]) -> None:
+        for comps in elements:
+            self.put_one(comps)  # (each kind grows when full)
+
+    def _grow(self, slots: int) -> None:
+        raise NotImplementedError
+
+
+def _rows(cols: Components) -> list[Components]:
+    """Per-element tuples of batch columns (rows of private copies: independent)."""
+    n = len(cols[0]) if cols else 0
+    if len(cols) == 1:
+        col = cols[0]
+        return [(col[j],) for j in range(n)] if col.ndim == 1 else [(row,) for row in col]
+    return [tuple(c[j] for c in cols) for j in range(n)]
+
 
 class RingStorage(ArrayStorage, FillableStorage):
     """Preallocated FIFO ring of fixed-shape elements (see the module docstring)."""
@@ -179,7 +223,10 @@ class RingStorage(ArrayStorage, FillableStorage):
         self._head = 0
 
     def put_one(self, comps: Components) -> None:
-        i = self._head + self.size
+        size = self.size
+        if size >= self._slots:  # admitted above capacity (a checkpoint, a restore)
+            self._grow(2 * size)
+        i = self._head + size
         if i >= self._slots:
             i -= self._slots
         only = self._only
@@ -282,6 +329,11 @@ class RingStorage(ArrayStorage, FillableStorage):
             if k > first:
                 buf[0 : k - first] = c[first:]
         self.size += k
+
+    def _columns(self) -> Components:
+        p, n = self._head, self.size
+        first = min(n, self._slots - p)
+        return tuple(np.concatenate((buf[p : p + first], buf[: n - first])) for buf in self._bufs)
 
     def _grow(self, slots: int) -> None:
         """Linearise into a larger ring (only after restores overflow the capacity)."""

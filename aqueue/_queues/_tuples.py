@@ -104,6 +104,16 @@ class TupleStorage(Storage):
 
     _items: deque[Components] | list[Components]
 
+    def dump(self) -> list[Components]:
+        return list(self._items)  # the tuples hold the storage's own copies
+
+    def chunk_elements(self, chunk: list[Components]) -> list[Components]:
+        return list(chunk)
+
+    def load(self, elements: Sequence[Components]) -> None:
+        self._items.extend(elements)
+        self.size += len(elements)
+
     def put_one(self, comps: Components) -> None:
         self._items.append(own(comps))
         self.size += 1
@@ -174,6 +184,16 @@ class HeapStorage(Storage):
     def assemble(self, chunks: Sequence[list[tuple[int, int, Components]]]) -> Components:
         entries = sorted(e for chunk in chunks for e in chunk)
         return stack([e[2] for e in entries], self._dtypes, False)
+
+    def dump(self) -> list[Components]:
+        return [entry[2] for entry in sorted(self._heap)]
+
+    def chunk_elements(self, chunk: list[tuple[int, int, Components]]) -> list[Components]:
+        return [entry[2] for entry in sorted(chunk)]
+
+    def load(self, elements: Sequence[Components]) -> None:
+        for comps in elements:
+            self._push(comps)
 
     def restore(self, chunks: Sequence[list[tuple[int, int, Components]]]) -> None:
         for chunk in chunks:
