@@ -6,6 +6,7 @@ blocking view; QueueRunner and Coordinator (producer tasks and threads under one
 scope); TF's input functions and a composable Pipeline.
 """
 
+from ._errors import CheckpointError as CheckpointError
 from ._errors import ElementSpecError as ElementSpecError
 from ._errors import OutOfRangeError as OutOfRangeError
 from ._errors import QueueClosedError as QueueClosedError
@@ -24,6 +25,7 @@ from ._input._functions import slice_input_producer as slice_input_producer
 from ._input._functions import string_input_producer as string_input_producer
 from ._input._meter import StageStatistics as StageStatistics
 from ._input._pipeline import Pipeline as Pipeline
+from ._input._state import PipelineState as PipelineState
 from ._queues._kinds import FIFOQueue as FIFOQueue
 from ._queues._kinds import PaddingFIFOQueue as PaddingFIFOQueue
 from ._queues._kinds import PriorityQueue as PriorityQueue
@@ -47,6 +49,7 @@ __all__ = [
     "Batches",
     "BlockingQueue",
     "BlockingView",
+    "CheckpointError",
     "Coordinator",
     "ElementIterator",
     "ElementSpecError",
@@ -54,6 +57,7 @@ __all__ = [
     "OutOfRangeError",
     "PaddingFIFOQueue",
     "Pipeline",
+    "PipelineState",
     "PriorityQueue",
     "QueueBase",
     "QueueClosedError",

@@ -147,6 +147,29 @@ class Epochs:
         self._epoch_done()
         return order
 
+    def state(self) -> dict[str, Any]:
+        """Where the reading is: epoch, index in it, whether it ended, and for a
+        shuffled sequence the random state and the current epoch's order (JSON-able)."""
+        out: dict[str, Any] = {"epoch": self.epoch, "index": self.index, "ended": self._ended}
+        if self._shuffle:
+            out["rng"] = self._rng.bit_generator.state
+            out["order"] = None if self._order is None else self._order.tolist()
+        return out
+
+    def restore(self, state: dict[str, Any], *, reposition: bool = False) -> None:
+        """Continue where ``state()`` was taken. A sequence is read by index from there;
+        any other source must already be at that place (``reposition``: it was restored
+        by its own ``restore``), and the current epoch goes on with it."""
+        self.epoch = int(state["epoch"])
+        self.index = int(state["index"])
+        self._ended = bool(state["ended"])
+        if self._shuffle:
+            self._rng.bit_generator.state = state["rng"]
+            order = state.get("order")
+            self._order = None if order is None else np.asarray(order, dtype=np.intp)
+        if reposition and self.index > 0 and not self._ended:
+            self._it = aiter(self._source) if self._is_async else iter(self._source)
+
     async def anext(self) -> Any:
         """The next item of an async source.
 

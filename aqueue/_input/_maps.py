@@ -3,7 +3,7 @@
 A sync function runs on ``concurrency`` long-lived threads, an async one in
 ``concurrency`` tasks, a sync one with ``executor="process"`` in worker processes
 (through ``anyio.to_process``, one round trip per item). Every worker loops: take a
-burst (its fair share of what the input queue holds, see ``burst_size``), apply the
+burst (about half a millisecond of work, see ``burst_size``), apply the
 function to each item in order, return the results as one burst, which its runner
 enqueues in one ``enqueue_many``. A thread worker therefore costs one lock and at most
 one wake-up per burst on each side, and a task worker one checkpoint per burst (or per
@@ -33,8 +33,8 @@ import anyio
 import anyio.to_process
 import anyio.to_thread
 
-from ._meter import Meter
-from ._stages import Burst, Stopping, burst_size, noted, pack, take
+from ._control import Control, Stage
+from ._stages import Burst, burst_size, noted, pack, take
 
 if TYPE_CHECKING:
     from .._queues._queue import QueueBase
@@ -58,7 +58,7 @@ class ThreadTurns:
 
     __slots__ = ("_cond", "next_in", "next_out", "stop", "taking")
 
-    def __init__(self, stop: Stopping) -> None:
+    def __init__(self, stop: Control) -> None:
         self.next_in = 0
         self.next_out = 0
         self.stop = stop
@@ -91,7 +91,7 @@ class AsyncTurns:
 
     __slots__ = ("_changed", "next_in", "next_out", "stop", "taking")
 
-    def __init__(self, stop: Stopping) -> None:
+    def __init__(self, stop: Control) -> None:
         self.next_in = 0
         self.next_out = 0
         self.stop = stop
@@ -120,13 +120,11 @@ class AsyncTurns:
 def thread_map_step(
     fn: Callable[[Any], Any],
     source: BlockingQueue[Any],
-    meter: Meter,
-    stop: Stopping,
-    label: str,
-    workers: int,
+    stage: Stage,
     turns: ThreadTurns | None,
 ) -> Callable[[], Burst]:
     """A step for a worker thread: take a burst, apply ``fn`` to each item, return it."""
+    meter, label = stage.meter, stage.label
     w = meter.worker()
 
     def step() -> Burst:
@@ -134,12 +132,12 @@ def thread_map_step(
             turns.release(w.turn)  # the runner enqueued our previous burst
             w.turn = -1
         t0 = meter.began(w)
-        stop.check()
+        stage.start_thread()
         if turns is None:
-            burst = source.dequeue_burst(burst_size(source.size(), workers, w.item_s))
+            burst = source.dequeue_burst(burst_size(w.item_s))
         else:
             with turns.taking:
-                burst = source.dequeue_burst(burst_size(source.size(), workers, w.item_s))
+                burst = source.dequeue_burst(burst_size(w.item_s))
                 seq = turns.number()
         t1 = meter.got(t0)
         try:
@@ -159,10 +157,7 @@ def thread_map_step(
 def async_map_step(
     call: Callable[[Any], Awaitable[Any]],
     source: QueueBase[Any],
-    meter: Meter,
-    stop: Stopping,
-    label: str,
-    workers: int,
+    stage: Stage,
     turns: AsyncTurns | None,
 ) -> Callable[[], Awaitable[Burst]]:
     """A step for a task: take a burst, ``await call(item)`` for each, return it.
@@ -171,6 +166,7 @@ def async_map_step(
     ``SLICE_S`` seconds and keeps the rest of its burst for the next call: the loop is
     never held longer than that (plus one item), even by a function that never awaits.
     """
+    meter, label = stage.meter, stage.label
     w = meter.worker()
     pending: list[Any] = []  # the rest of the current burst
     seq = -1  # the current burst's number (ordered maps)
@@ -181,13 +177,15 @@ def async_map_step(
             turns.release(w.turn)  # the runner enqueued the last of our previous burst
             w.turn = -1
         t0 = meter.began(w)
-        stop.check()
-        if not pending:
+        if pending:  # a burst not finished in one slice: go on with it (no pause here)
+            stage.control.check()
+        else:
+            await stage.start_task()
             if turns is None:
-                burst = await take(source, burst_size(source.size(), workers, w.item_s))
+                burst = await take(source, burst_size(w.item_s))
             else:
                 async with turns.taking:
-                    burst = await take(source, burst_size(source.size(), workers, w.item_s))
+                    burst = await take(source, burst_size(w.item_s))
                     seq = turns.number()
             pending = burst.tolist()
         t1 = meter.got(t0)

@@ -38,12 +38,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .._errors import ElementSpecError, epochs_arg, int_arg, name_arg, seed_arg
+from .._errors import CheckpointError, ElementSpecError, epochs_arg, int_arg, name_arg, seed_arg
 from .._queues._protocol import AsyncQueue
 from .._running._coordinator import Coordinator
 from .._running._producers import is_async_callable
+from ._checkpoint import check_state, refusal
 from ._meter import StageStatistics
 from ._pipeline_run import ZERO_FIELDS, Opened, PipelineRun, StageSpec, describe_run
+from ._state import PipelineState
 
 __all__ = ["Pipeline"]
 
@@ -386,20 +388,43 @@ class Pipeline:
 
     # -- running -------------------------------------------------------------------------
 
-    def open(self, coord: Coordinator | None = None) -> Opened:
+    def open(
+        self, coord: Coordinator | None = None, *, state: PipelineState | None = None
+    ) -> Opened:
         """Run the pipeline: ``async with pipe.open() as items: async for x in items``.
 
-        ``items`` also has ``await items.get()`` (OutOfRangeError after the last item).
-        Leaving the block stops every stage. With its own coordinator, a stage failure
-        leaves the block as the original exception, and an OutOfRangeError raised by
-        the body ends the block quietly (TF: OutOfRange ends training).
+        ``items`` also has ``await items.get()`` (OutOfRangeError after the last item)
+        and ``await items.checkpoint()``, a ``PipelineState``: a consistent cut of the
+        running pipeline (everything received so far came before it). Leaving the
+        block stops every stage. With its own coordinator, a stage failure leaves the
+        block as the original exception, and an OutOfRangeError raised by the body ends
+        the block quietly (TF: OutOfRange ends training).
 
         Args:
             coord: Run the stages in this running Coordinator instead of a new one.
+            state: Go on after this checkpoint of the same pipeline: with every random
+                stage seeded and every ``map`` ordered, the items received are exactly
+                those the checkpointed run would have delivered next; otherwise every
+                source item is received once, before or after the cut.
+
+        Raises:
+            ElementSpecError: ``state`` is of another pipeline (the first difference
+                is named); nothing starts.
+            CheckpointError: This pipeline's source cannot be resumed (see
+                ``checkpoint``).
         """
         if coord is not None and not isinstance(coord, Coordinator):
             raise TypeError(f"Pipeline.open: expected a Coordinator, got {type(coord).__name__}")
-        return Opened(self._specs, coord, self._remember)
+        if state is not None:
+            if not isinstance(state, PipelineState):
+                raise TypeError(
+                    f"Pipeline.open: state must be a PipelineState, got {type(state).__name__}"
+                )
+            why = refusal(self._specs)
+            if why is not None:
+                raise CheckpointError(f"cannot resume this pipeline: {why}")
+            check_state(self._specs, state)
+        return Opened(self._specs, coord, self._remember, state)
 
     async def run(self, coord: Coordinator | None = None) -> int:
         """Run the pipeline to its end, discarding what reaches the consumer (for a

@@ -30,15 +30,18 @@ from typing import Any
 import anyio
 
 from .._errors import OutOfRangeError
-from .._queues._kinds import FIFOQueue
+from .._queues._kinds import StageQueue
 from .._queues._queue import QueueBase
 from .._running._coordinator import Coordinator
 from .._running._producers import is_async_callable
 from .._running._runner import QueueRunner
+from ._checkpoint import apply_positions, apply_state, take_checkpoint
+from ._control import Control, Stage
 from ._maps import AsyncTurns, ThreadTurns, async_map_step, offloaded, thread_map_step
 from ._meter import Meter, StageStatistics, percentiles
 from ._sources import AsyncSource, SequenceSource, SyncSource, producer_step, queue_step
-from ._stages import Stopping, batch_step, filter_step, prefetch_step, send_step, shuffle_step
+from ._stages import ShuffleStep, batch_step, filter_step, prefetch_step, send_step
+from ._state import PipelineState
 
 __all__ = [
     "ZERO_FIELDS",
@@ -94,10 +97,11 @@ def threaded(spec: StageSpec) -> bool:
 class Outputs:
     """What ``async with pipe.open() as items`` gives: the last stage's items."""
 
-    __slots__ = ("_queue",)
+    __slots__ = ("_queue", "_run")
 
-    def __init__(self, queue: QueueBase[Any]) -> None:
-        self._queue = queue
+    def __init__(self, run: PipelineRun) -> None:
+        self._run = run
+        self._queue = run.queues[-1]
 
     @property
     def queue(self) -> QueueBase[Any]:
@@ -112,6 +116,20 @@ class Outputs:
         """
         return await self._queue.dequeue()
 
+    async def checkpoint(self) -> PipelineState:
+        """A consistent cut of the running pipeline (see ``Pipeline.open``).
+
+        Everything received so far came before it; opening the same pipeline with it
+        (``pipe.open(state=...)``) delivers what this run would deliver next. The
+        workers pause at their next item boundary for as short a time as the items
+        they hold take to finish; cancelling this call leaves the run going unchanged.
+
+        Raises:
+            CheckpointError: A stage cannot say where it is (a one-shot source, an
+                external queue, ``to_queue``); nothing was paused.
+        """
+        return await take_checkpoint(self._run)
+
     def __aiter__(self) -> Outputs:
         return self
 
@@ -125,17 +143,19 @@ class Outputs:
 class Opened:
     """The async context manager returned by ``Pipeline.open``."""
 
-    __slots__ = ("_coord", "_on_run", "_own", "_run", "_specs")
+    __slots__ = ("_coord", "_on_run", "_own", "_run", "_specs", "_state")
 
     def __init__(
         self,
         specs: tuple[StageSpec, ...],
         coord: Coordinator | None,
         on_run: Callable[[PipelineRun], None],
+        state: PipelineState | None,
     ) -> None:
         self._specs = specs
         self._on_run = on_run  # the pipeline remembers its latest run
         self._coord = coord
+        self._state = state
         self._own: Coordinator | None = None
         self._run: PipelineRun | None = None
 
@@ -147,14 +167,14 @@ class Opened:
         try:
             run = self._run = PipelineRun(self._specs, coord)
             self._on_run(run)
-            run.start()
+            run.start(self._state)
         except BaseException as exc:
             if self._run is not None:
                 self._run.finish()
             if self._own is not None:
                 await self._own.__aexit__(type(exc), exc, exc.__traceback__)
             raise
-        return Outputs(run.queues[-1])
+        return Outputs(run)
 
     async def __aexit__(
         self,
@@ -175,9 +195,14 @@ class PipelineRun:
     def __init__(self, specs: tuple[StageSpec, ...], coord: Coordinator) -> None:
         self.specs = specs
         self.coord = coord
-        self.stop = Stopping()
+        self.stop = Control(len(specs))
         self.meters = [Meter() for _ in specs]
-        self.queues: list[FIFOQueue[Any]] = []
+        self.runners: list[QueueRunner | None] = [None] * len(specs)
+        self.workers = [0] * len(specs)  # workers per stage, once started
+        self.reader: SequenceSource | SyncSource | AsyncSource | None = None
+        self.shuffles: dict[int, ShuffleStep] = {}
+        self.started = anyio.Event()  # set once every stage has started
+        self.queues: list[StageQueue] = []
         self.turns: list[ThreadTurns | AsyncTurns] = []
         self.t0 = time.monotonic()
         self.t1: float | None = None
@@ -198,8 +223,9 @@ class PipelineRun:
                 cap = max(cap, 2 * after.size)
         return cap
 
-    def start(self) -> None:
-        """Create every queue and runner and start them in the coordinator.
+    def start(self, state: PipelineState | None = None) -> None:
+        """Create every queue and runner and start them in the coordinator (from
+        ``state``, when given: it was checked against the stages beforehand).
 
         Stages that run on threads (other than the source) are built and started a few
         event-loop iterations later: creating their threads, records and supervising
@@ -208,7 +234,9 @@ class PipelineRun:
         """
         for i, spec in enumerate(self.specs):
             label = f"{i}:{spec.label}"
-            self.queues.append(FIFOQueue(self._capacity(i), object, (), name=label))
+            self.queues.append(StageQueue(self._capacity(i), name=label))
+        if state is not None:
+            apply_state(self, state)
         later: list[int] = []
         tasks = 0
         for i, spec in enumerate(self.specs):
@@ -216,9 +244,15 @@ class PipelineRun:
                 later.append(i)
             else:
                 tasks += self._start_stage(i)
+        if state is not None:
+            apply_positions(self, state)
+        if isinstance(self.reader, SequenceSource):
+            self.reader.prefill()
         if later:
             delay = min(_MAX_DEFER_CHECKPOINTS, 2 * tasks + 8)
             self.coord.start_soon(self._start_later, later, delay, name="pipeline thread stages")
+        else:
+            self.started.set()
         self.coord.start_soon(self._sample, name="pipeline occupancy sampler")
 
     def _start_stage(self, i: int) -> int:
@@ -226,13 +260,13 @@ class PipelineRun:
         spec = self.specs[i]
         steps = self._steps(i, spec, f"{i} '{spec.label}'")
         name = f"{i}:{spec.label}"
-        if spec.kind == "to_queue":  # its items go out; its own queue closes when done
-            runner = QueueRunner(spec.fn, steps, enqueue_many=True, name=name)
-            self.coord.start(runner)
-            self.coord.start_soon(self._close_when_sent, runner, i, name=f"{name} end")
-            return len(steps)
-        runner = QueueRunner(self.queues[i], steps, enqueue_many=True, name=name)
+        target = spec.fn if spec.kind == "to_queue" else self.queues[i]
+        runner = QueueRunner(target, steps, enqueue_many=True, name=name)
+        self.runners[i] = runner
+        self.workers[i] = len(steps)
         self.coord.start(runner)
+        if spec.kind == "to_queue":  # its items go out; its own queue closes when done
+            self.coord.start_soon(self._close_when_sent, runner, i, name=f"{name} end")
         return len(steps)
 
     async def _close_when_sent(self, runner: QueueRunner, i: int) -> None:
@@ -248,50 +282,50 @@ class PipelineRun:
                 self.queues[i].close(cancel_pending_enqueues=True)
             else:
                 self._start_stage(i)
+        self.started.set()
 
     def _steps(self, i: int, spec: StageSpec, label: str) -> list[Any]:
-        meter, stop = self.meters[i], self.stop
+        stage = Stage(self.stop, i, label, self.meters[i])
         k = spec.kind
         if k == "iterable":
             if isinstance(spec.fn, Sequence):  # in memory: read on the loop, no thread
-                source = SequenceSource(spec.fn, spec.epochs, meter, stop, label, self.queues[0])
-                source.prefill()
+                source = SequenceSource(spec.fn, spec.epochs, stage, self.queues[0])
+                self.reader = source
                 return [source]
-            return [SyncSource(spec.fn, spec.epochs, meter, stop, label)]
+            self.reader = SyncSource(spec.fn, spec.epochs, stage)
+            return [self.reader]
         if k == "async_iterable":
-            return [AsyncSource(spec.fn, spec.epochs, meter, stop, label)]
+            self.reader = AsyncSource(spec.fn, spec.epochs, stage)
+            return [self.reader]
         if k == "queue":
-            return [queue_step(spec.fn, meter, stop, label)]
+            return [queue_step(spec.fn, stage)]
         if k == "producer":
-            return [producer_step(spec.fn, is_async_callable(spec.fn), meter, stop, label)]
+            return [producer_step(spec.fn, is_async_callable(spec.fn), stage)]
         inq = self.queues[i - 1]
         c = spec.concurrency
         if k == "map":
             if spec.executor == "thread":
                 view = inq.blocking()
-                tturns = ThreadTurns(stop) if spec.ordered else None
+                tturns = ThreadTurns(self.stop) if spec.ordered else None
                 if tturns is not None:
                     self.turns.append(tturns)
-                return [
-                    thread_map_step(spec.fn, view, meter, stop, label, c, tturns) for _ in range(c)
-                ]
+                return [thread_map_step(spec.fn, view, stage, tturns) for _ in range(c)]
             call = spec.fn if spec.executor == "task" else offloaded(spec.fn, spec.executor, c)
-            aturns = AsyncTurns(stop) if spec.ordered else None
+            aturns = AsyncTurns(self.stop) if spec.ordered else None
             if aturns is not None:
                 self.turns.append(aturns)
-            return [async_map_step(call, inq, meter, stop, label, c, aturns) for _ in range(c)]
+            return [async_map_step(call, inq, stage, aturns) for _ in range(c)]
         if k == "filter":
-            return [filter_step(spec.fn, spec.executor == "task", inq, meter, stop, label)]
+            return [filter_step(spec.fn, spec.executor == "task", inq, stage)]
         if k == "to_queue":
-            return [send_step(inq, spec.pad, meter, stop, label)]
+            return [send_step(inq, spec.pad, stage)]
         if k == "shuffle":
-            return [shuffle_step(spec.size, spec.seed, inq, meter, stop)]
+            shuffle = self.shuffles[i] = ShuffleStep(spec.size, spec.seed, inq, stage)
+            return [shuffle]
         if k == "batch":
-            return [
-                batch_step(spec.size, spec.smaller, spec.pad, inq.blocking(), meter, stop, label)
-            ]
+            return [batch_step(spec.size, spec.smaller, spec.pad, inq.blocking(), stage)]
         assert k == "prefetch"
-        return [prefetch_step(inq, meter, stop)]
+        return [prefetch_step(inq, stage)]
 
     async def _sample(self) -> None:
         while self.t1 is None:

@@ -25,9 +25,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._queues._queue import QueueBase
+from ._control import Stage
 from ._epochs import Epochs
-from ._meter import Meter
-from ._stages import CLEAN, Burst, Stopping, noted, pack, take
+from ._stages import CLEAN, Burst, noted, pack, take
 
 if TYPE_CHECKING:
     from .._queues._protocol import AsyncQueue
@@ -46,14 +46,12 @@ class _Source:
 
     _reads_async = False  # the kind's iterable is an async iterable
 
-    def __init__(
-        self, iterable: Any, epochs: int | None, meter: Meter, stop: Stopping, label: str
-    ) -> None:
+    def __init__(self, iterable: Any, epochs: int | None, stage: Stage) -> None:
         self._epochs = Epochs(iterable, epochs, is_async=self._reads_async)
-        self._meter = meter
-        self._w = meter.worker()
-        self._stop = stop
-        self._label = label
+        self._stage = stage
+        self._meter = stage.meter
+        self._w = stage.meter.worker()
+        self._label = stage.label
 
     @property
     def epochs(self) -> Epochs:
@@ -69,7 +67,7 @@ class SyncSource(_Source):
 
     def __next__(self) -> Burst:
         t0 = self._meter.began(self._w)
-        self._stop.check()
+        self._stage.start_thread()
         epochs = self._epochs
         items: list[Any] = []
         try:
@@ -99,9 +97,9 @@ class AsyncSource(_Source):
 
     async def __anext__(self) -> Burst:
         t0 = self._meter.began(self._w)
-        self._stop.check()
+        await self._stage.start_task()
         try:
-            item = await self._stop.interruptible(self._epochs.anext)
+            item = await self._stage.control.interruptible(self._epochs.anext)
         except StopAsyncIteration:
             raise
         except Exception as exc:
@@ -116,15 +114,9 @@ class SequenceSource(_Source):
     the module docstring)."""
 
     def __init__(
-        self,
-        sequence: Any,
-        epochs: int | None,
-        meter: Meter,
-        stop: Stopping,
-        label: str,
-        queue: QueueBase[Any],
+        self, sequence: Any, epochs: int | None, stage: Stage, queue: QueueBase[Any]
     ) -> None:
-        super().__init__(sequence, epochs, meter, stop, label)
+        super().__init__(sequence, epochs, stage)
         self._queue = queue
 
     def __aiter__(self) -> SequenceSource:
@@ -148,7 +140,7 @@ class SequenceSource(_Source):
 
     async def __anext__(self) -> Burst:
         t0 = self._meter.began(self._w)
-        self._stop.check()
+        await self._stage.start_task()
         q = self._queue
         want = max(q.capacity - q.size(), (q.capacity + 1) // 2)
         burst = self._read(min(want, _REFILL_MAX))
@@ -158,10 +150,9 @@ class SequenceSource(_Source):
         return burst
 
 
-def queue_step(
-    queue: AsyncQueue[Any], meter: Meter, stop: Stopping, label: str
-) -> Callable[[], Any]:
+def queue_step(queue: AsyncQueue[Any], stage: Stage) -> Callable[[], Any]:
     """A task step that takes the elements of ``queue`` until it is closed and drained."""
+    meter, label, stop = stage.meter, stage.label, stage.control
     w = meter.worker()
 
     async def next_burst() -> Burst:
@@ -171,6 +162,7 @@ def queue_step(
 
     async def step() -> Burst:
         t0 = meter.began(w)
+        await stage.start_task()
         try:
             burst: Burst = await stop.interruptible(next_burst)
         except Exception as exc:
@@ -183,16 +175,16 @@ def queue_step(
     return step
 
 
-def producer_step(
-    fn: Callable[[], Any], is_async: bool, meter: Meter, stop: Stopping, label: str
-) -> Callable[[], Any]:
+def producer_step(fn: Callable[[], Any], is_async: bool, stage: Stage) -> Callable[[], Any]:
     """A step that calls ``fn()`` for each item (async in a task, sync on a thread)."""
+    meter, label, stop = stage.meter, stage.label, stage.control
     w = meter.worker()
 
     if is_async:
 
         async def astep() -> Burst:
             t0 = meter.began(w)
+            await stage.start_task()
             try:
                 value = await stop.interruptible(fn)
             except Exception as exc:
@@ -206,7 +198,7 @@ def producer_step(
 
     def step() -> Burst:
         t0 = meter.began(w)
-        stop.check()
+        stage.start_thread()
         try:
             value = fn()
         except Exception as exc:

@@ -13,13 +13,15 @@ Invariants:
   one scalar object component; a burst costs one lock, one copy of references and at
   most one wake-up per hand-off, whatever its length.
 - A step never returns an empty burst: it takes again, or ends.
-- A step never takes a new burst once the run is stopping: it checks the run's
-  ``Stopping`` flag first and raises QueueClosedError (a clean end for its runner).
+- A step never takes a new burst once the run is stopping, nor while it is paused: it
+  starts at its ``Stage``'s ``start_task``/``start_thread`` (``_control.py``), where a
+  stopping run raises QueueClosedError (a clean end for its runner) and a pause waits.
+  It holds no item there, so a paused run holds every item in a queue or a buffer.
 - Bursts are taken with ``take`` (a task: what is there now without waiting, else
   ``dequeue_burst``) or the blocking view's ``dequeue_burst`` (a thread), at most
-  ``burst_size`` items: a fair share of what the queue holds among the stage's workers,
-  so one worker never sits on expensive items the others could work on, or more when
-  items are cheap (see ``burst_size``).
+  ``burst_size`` items: about half a millisecond of work (one expensive item, many
+  cheap ones), so no worker sits on items the others could work on, and no item waits
+  long in a worker's hands.
 - Measurements are per burst (``_meter.py``): a burst's get wait, its work time, and the
   put wait of the previous burst.
 """
@@ -31,13 +33,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import numpy as np
 import numpy.typing as npt
 
 from .._errors import ElementSpecError, OutOfRangeError, QueueClosedError, QueueEmpty, add_note
 from .._queues._tuples import pad_stack
-from ._meter import Meter
+from ._control import Stage
 
 if TYPE_CHECKING:
     from .._queues._queue import QueueBase
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CLEAN",
     "Burst",
-    "Stopping",
+    "ShuffleStep",
     "batch_step",
     "burst_size",
     "collate",
@@ -55,7 +56,6 @@ __all__ = [
     "pack",
     "prefetch_step",
     "send_step",
-    "shuffle_step",
     "take",
 ]
 
@@ -71,24 +71,22 @@ def pack(items: list[Any]) -> Burst:
     return np.fromiter(items, dtype=object, count=len(items))
 
 
-_KEEP_BUSY_S = 0.0002  # a burst should keep its worker busy at least this long
+_BURST_S = 0.0005  # a worker's burst holds about this much work
 
 
-def burst_size(held: int, workers: int, item_s: float) -> int:
-    """How many items one of ``workers`` workers takes at a time from a queue that
-    holds ``held``, when an item took it ``item_s`` seconds so far (0: not known yet).
+def burst_size(item_s: float) -> int:
+    """How many items a worker takes at a time, when an item took it ``item_s`` seconds
+    so far (0: not known yet).
 
-    Its fair share of what is there, so that expensive items spread over every worker;
-    but at least as many as keep it busy for ``_KEEP_BUSY_S``, so that cheap items are
-    not handed over a few at a time by many workers (the hand-offs, not the items, would
-    then cost the time). At least 1, at most ``_BURST_MAX``.
+    About ``_BURST_S`` of work: one expensive item at a time (so expensive items spread
+    over every worker, and each is handed on as soon as it is done), many cheap ones (so
+    the hand-offs, not the items, do not set the pace). One item until the cost is
+    known; at most ``_BURST_MAX``.
     """
-    share = -(-held // workers)
-    if item_s > 0.0:
-        busy = int(_KEEP_BUSY_S / item_s)
-        if busy > share:
-            share = busy
-    return 1 if share < 1 else share if share < _BURST_MAX else _BURST_MAX
+    if item_s <= 0.0:
+        return 1
+    n = int(_BURST_S / item_s)
+    return 1 if n < 1 else n if n < _BURST_MAX else _BURST_MAX
 
 
 async def take(queue: QueueBase[Any], n: int) -> Burst:
@@ -110,64 +108,25 @@ async def take(queue: QueueBase[Any], n: int) -> Burst:
     return burst
 
 
-class Stopping:
-    """The run's stop flag, set when the pipeline is torn down.
-
-    Async sources wait for their next item inside ``interruptible()``: stopping cancels
-    those waits, since an external source (a queue nobody closes, a network stream) may
-    never deliver again.
-    """
-
-    __slots__ = ("_scopes", "set")
-
-    def __init__(self) -> None:
-        self.set = False
-        self._scopes: set[anyio.CancelScope] = set()
-
-    def check(self) -> None:
-        if self.set:
-            raise QueueClosedError("the pipeline is stopping")
-
-    def stop(self) -> None:
-        self.set = True
-        for scope in list(self._scopes):
-            scope.cancel()
-
-    async def interruptible(self, fn: Callable[[], Awaitable[Any]]) -> Any:
-        """``await fn()``, ended with QueueClosedError (a clean end) when stopping."""
-        self.check()
-        with anyio.CancelScope() as scope:
-            self._scopes.add(scope)
-            try:
-                return await fn()
-            finally:
-                self._scopes.discard(scope)
-        raise QueueClosedError("the pipeline is stopping")
-
-
 def noted(exc: BaseException, label: str) -> None:
     """Name the stage in which ``exc`` was raised (a note, PEP 678)."""
     add_note(exc, f"raised in pipeline stage {label}")
 
 
-# -- filter, shuffle, prefetch, batch -------------------------------------------------------
+# -- filter, shuffle, prefetch, send, batch ------------------------------------------------
 
 
 def filter_step(
-    pred: Callable[[Any], Any],
-    is_async: bool,
-    source: QueueBase[Any],
-    meter: Meter,
-    stop: Stopping,
-    label: str,
+    pred: Callable[[Any], Any], is_async: bool, source: QueueBase[Any], stage: Stage
 ) -> Callable[[], Awaitable[Burst]]:
     """A task step: the items of the next burst for which ``pred`` is true (order kept)."""
+    meter = stage.meter
     w = meter.worker()
 
     async def step() -> Burst:
         t0 = meter.began(w)
         while True:
-            stop.check()
+            await stage.start_task()
             burst = await take(source, _BURST_MAX)
             t1 = meter.got(t0)
             try:
@@ -176,7 +135,7 @@ def filter_step(
                 else:
                     kept = [x for x in burst if pred(x)]
             except Exception as exc:
-                noted(exc, label)
+                noted(exc, stage.label)
                 raise
             t0 = w.worked(t1)
             meter.dropped += len(burst) - len(kept)
@@ -187,64 +146,84 @@ def filter_step(
     return step
 
 
-def shuffle_step(
-    keep: int, seed: int | None, source: QueueBase[Any], meter: Meter, stop: Stopping
-) -> Callable[[], Awaitable[Burst]]:
+class ShuffleStep:
     """A task step over a deterministic shuffle buffer.
 
     The buffer holds up to ``keep + 1`` items: each item read is appended, and while
     the buffer holds more than ``keep`` a uniformly chosen one is emitted, so the output
     order is a pure function of the input order and the seed (whatever the bursts). At
-    the end of the input the buffer drains in random order.
+    the end of the input the buffer drains in random order. ``state()``/``restore()``
+    give and take back the buffer and the random state (checkpoints).
     """
-    w = meter.worker()
-    rng = random.Random(seed)
-    buf: list[Any] = []
-    ended = False
 
-    def pick() -> Any:
-        j = rng.randrange(len(buf))
+    def __init__(self, keep: int, seed: int | None, source: QueueBase[Any], stage: Stage) -> None:
+        self._keep = keep
+        self._rng = random.Random(seed)
+        self._source = source
+        self._stage = stage
+        self._w = stage.meter.worker()
+        self.buf: list[Any] = []
+        self.ended = False
+
+    def state(self) -> dict[str, Any]:
+        """The buffer (items in order), the random state and whether the input ended."""
+        version, internal, gauss = self._rng.getstate()
+        return {
+            "buffer": list(self.buf),
+            "rng": [version, list(internal), gauss],
+            "ended": self.ended,
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take back what ``state()`` gave (before the run starts)."""
+        version, internal, gauss = state["rng"]
+        self._rng.setstate((version, tuple(internal), gauss))
+        self.buf = list(state["buffer"])
+        self.ended = bool(state["ended"])
+
+    def _pick(self) -> Any:
+        buf = self.buf
+        j = self._rng.randrange(len(buf))
         buf[j], buf[-1] = buf[-1], buf[j]
         return buf.pop()
 
-    async def step() -> Burst:
-        nonlocal ended
+    async def __call__(self) -> Burst:
+        meter, w = self._stage.meter, self._w
         t0 = meter.began(w)
-        stop.check()
+        await self._stage.start_task()
         out: list[Any] = []
         waited = 0.0  # seconds spent waiting for input (not busy)
-        while not out and not ended:
+        while not out and not self.ended:
             t_wait = _perf()
             try:
-                burst = await take(source, _BURST_MAX)
+                burst = await take(self._source, _BURST_MAX)
             except OutOfRangeError:
-                ended = True
+                self.ended = True
                 break
             finally:
                 waited += _perf() - t_wait
             for x in burst:
-                buf.append(x)
-                if len(buf) > keep:
-                    out.append(pick())
+                self.buf.append(x)
+                if len(self.buf) > self._keep:
+                    out.append(self._pick())
         meter.get_waits.append(waited)
-        if ended:
-            while buf and len(out) < _BURST_MAX:
-                out.append(pick())
+        if self.ended:
+            while self.buf and len(out) < _BURST_MAX:
+                out.append(self._pick())
         if not out:
             raise StopAsyncIteration
         w.returned = w.worked(t0 + waited)
         return pack(out)
 
-    return step
 
-
-def prefetch_step(source: QueueBase[Any], meter: Meter, stop: Stopping) -> Callable[[], Any]:
+def prefetch_step(source: QueueBase[Any], stage: Stage) -> Callable[[], Any]:
     """A task step that moves the next burst on."""
+    meter = stage.meter
     w = meter.worker()
 
     async def step() -> Burst:
         t0 = meter.began(w)
-        stop.check()
+        await stage.start_task()
         burst = await take(source, _BURST_MAX)
         w.returned = meter.got(t0)
         return burst
@@ -252,24 +231,23 @@ def prefetch_step(source: QueueBase[Any], meter: Meter, stop: Stopping) -> Calla
     return step
 
 
-def send_step(
-    source: QueueBase[Any], many: bool, meter: Meter, stop: Stopping, label: str
-) -> Callable[[], Awaitable[Any]]:
+def send_step(source: QueueBase[Any], many: bool, stage: Stage) -> Callable[[], Awaitable[Any]]:
     """A task step of ``to_queue``: the next burst as one batch of the target queue's
     elements (``collate`` of the items; with ``many`` each item is already a batch, and
     they are joined along axis 0), which its runner sends with one ``enqueue_many``."""
+    meter = stage.meter
     w = meter.worker()
 
     async def step() -> Any:
         t0 = meter.began(w)
-        stop.check()
+        await stage.start_task()
         burst = await take(source, _BURST_MAX)
         t1 = meter.got(t0)
         try:
             items = burst.tolist()
             batch = _joined(items) if many else collate(items)
         except Exception as exc:
-            noted(exc, label)
+            noted(exc, stage.label)
             raise
         w.returned = w.worked(t1)
         return batch
@@ -290,27 +268,22 @@ def _joined(batches: list[Any]) -> Any:
 
 
 def batch_step(
-    size: int,
-    smaller: bool,
-    pad: bool,
-    source: BlockingQueue[Any],
-    meter: Meter,
-    stop: Stopping,
-    label: str,
+    size: int, smaller: bool, pad: bool, source: BlockingQueue[Any], stage: Stage
 ) -> Callable[[], Burst]:
     """A thread step: take ``size`` items and stack them into one batch."""
+    meter = stage.meter
     w = meter.worker()
     take_batch = source.dequeue_up_to if smaller else source.dequeue_many
 
     def step() -> Burst:
         t0 = meter.began(w)
-        stop.check()
+        stage.start_thread()
         items = take_batch(size)
         t1 = meter.got(t0)
         try:
             batch = collate(items.tolist(), pad=pad)
         except Exception as exc:
-            noted(exc, label)
+            noted(exc, stage.label)
             raise
         w.returned = w.worked(t1)
         out = np.empty(1, dtype=object)

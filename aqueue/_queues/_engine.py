@@ -442,6 +442,12 @@ class Engine:
                 self.peak = self.storage.size
             self._notify()
 
+    def quiet_getters(self) -> int:
+        """Waiting dequeues that were not woken (they cannot progress until the queue
+        changes: every change wakes a head that can)."""
+        with self.lock:
+            return sum(1 for g in self.getters if not g.notified)
+
     def unbounded(self, on: bool, capacity: int) -> None:
         """Admit every enqueue at once, whatever the size (``on``), or go back to
         ``capacity`` (a pipeline checkpoint opens its queues so that nothing it waits

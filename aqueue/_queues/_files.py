@@ -93,7 +93,7 @@ def read_state_file(
     """
     source = Path(path)
     try:
-        with np.load(source, allow_pickle=False) as data:
+        with open(source, "rb") as f, np.load(f, allow_pickle=False) as data:
             if _HEADER not in data.files:
                 raise CheckpointError(
                     f"{source} is not an aqueue state file (no {_HEADER} entry; entries: "

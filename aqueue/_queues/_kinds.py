@@ -439,6 +439,12 @@ class StageQueue(FIFOQueue[Any]):
         """Admit every enqueue at once (``on``), or go back to the capacity."""
         self._engine.unbounded(on, self._capacity)
 
+    def quiet_takers(self) -> int:
+        """Dequeues waiting on this queue that cannot progress now (a checkpoint's
+        test of rest: they hold what they claimed, and will take nothing more until the
+        queue changes)."""
+        return self._engine.quiet_getters()
+
     def items(self) -> list[Any]:
         """Every item held, in the order they would be taken; nothing changes."""
         return [comps[0] for comps in self._engine.dump()]

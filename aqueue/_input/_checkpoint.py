@@ -1,0 +1,212 @@
+"""Checkpoints of a running pipeline: a consistent cut, taken with a short pause.
+
+``take_checkpoint(run)`` (what ``await items.checkpoint()`` runs):
+
+1. checks that every stage can say where it is (``refusal``): a source that is an
+   in-memory sequence, or that implements ``state()``/``restore(state)``; no source that
+   is an external queue or a one-shot iterator, no ``to_queue`` stage;
+2. asks every worker to pause at its next pause point (``Control.pause``: the start of
+   a step, before it takes new input, holding nothing) and opens every stage queue
+   beyond its capacity (``StageQueue.unbounded``), so a worker that has finished a burst
+   hands it on at once instead of waiting for room that a paused stage would never
+   make;
+3. waits until the run is at rest (``at_rest``), checking stages from the source down:
+   each worker is paused, or parked on an input queue that cannot give it anything
+   (``quiet_takers``), or has ended (or not started yet). Checked in that order, a stage found at
+   rest stays at rest: everything upstream of it is at rest already. Items that were in
+   a worker's hands when the pause began are finished and handed on first;
+4. captures, with no await in between, every stage queue's items in order (claims of a
+   waiting batch dequeue first), the source's position and each shuffle's buffer and
+   random state;
+5. puts the capacities back and resumes the workers, also when it is cancelled or
+   fails (so a cancelled checkpoint leaves the pipeline running, its output unchanged).
+
+So the cut holds every item exactly once: unread at the source, in a queue, or in a
+shuffle buffer; everything the consumer received came before it. ``apply_state``
+puts a state into a run before its workers start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .._errors import CheckpointError, ElementSpecError
+from ._sources import SequenceSource
+from ._state import PipelineState
+
+if TYPE_CHECKING:
+    from ._pipeline_run import PipelineRun, StageSpec
+
+__all__ = [
+    "apply_positions",
+    "apply_state",
+    "at_rest",
+    "check_state",
+    "fingerprint",
+    "refusal",
+    "take_checkpoint",
+]
+
+_QUICK_POLLS = 200  # event-loop turns to look for rest before polling every millisecond
+
+
+def _has_protocol(obj: Any) -> bool:
+    return callable(getattr(obj, "state", None)) and callable(getattr(obj, "restore", None))
+
+
+def refusal(specs: Sequence[StageSpec]) -> str | None:
+    """Why a pipeline of these stages cannot be checkpointed, or None."""
+    head = specs[0]
+    where = f"stage 0 '{head.label}'"
+    if head.kind == "queue":
+        return (
+            f"{where} reads an external queue, whose position is the queue's own (take "
+            "a snapshot of that queue instead)"
+        )
+    if head.kind == "producer" and not _has_protocol(head.fn):
+        return (
+            f"{where} calls {type(head.fn).__name__} objects, which cannot say where they "
+            "are; give the source state() and restore(state) methods"
+        )
+    if head.kind in ("iterable", "async_iterable"):
+        source = head.fn
+        if not isinstance(source, Sequence) and not _has_protocol(source):
+            return (
+                f"{where} reads a {type(source).__name__}, a one-shot iterator that cannot "
+                "say where it is; pass a list, tuple or range, or give the source state() "
+                "and restore(state) methods"
+            )
+    for i, spec in enumerate(specs):
+        if spec.kind == "to_queue":
+            return (
+                f"stage {i} '{spec.label}' sends its items into an external queue (take a "
+                "snapshot of that queue instead)"
+            )
+    return None
+
+
+def fingerprint(specs: Sequence[StageSpec]) -> list[dict[str, Any]]:
+    """What a state must match to be restored into a pipeline of these stages."""
+    out = []
+    for spec in specs:
+        entry: dict[str, Any] = {"kind": spec.kind, "label": spec.label}
+        if spec.kind in ("iterable", "async_iterable"):
+            entry["epochs"] = spec.epochs
+            if isinstance(spec.fn, Sequence):
+                entry["length"] = len(spec.fn)
+        # (not concurrency or capacities: a state may resume with other ones)
+        for field in ("ordered", "size", "smaller", "pad", "seed"):
+            entry[field] = getattr(spec, field)
+        out.append(entry)
+    return out
+
+
+def at_rest(run: PipelineRun) -> bool:
+    """Whether every stage is at rest (see the module docstring), source first."""
+    for i in range(len(run.specs)):
+        runner = run.runners[i]
+        if runner is None:
+            return False  # not started yet
+        if not runner.running:
+            continue  # ended, and its output queue was told
+        # Ended workers hold nothing and take nothing more; idle ones (threads not yet
+        # running) will pause before their first take.
+        quiet = sum(1 for _, state in runner.producer_states() if state in ("done", "idle"))
+        quiet += run.stop.paused[i]
+        if i > 0:
+            quiet += run.queues[i - 1].quiet_takers()
+        if quiet < run.workers[i]:
+            return False
+    return True
+
+
+async def take_checkpoint(run: PipelineRun) -> PipelineState:
+    """A consistent cut of ``run`` (see the module docstring).
+
+    Raises:
+        CheckpointError: A stage cannot say where it is (nothing is paused then).
+    """
+    why = refusal(run.specs)
+    if why is not None:
+        raise CheckpointError(f"cannot checkpoint this pipeline: {why}")
+    run.stop.check()
+    await run.started.wait()
+    run.stop.pause()
+    for q in run.queues:
+        q.unbounded(True)
+    try:
+        polls = 0
+        while not at_rest(run):
+            run.stop.check()
+            polls += 1
+            await anyio.sleep(0 if polls < _QUICK_POLLS else 0.001)
+        return _capture(run)
+    finally:
+        for q in run.queues:
+            q.unbounded(False)
+        run.stop.resume()
+
+
+def _capture(run: PipelineRun) -> PipelineState:
+    reader = run.reader
+    source: dict[str, Any] = {}
+    if reader is not None:
+        source = reader.epochs.state()
+        user = run.specs[0].fn
+        if _has_protocol(user):
+            source["user"] = user.state()
+    return PipelineState(
+        stages=fingerprint(run.specs),
+        source=source,
+        queues=[q.items() for q in run.queues],
+        shuffles={i: s.state() for i, s in run.shuffles.items()},
+    )
+
+
+def check_state(specs: Sequence[StageSpec], state: PipelineState) -> None:
+    """Refuse a state taken from another pipeline, naming the first difference.
+
+    Raises:
+        ElementSpecError: The stages differ (kind, label, source, concurrency, order,
+            sizes, seeds).
+    """
+    mine = fingerprint(specs)
+    if len(mine) != len(state.stages):
+        raise ElementSpecError(
+            f"Pipeline.open(state=...): the state is of a pipeline of {len(state.stages)} "
+            f"stages, this one has {len(mine)}"
+        )
+    for i, (want, got) in enumerate(zip(mine, state.stages)):
+        if want != got:
+            keys = sorted(set(want) | set(got))
+            first = next(k for k in keys if want.get(k) != got.get(k))
+            raise ElementSpecError(
+                f"Pipeline.open(state=...): stage {i} differs in {first}: the state has "
+                f"{got.get(first)!r}, this pipeline has {want.get(first)!r} (state stage "
+                f"{got.get('label')!r}, pipeline stage {want.get('label')!r})"
+            )
+
+
+def apply_state(run: PipelineRun, state: PipelineState) -> None:
+    """Put ``state`` into ``run``: queue items now, the source's position and the
+    shuffles' buffers once their steps exist (``apply_positions``)."""
+    for q, items in zip(run.queues, state.queues):
+        if items:
+            q.load_items(items)
+
+
+def apply_positions(run: PipelineRun, state: PipelineState) -> None:
+    """The source's position and each shuffle's state (after the steps were built,
+    before they run)."""
+    reader = run.reader
+    if reader is not None and state.source:
+        user = run.specs[0].fn
+        if "user" in state.source:
+            user.restore(state.source["user"])
+        reader.epochs.restore(state.source, reposition=not isinstance(reader, SequenceSource))
+    for i, shuffle in run.shuffles.items():
+        if i in state.shuffles:
+            shuffle.restore(state.shuffles[i])

@@ -1,0 +1,142 @@
+"""Control: how a pipeline run tells its workers to stop or to pause.
+
+Every step of every stage holds the run's ``Control`` and its stage number. At the
+start of each call, before it takes new input and while it holds no item, a step
+calls ``check()`` (a stopping run ends it cleanly: QueueClosedError) and then its
+*pause point*: ``pause_thread(stage)`` on a worker thread, ``await pause_task(stage)``
+in a task. While a pause is requested the worker waits there, counted in
+``paused[stage]``, until ``resume()``.
+
+A checkpoint requests a pause and waits until the run is at rest (see
+``_checkpoint.py``); so every item is then in a stage queue, in a stage's own buffer
+(a shuffle), or not yet read (the source): never in a worker's hands.
+
+Async sources wait for their next item inside ``interruptible()``: stopping cancels
+those waits, since an external source (a queue nobody closes, a network stream) may
+never deliver again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from .._errors import QueueClosedError
+
+__all__ = ["Control", "Stage"]
+
+
+class Control:
+    """The stop flag and the pause of one run (see the module docstring)."""
+
+    __slots__ = ("_lock", "_resumed", "_scopes", "_task_resumed", "paused", "pausing", "set")
+
+    def __init__(self, stages: int) -> None:
+        self.set = False  # the run is stopping
+        self.pausing = False  # a pause is requested
+        self.paused = [0] * stages  # workers waiting at their pause point, per stage
+        self._lock = threading.Lock()
+        self._resumed = threading.Event()  # threads wait on it (set: not paused)
+        self._resumed.set()
+        self._task_resumed: anyio.Event | None = None  # tasks wait on it
+        self._scopes: set[anyio.CancelScope] = set()
+
+    # -- stopping ------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Raise QueueClosedError (a clean end) if the run is stopping."""
+        if self.set:
+            raise QueueClosedError("the pipeline is stopping")
+
+    def stop(self) -> None:
+        """Stop the run: steps end at their next check, pauses end, waits are cancelled."""
+        self.set = True
+        for scope in list(self._scopes):
+            scope.cancel()
+        self.resume()
+
+    async def interruptible(self, fn: Callable[[], Awaitable[Any]]) -> Any:
+        """``await fn()``, ended with QueueClosedError (a clean end) when stopping."""
+        self.check()
+        with anyio.CancelScope() as scope:
+            self._scopes.add(scope)
+            try:
+                return await fn()
+            finally:
+                self._scopes.discard(scope)
+        raise QueueClosedError("the pipeline is stopping")
+
+    # -- pausing (event-loop side) -------------------------------------------------------
+
+    def pause(self) -> None:
+        """Ask every worker to wait at its next pause point (called on the loop)."""
+        if not self.pausing:
+            self._task_resumed = anyio.Event()
+            self._resumed.clear()
+            self.pausing = True
+
+    def resume(self) -> None:
+        """Let every paused worker go on (called on the loop, or by ``stop``)."""
+        self.pausing = False
+        self._resumed.set()
+        if self._task_resumed is not None:
+            self._task_resumed.set()
+            self._task_resumed = None
+
+    # -- pause points ----------------------------------------------------------------------
+
+    def pause_thread(self, stage: int) -> None:
+        """A worker thread's pause point."""
+        if not self.pausing:
+            return
+        with self._lock:
+            self.paused[stage] += 1
+        try:
+            while self.pausing and not self.set:
+                self._resumed.wait(0.1)
+        finally:
+            with self._lock:
+                self.paused[stage] -= 1
+        self.check()
+
+    async def pause_task(self, stage: int) -> None:
+        """A task worker's pause point."""
+        while self.pausing and not self.set:
+            event = self._task_resumed
+            if event is None:
+                break
+            with self._lock:
+                self.paused[stage] += 1
+            try:
+                await event.wait()
+            finally:
+                with self._lock:
+                    self.paused[stage] -= 1
+        self.check()
+
+
+class Stage:
+    """What a stage's steps share: the run's control, the stage's number, label and
+    meter."""
+
+    __slots__ = ("control", "index", "label", "meter")
+
+    def __init__(self, control: Control, index: int, label: str, meter: Any) -> None:
+        self.control = control
+        self.index = index
+        self.label = label
+        self.meter = meter
+
+    def start_thread(self) -> None:
+        """The start of a thread step: end if stopping, wait while paused."""
+        self.control.check()
+        self.control.pause_thread(self.index)
+
+    async def start_task(self) -> None:
+        """The start of a task step: end if stopping, wait while paused."""
+        self.control.check()
+        if self.control.pausing:
+            await self.control.pause_task(self.index)
