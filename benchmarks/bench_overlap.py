@@ -62,7 +62,7 @@ SHAPE = (32, 32)
 
 @dataclass(frozen=True)
 class Config:
-    """The workload (the defaults are issue 3's W4)."""
+    """The workload (the defaults are W4's)."""
 
     producers: int = 8
     load_s: float = 0.005

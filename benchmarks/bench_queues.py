@@ -839,7 +839,7 @@ class Case:
 
 @dataclasses.dataclass(frozen=True)
 class Ratio:
-    """A target of issue 2 (or, with target None, an informative ratio)."""
+    """A target ratio (or, with target None, an informative one)."""
 
     name: str
     num: str
