@@ -19,16 +19,19 @@ Cases: aqueue (QueueRunner with ``[load] * 8`` under a Coordinator: eight dedica
 threads enqueueing through the queue's blocking view; asyncio and trio); the sequential
 pipeline (the same eight threads load each batch only when the trainer asks for it: no
 prefetch); 8 threads + ``queue.Queue``; asyncio tasks + ``asyncio.to_thread`` (with an
-8-thread default executor); torch ``DataLoader(num_workers=8, batch_size=32)`` when torch
-is importable; ``tf.data`` (``map(py_function, num_parallel_calls=8).batch(32).prefetch``,
-with an 8-thread private pool and with TF's default pool) and ``tf.queue.FIFOQueue`` fed
-by 8 threads, when tensorflow is importable here or in the interpreter given by
-``--tf-python`` (default: /work/tfvenv/bin/python if it exists), which then runs the TF
-cases in a subprocess. Every case checks that it consumed 3,200 distinct elements.
+8-thread default executor); torch ``DataLoader(num_workers=8, batch_size=32)``;
+``tf.data`` (``map(py_function, num_parallel_calls=8).batch(32).prefetch``, with an
+8-thread private pool and with TF's default pool) and ``tf.queue.FIFOQueue`` fed by 8
+threads. The torch and TF cases run in a subprocess: of the interpreter named by
+``--torch-python`` / ``$AQUEUE_TORCH_PYTHON``, ``--tf-python`` / ``$AQUEUE_TF_PYTHON``, or
+``--peer-python`` / ``$AQUEUE_PEER_PYTHON`` (see ``_peers.py``), else of this one if it
+imports them; without one they are skipped with a message. Every case checks that
+it consumed 3,200 distinct elements.
 
 This is a script, not a test. Run: python benchmarks/bench_overlap.py [--steps 100]
 [--producers 8] [--load-ms 5] [--step-ms 20] [--batch 32] [--capacity 256] [--reps 1]
-[--only REGEX] [--no-tf] [--json PATH]
+[--only REGEX] [--no-tf] [--no-torch] [--json PATH] [--peer-python PY] [--tf-python PY]
+[--torch-python PY]
 """
 
 from __future__ import annotations
@@ -52,14 +55,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from _peers import add_peer_arguments, find_python
 
 SHAPE = (32, 32)
-DEFAULT_TF_PYTHON = "/work/tfvenv/bin/python"
 
 
 @dataclass(frozen=True)
 class Config:
-    """The workload (the defaults are the README's W4)."""
+    """The workload (the defaults are W4's)."""
 
     producers: int = 8
     load_s: float = 0.005
@@ -340,8 +343,8 @@ def run_tf_queue(cfg: Config, step: Step) -> tuple[float, list[float]]:
 Runner = Callable[[Config, Step], tuple[float, list[float]]]
 
 
-def cases(tf_here: bool) -> list[tuple[str, str, Runner, str]]:
-    """(key, label, runner, step kind) of every case runnable in this interpreter."""
+def cases() -> list[tuple[str, str, Runner, str]]:
+    """(key, label, runner, step kind) of the cases that need no peer library."""
     out: list[tuple[str, str, Runner, str]] = []
     for kind in ("sleep", "numpy"):
         for backend in ("asyncio", "trio"):
@@ -361,16 +364,15 @@ def cases(tf_here: bool) -> list[tuple[str, str, Runner, str]]:
         )
     out.append(("sequential/sleep", "sequential (no prefetch)", run_sequential, "sleep"))
     out.append(("sequential/numpy", "sequential (no prefetch)", run_sequential, "numpy"))
-    try:
-        import torch.utils.data  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        for kind in ("sleep", "numpy"):
-            out.append((f"torch/{kind}", "torch DataLoader(8 workers)", run_torch, kind))
-    if tf_here:
-        out += tf_cases()
     return out
+
+
+def torch_cases() -> list[tuple[str, str, Runner, str]]:
+    """The torch cases."""
+    return [
+        (f"torch/{kind}", "torch DataLoader(8 workers)", run_torch, kind)
+        for kind in ("sleep", "numpy")
+    ]
 
 
 def tf_cases() -> list[tuple[str, str, Runner, str]]:
@@ -413,20 +415,29 @@ def measure(cfg: Config, runner: Runner, kind: str, reps: int) -> dict[str, Any]
     return {"wall_s": wall, "efficiency": cfg.ideal_s / wall, "walls": walls}
 
 
-def run_tf_elsewhere(python: str, argv: list[str]) -> dict[str, dict[str, Any]]:
-    """Run the TF cases in another interpreter; return its results by key."""
+def run_elsewhere(python: str, peer: str, argv: list[str]) -> dict[str, dict[str, Any]]:
+    """Run one peer's cases (``peer``: tf or torch) in another interpreter; return its
+    results by key."""
     script = os.path.abspath(__file__)
     done = subprocess.run(
-        [python, script, "--tf-only", "--json", "-", *argv],
+        [python, script, "--peer-only", peer, "--json", "-", *argv],
         capture_output=True,
         text=True,
         timeout=1200,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
     )
     if done.returncode != 0:
         message = done.stderr.strip().splitlines()[-1:] or ["no output"]
-        return {"tf": {"error": f"{python} failed: {message[0]}", "label": "tensorflow"}}
+        return {peer: {"error": f"{python} failed: {message[0]}", "label": PEER_LABELS[peer]}}
     results: dict[str, dict[str, Any]] = json.loads(done.stdout)["results"]
     return results
+
+
+PEER_LABELS = {"tf": "tf.data / tf.queue", "torch": "torch DataLoader(8 workers)"}
+PEER_CASES: dict[str, Callable[[], list[tuple[str, str, Runner, str]]]] = {
+    "tf": tf_cases,
+    "torch": torch_cases,
+}
 
 
 def table(cfg: Config, results: dict[str, dict[str, Any]]) -> str:
@@ -460,8 +471,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--reps", type=int, default=1)
     parser.add_argument("--only", default=None, help="run the cases whose key matches")
     parser.add_argument("--no-tf", action="store_true")
-    parser.add_argument("--tf-python", default=None, help="interpreter with tensorflow")
-    parser.add_argument("--tf-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--no-torch", action="store_true")
+    add_peer_arguments(parser, ["tf", "torch"])
+    parser.add_argument("--peer-only", choices=["tf", "torch"], help=argparse.SUPPRESS)
     parser.add_argument("--json", default=None, help="write the results as JSON ('-': stdout)")
     return parser.parse_args(argv)
 
@@ -477,41 +489,35 @@ def main(argv: list[str] | None = None) -> int:
         args.steps,
         args.capacity,
     )
-    try:
-        import tensorflow  # noqa: F401
-
-        tf_here = not args.no_tf
-    except ImportError:
-        tf_here = False
-    selected = tf_cases() if args.tf_only else cases(tf_here)
+    # In a peer's interpreter (--peer-only), only that peer's cases.
+    selected = PEER_CASES[args.peer_only]() if args.peer_only else cases()
     if args.only:
         selected = [c for c in selected if re.search(args.only, c[0])]
     results: dict[str, dict[str, Any]] = {}
     for key, label, runner, kind in selected:
         print(f"running {key} ...", file=sys.stderr, flush=True)
         results[key] = {"label": label, **measure(cfg, runner, kind, args.reps)}
-    torch_wanted = not args.only or re.search(args.only, "torch/sleep torch/numpy")
-    if not args.tf_only and torch_wanted and not any(k.startswith("torch/") for k, *_ in selected):
-        results["torch"] = {"label": "torch DataLoader(8 workers)", "skipped": "not importable"}
-    if not args.tf_only and not tf_here and not args.no_tf:
-        python = args.tf_python or (
-            DEFAULT_TF_PYTHON if os.path.exists(DEFAULT_TF_PYTHON) else None
-        )
+    wanted = {"tf": not args.no_tf, "torch": not args.no_torch}
+    for peer in ("torch", "tf") if not args.peer_only else ():
+        keys = [c[0] for c in PEER_CASES[peer]()]
+        if not wanted[peer] or (args.only and not any(re.search(args.only, k) for k in keys)):
+            continue
+        python = find_python(peer, args)
         if python is None:
-            results["tf"] = {"label": "tf.data / tf.queue", "skipped": "tensorflow not found"}
-        else:
-            print(f"running the tensorflow cases with {python} ...", file=sys.stderr, flush=True)
-            forwarded = [
-                f"--producers={args.producers}",
-                f"--load-ms={args.load_ms}",
-                f"--step-ms={args.step_ms}",
-                f"--batch={args.batch}",
-                f"--steps={args.steps}",
-                f"--capacity={args.capacity}",
-                f"--reps={args.reps}",
-                *([f"--only={args.only}"] if args.only else []),
-            ]
-            results.update(run_tf_elsewhere(python, forwarded))
+            results[peer] = {"label": PEER_LABELS[peer], "skipped": "not importable"}
+            continue
+        print(f"running the {peer} cases with {python} ...", file=sys.stderr, flush=True)
+        forwarded = [
+            f"--producers={args.producers}",
+            f"--load-ms={args.load_ms}",
+            f"--step-ms={args.step_ms}",
+            f"--batch={args.batch}",
+            f"--steps={args.steps}",
+            f"--capacity={args.capacity}",
+            f"--reps={args.reps}",
+            *([f"--only={args.only}"] if args.only else []),
+        ]
+        results.update(run_elsewhere(python, peer, forwarded))
     report = {"config": dataclasses.asdict(cfg), "ideal_s": cfg.ideal_s, "results": results}
     if args.json == "-":
         print(json.dumps(report))

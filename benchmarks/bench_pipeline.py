@@ -22,8 +22,11 @@ item consumed, after one small warm-up run in the same process):
   cost on the machine at hand;
 - tf.data (``map(py_function, num_parallel_calls=C)``), default options and with a
   private thread pool of 2C + 2 threads, and SPDL (``pipe(fn, concurrency=C)``,
-  ``build(num_threads=C)``), when importable by the interpreter named by ``--peer-python``
-  (default: /work/tfvenv/bin/python if present). They run in a subprocess.
+  ``build(num_threads=C)``). They run in a subprocess of the interpreter named by
+  ``--tf-python`` / ``$AQUEUE_TF_PYTHON`` and ``--spdl-python`` / ``$AQUEUE_SPDL_PYTHON``,
+  or ``--peer-python`` / ``$AQUEUE_PEER_PYTHON`` for both (see ``_peers.py``), else of
+  this one if it imports them; a peer that no interpreter imports is skipped with a
+  message.
 
 Not a timed test: the machine is shared; run it alone. ``--quick`` runs C = 4 only;
 ``--repeat N`` measures every row N times and reports the run of median wall time (the
@@ -45,10 +48,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from _peers import add_peer_arguments, find_python
+
 S1 = 0.025  # seconds per item, stage 1 (async sleep)
 S2 = 0.035  # seconds per item, stage 2 (blocking sleep on a thread)
 RUNS = {"a": (100, 0.030), "b": (200, 0.0)}  # items, consumer seconds per item
-DEFAULT_PEER_PYTHON = "/work/tfvenv/bin/python"
 
 
 def ceiling(c: int, consumer_s: float) -> float:
@@ -337,17 +341,6 @@ def peer_worker(peer: str, cs: list[int], runs: list[str], repeat: int) -> list[
 def run_peer_subprocess(
     python: str, peer: str, cs: list[int], runs: list[str], repeat: int
 ) -> list[Any]:
-    module = "spdl.pipeline" if peer == "spdl" else "tensorflow"
-    try:
-        probe = subprocess.run(
-            [python, "-c", f"import {module}"], capture_output=True, timeout=120, check=False
-        )
-    except OSError as exc:  # no such interpreter
-        print(f"# {peer}: cannot run {python} ({exc}); skipped", file=sys.stderr)
-        return []
-    if probe.returncode != 0:
-        print(f"# {peer}: not importable by {python}; skipped", file=sys.stderr)
-        return []
     cmd = [
         python,
         os.path.abspath(__file__),
@@ -399,7 +392,7 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=1, help="measure each row N times, report the median"
     )
-    parser.add_argument("--peer-python", default=None, help="interpreter for tf.data / SPDL")
+    add_peer_arguments(parser, ["tf", "spdl"])
     parser.add_argument("--peer-worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     cs = [4] if args.quick else [int(x) for x in args.concurrency.split(",")]
@@ -429,13 +422,9 @@ def main() -> None:
                 )
                 rows.append(row("floor: asyncio+SimpleQueue+threads", run, c, n, wall, wait, occ))
     if not args.no_peers:
-        python = args.peer_python or (
-            DEFAULT_PEER_PYTHON if os.path.exists(DEFAULT_PEER_PYTHON) else None
-        )
-        if python is None:
-            print("# no --peer-python: tf.data and SPDL skipped", file=sys.stderr)
-        else:
-            for peer in ("tfdata", "spdl"):
+        for peer, name in (("tfdata", "tf"), ("spdl", "spdl")):
+            python = find_python(name, args)
+            if python is not None:
                 rows += run_peer_subprocess(python, peer, cs, runs, repeat)
     print(table(rows))
     print(json.dumps(rows))

@@ -1,0 +1,64 @@
+"""examples/image_pipeline.py runs end to end with small images (needs Pillow), and says
+what to install when Pillow is missing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+SCRIPT = Path(__file__).resolve().parent.parent / "examples" / "image_pipeline.py"
+SMALL = ["--images", "40", "--size", "64", "--crop", "48", "--batch-size", "16", "--threads", "2"]
+
+
+def run(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=100,
+        check=False,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_image_pipeline_sees_every_image_once(backend: str) -> None:
+    """40 images in batches of 16 (the last one 8): every image reaches the trainer once."""
+    pytest.importorskip("PIL")
+    done = run([*SMALL, "--backend", backend])
+    assert done.returncode == 0, done.stderr
+    assert "3 steps, 40 images of 48x48" in done.stdout
+    assert "every image seen once: True" in done.stdout
+    assert "map(load)" in done.stdout
+    assert "bottleneck:" in done.stdout
+    assert "What this showed:" in done.stdout
+
+
+def test_image_pipeline_reads_a_folder(tmp_path: Path) -> None:
+    """--dir reads the JPEGs already in a folder (here written by the script's helper)."""
+    pytest.importorskip("PIL")
+    import runpy
+
+    helpers = runpy.run_path(str(SCRIPT), run_name="example_image_pipeline")
+    helpers["write_jpegs"](tmp_path, 10, 64)
+    done = run(["--dir", str(tmp_path), "--crop", "48", "--batch-size", "4"])
+    assert done.returncode == 0, done.stderr
+    assert "10 images of 48x48" in done.stdout
+    assert "every image seen once: True" in done.stdout
+
+
+def test_image_pipeline_without_pillow_names_the_install(tmp_path: Path) -> None:
+    """With Pillow hidden, the script exits with status 2 and names `pip install pillow`."""
+    fake = tmp_path / "PIL"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('Pillow hidden by the test')\n")
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    done = run(SMALL, env=dict(os.environ, PYTHONPATH=path))
+    assert done.returncode == 2
+    assert "pip install pillow" in done.stderr
