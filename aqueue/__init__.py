@@ -6,6 +6,7 @@ blocking view; QueueRunner and Coordinator (producer tasks and threads under one
 scope); TF's input functions and a composable Pipeline.
 """
 
+from ._errors import CheckpointError as CheckpointError
 from ._errors import ElementSpecError as ElementSpecError
 from ._errors import OutOfRangeError as OutOfRangeError
 from ._errors import QueueClosedError as QueueClosedError
@@ -32,6 +33,7 @@ from ._queues._protocol import AsyncQueue as AsyncQueue
 from ._queues._protocol import BlockingView as BlockingView
 from ._queues._protocol import QueueStatistics as QueueStatistics
 from ._queues._queue import QueueBase as QueueBase
+from ._queues._snapshot import QueueSnapshot as QueueSnapshot
 from ._queues._views import BatchIterator as BatchIterator
 from ._queues._views import BlockingQueue as BlockingQueue
 from ._queues._views import ElementIterator as ElementIterator
@@ -47,6 +49,7 @@ __all__ = [
     "Batches",
     "BlockingQueue",
     "BlockingView",
+    "CheckpointError",
     "Coordinator",
     "ElementIterator",
     "ElementSpecError",
@@ -61,6 +64,7 @@ __all__ = [
     "QueueError",
     "QueueFull",
     "QueueRunner",
+    "QueueSnapshot",
     "QueueStatistics",
     "RandomShuffleQueue",
     "StageStatistics",
