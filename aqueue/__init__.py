@@ -34,6 +34,7 @@ from ._queues._protocol import AsyncQueue as AsyncQueue
 from ._queues._protocol import BlockingView as BlockingView
 from ._queues._protocol import QueueStatistics as QueueStatistics
 from ._queues._queue import QueueBase as QueueBase
+from ._queues._snapshot import QueueSnapshot as QueueSnapshot
 from ._queues._views import BatchIterator as BatchIterator
 from ._queues._views import BlockingQueue as BlockingQueue
 from ._queues._views import ElementIterator as ElementIterator
@@ -65,6 +66,7 @@ __all__ = [
     "QueueError",
     "QueueFull",
     "QueueRunner",
+    "QueueSnapshot",
     "QueueStatistics",
     "RandomShuffleQueue",
     "StageStatistics",

@@ -16,6 +16,7 @@ import aqueue
 
 CORE_NAMES = {
     "BlockingQueue",
+    "CheckpointError",
     "ElementSpecError",
     "FIFOQueue",
     "OutOfRangeError",
@@ -25,6 +26,7 @@ CORE_NAMES = {
     "QueueEmpty",
     "QueueError",
     "QueueFull",
+    "QueueSnapshot",
     "QueueStatistics",
     "RandomShuffleQueue",
 }
@@ -69,6 +71,7 @@ def test_package_ships_py_typed() -> None:
         (aqueue.QueueFull, (aqueue.QueueError, anyio.WouldBlock, asyncio.QueueFull)),
         (aqueue.QueueEmpty, (aqueue.QueueError, anyio.WouldBlock, asyncio.QueueEmpty)),
         (aqueue.ElementSpecError, (aqueue.QueueError, ValueError)),
+        (aqueue.CheckpointError, (aqueue.QueueError, ValueError)),
     ],
 )
 def test_exception_tree(cls: type[BaseException], bases: tuple[type[BaseException], ...]) -> None:
@@ -105,6 +108,7 @@ def test_out_of_range_message_and_pickle() -> None:
         aqueue.QueueFull,
         aqueue.QueueEmpty,
         aqueue.ElementSpecError,
+        aqueue.CheckpointError,
     ],
 )
 def test_every_public_exception_is_built_from_a_message_alone(cls: type[Exception]) -> None:

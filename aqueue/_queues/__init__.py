@@ -1,28 +1,33 @@
 """The queues layer: elements, storage, the engine, the drivers and the queue classes.
 
-=================  ====================================================================
-file               what it holds
-=================  ====================================================================
-``_declare.py``    what a constructor declares (dtypes, shapes, names), checked
-``_spec.py``       ElementSpec: what an element is and how user data becomes one
-                   (validation, conversion, packing); PrioritySpec
-``_storage.py``    the Storage and FillableStorage interfaces; RingStorage (FIFO ring)
-``_pool.py``       PoolStorage and ListPoolStorage (random order)
-``_tuples.py``     DequeStorage and HeapStorage (per-element tuples); ``pad_stack``,
-                   the one padding implementation
-``_requests.py``   PutRequest and GetRequest: what a waiting operation leaves behind
-``_engine.py``     Engine: the synchronous steps of one queue (lock, request lists,
-                   fast paths, ``try_put``/``try_get``, wake-up decisions)
-``_drivers.py``    how requests wait: TaskDriver (tasks), ThreadDriver (threads),
-                   ``get_nowait``/``put_nowait`` (never)
-``_backend.py``    the event-loop primitives: checkpoint and wakers, asyncio and trio
-``_queue.py``      QueueBase: the public operations (convert, fast path, driver)
-``_views.py``      BlockingQueue (the thread view) and the async iterators
-``_kinds.py``      FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, PriorityQueue
-``_protocol.py``   the queue interfaces the upper layers rely on (AsyncQueue,
-                   BlockingView), implemented by these queues and by aqueue.redis;
-                   QueueStatistics
-=================  ====================================================================
+=======================  ========================================================================
+file                     what it holds
+=======================  ========================================================================
+``_declare.py``          what a constructor declares (dtypes, shapes, names), checked
+``_spec.py``             ElementSpec: what an element is and how user data becomes one
+                         (validation, conversion, packing); PrioritySpec
+``_storage.py``          the Storage and FillableStorage interfaces; RingStorage (FIFO ring)
+``_pool.py``             PoolStorage and ListPoolStorage (random order)
+``_tuples.py``           DequeStorage and HeapStorage (per-element tuples); ``pad_stack``,
+                         the one padding implementation
+``_files.py``            the state-file container (versioned JSON header + raw arrays,
+                         atomic save) of queue snapshots and pipeline states
+``_snapshot_file.py``    a snapshot's file form (layouts per component, checks on load)
+``_snapshot.py``         QueueSnapshot: a queue's spec, elements, closed flag and random
+                         state at one moment (``snapshot``/``from_snapshot``)
+``_requests.py``         PutRequest and GetRequest: what a waiting operation leaves behind
+``_engine.py``           Engine: the synchronous steps of one queue (lock, request lists,
+                         fast paths, ``try_put``/``try_get``, wake-up decisions)
+``_drivers.py``          how requests wait: TaskDriver (tasks), ThreadDriver (threads),
+                         ``get_nowait``/``put_nowait`` (never)
+``_backend.py``          the event-loop primitives: checkpoint and wakers, asyncio and trio
+``_queue.py``            QueueBase: the public operations (convert, fast path, driver)
+``_views.py``            BlockingQueue (the thread view) and the async iterators
+``_kinds.py``            FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, PriorityQueue
+``_protocol.py``         the queue interfaces the upper layers rely on (AsyncQueue,
+                         BlockingView), implemented by these queues and by aqueue.redis;
+                         QueueStatistics
+=======================  ========================================================================
 
 Dependencies point down the table's reverse order: storages know only specs; the
 engine knows storages and requests; drivers know the engine; the queue classes know

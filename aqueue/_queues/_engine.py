@@ -51,7 +51,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from .._errors import OutOfRangeError, QueueClosedError
 from ._declare import Components
@@ -62,6 +63,7 @@ from ._storage import FillableStorage, Storage
 __all__ = ["Engine"]
 
 _monotonic = time.monotonic
+X = TypeVar("X")
 
 
 def _rows_of(cols: Components) -> list[Components]:
@@ -425,14 +427,33 @@ class Engine:
         of a waiting batch dequeue first (they would go back there on close); nothing
         changes (consistent: taken under the lock)."""
         with self.lock:
-            claimed: list[Components] = []
-            if self.getters:
-                g = self.getters[0]
-                if g.out is not None and g.claimed:
-                    claimed = _rows_of(tuple(o[: g.claimed] for o in g.out))
-                for chunk in g.claims:
-                    claimed.extend(self.storage.chunk_elements(chunk))
-            return claimed + self.storage.dump()
+            return self._dump()
+
+    def dump_with(self, read: Callable[[], X]) -> tuple[list[Components], bool, X]:
+        """``dump()``, the closed flag and ``read()`` (state the storage's takes change,
+        such as a random generator's), all under one acquisition of the lock."""
+        with self.lock:
+            return self._dump(), self.closed, read()
+
+    def load_rows(self, comps: Components, count: int) -> None:
+        """Store the ``count`` rows of batch ``comps`` after the queue's, in order,
+        whatever the capacity (``load`` for a converted batch: one copy, no Python
+        object per element for fixed shapes)."""
+        with self.lock:
+            self.storage.put_rows(comps, 0, count)
+            if self.storage.size > self.peak:
+                self.peak = self.storage.size
+            self._notify()
+
+    def _dump(self) -> list[Components]:
+        claimed: list[Components] = []
+        if self.getters:
+            g = self.getters[0]
+            if g.out is not None and g.claimed:
+                claimed = _rows_of(tuple(o[: g.claimed] for o in g.out))
+            for chunk in g.claims:
+                claimed.extend(self.storage.chunk_elements(chunk))
+        return claimed + self.storage.dump()
 
     def load(self, elements: list[Components]) -> None:
         """Store ``elements`` after the queue's, in order, whatever the capacity."""

@@ -14,11 +14,13 @@ flushes and syncs it, then renames it over the target, so a crash during a save 
 leaves a half-written file under ``path``. ``read_state_file`` checks the container,
 the format and the version before returning anything, and raises CheckpointError
 naming the file and what is wrong (truncated, not an aqueue file, another format, a
-newer version, an unreadable array).
+newer version, an unreadable array); anything but a zip archive is refused before
+numpy reads it (an ``.npy`` file, random bytes).
 
 ``encode_objects``/``decode_objects`` turn object components (str, bytes, int, float,
-bool, None) into JSON and back; any other object type is refused with a message naming
-the component and the type.
+bool, None, and exact tuples and lists of these) into JSON and back; any other object
+type is refused with a message naming the component and the type (a named tuple too:
+it would come back as a plain tuple).
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ def read_state_file(
         CheckpointError: The file is missing, truncated or corrupt, not an aqueue state
             file, of another format, or of a newer version than this aqueue reads.
     """
+    _require_npz(path)
     source = Path(path)
     try:
         with open(source, "rb") as f, np.load(f, allow_pickle=False) as data:
@@ -129,27 +132,84 @@ def read_state_file(
     return header, arrays
 
 
+def _require_npz(path: str | os.PathLike[str]) -> None:
+    """Refuse anything but a zip archive before numpy sees it: ``np.load`` would return
+    a plain array for an ``.npy`` file and suggest unpickling for random bytes."""
+    source = Path(path)
+    try:
+        with open(source, "rb") as f:
+            magic = f.read(4)
+    except FileNotFoundError as exc:
+        raise CheckpointError(f"{source}: no such file") from exc
+    except OSError as exc:
+        raise CheckpointError(f"{source} cannot be read: {exc}") from exc
+    if magic != b"PK\x03\x04":
+        what = "it is empty" if not magic else f"it starts with {magic!r}"
+        raise CheckpointError(f"{source} is not an aqueue state file (not an npz archive: {what})")
+
+
+_SAVED_OBJECTS = (
+    "object components are saved when they hold str, bytes, int, float, bool or None, "
+    "or tuples and lists of these"
+)
+
+
+class _Unsavable(Exception):
+    """An object ``_encode`` cannot express in JSON (``args[0]``: its type name)."""
+
+
+def _encode(v: Any) -> Any:
+    """JSON for one object (see encode_objects)."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if v is None or isinstance(v, (str, bool, int, float)):
+        return v
+    if isinstance(v, bytes):
+        return {"b64": base64.b64encode(v).decode("ascii")}
+    # Exact types only: a named tuple or a list subclass would come back as a plain one.
+    if type(v) is tuple:
+        return {"tuple": [_encode(x) for x in v]}
+    if type(v) is list:
+        return [_encode(x) for x in v]
+    raise _Unsavable(type(v).__name__)
+
+
 def encode_objects(values: Sequence[Any], what: str) -> list[Any]:
-    """JSON for the Python objects of an object component.
+    """JSON for the Python objects of an object component: str, bytes, int, float,
+    bool, None, and (exactly) tuples and lists of these, nested.
 
     Raises:
-        CheckpointError: A value is not str, bytes, int, float, bool or None; the
-            message names ``what`` (the component) and the type.
+        CheckpointError: A value is (or holds) anything else; the message names
+            ``what`` (the component), the element and the type.
     """
     out: list[Any] = []
     for i, v in enumerate(values):
-        if isinstance(v, np.generic):
-            v = v.item()
-        if v is None or isinstance(v, (str, bool, int, float)):
-            out.append(v)
-        elif isinstance(v, bytes):
-            out.append({"b64": base64.b64encode(v).decode("ascii")})
-        else:
+        try:
+            out.append(_encode(v))
+        except _Unsavable as exc:
+            outer = type(v).__name__
+            inner = "" if type(v) not in (tuple, list) else f" holding a {exc.args[0]}"
             raise CheckpointError(
-                f"cannot save {what}: element {i} is a {type(v).__name__}; object "
-                "components are saved when they hold str, bytes, int, float, bool or None"
-            )
+                f"cannot save {what}: element {i} is a {outer}{inner}; {_SAVED_OBJECTS}"
+            ) from None
     return out
+
+
+def _decode(v: Any, what: str) -> Any:
+    if isinstance(v, dict):
+        if set(v) == {"b64"} and isinstance(v["b64"], str):
+            try:
+                return base64.b64decode(v["b64"], validate=True)
+            except ValueError as exc:
+                raise CheckpointError(f"{what}: a bytes value is not valid base64") from exc
+        if set(v) == {"tuple"} and isinstance(v["tuple"], list):
+            return tuple(_decode(x, what) for x in v["tuple"])
+        raise CheckpointError(f"{what}: unexpected object with keys {sorted(v)[:5]}")
+    if isinstance(v, list):
+        return [_decode(x, what) for x in v]
+    if v is None or isinstance(v, (str, bool, int, float)):
+        return v
+    raise CheckpointError(f"{what}: unexpected value of type {type(v).__name__}")
 
 
 def decode_objects(values: Sequence[Any], what: str) -> list[Any]:
@@ -158,15 +218,4 @@ def decode_objects(values: Sequence[Any], what: str) -> list[Any]:
     Raises:
         CheckpointError: A value is not one ``encode_objects`` writes.
     """
-    out: list[Any] = []
-    for v in values:
-        if isinstance(v, dict) and set(v) == {"b64"} and isinstance(v["b64"], str):
-            try:
-                out.append(base64.b64decode(v["b64"], validate=True))
-            except ValueError as exc:
-                raise CheckpointError(f"{what}: a bytes value is not valid base64") from exc
-        elif v is None or isinstance(v, (str, bool, int, float)):
-            out.append(v)
-        else:
-            raise CheckpointError(f"{what}: unexpected value of type {type(v).__name__}")
-    return out
+    return [_decode(v, what) for v in values]

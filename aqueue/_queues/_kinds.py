@@ -13,15 +13,16 @@ PriorityQueue        HeapStorage                      HeapStorage
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import ElementSpecError, int_arg, name_arg, seed_arg
-from ._declare import normalize_dtypes, normalize_shapes
+from .._errors import CheckpointError, ElementSpecError, int_arg, name_arg, seed_arg
+from ._declare import Components, normalize_dtypes, normalize_shapes
 from ._pool import ListPoolStorage, PoolStorage
 from ._queue import QueueBase
+from ._snapshot import QueueSnapshot
 from ._spec import PrioritySpec, declare_spec
 from ._storage import RingStorage
 from ._tuples import DequeStorage, HeapStorage
@@ -34,6 +35,7 @@ if TYPE_CHECKING:  # a queue whose element type is neither inferred nor given ho
     T = _DefaultTypeVar("T", default=Any)
 else:
     T = TypeVar("T")
+U = TypeVar("U")
 Array = npt.NDArray[Any]
 NumericDType = type[np.generic] | np.dtype[Any] | str
 """A dtype whose elements come back as numpy values (``object`` is not one of them)."""
@@ -62,6 +64,7 @@ class FIFOQueue(QueueBase[T]):
     """
 
     default_name = "fifo_queue"
+    _kind = "FIFOQueue"
 
     @overload
     def __init__(
@@ -142,6 +145,16 @@ class FIFOQueue(QueueBase[T]):
         else:
             super().__init__(capacity, spec, DequeStorage(spec.dtypes, pad=False), name=qname)
 
+    @classmethod
+    def from_snapshot(cls, snap: QueueSnapshot[U]) -> FIFOQueue[U]:
+        """A FIFOQueue equal to the one ``snap`` was taken from (see
+        ``QueueBase.from_snapshot``)."""
+        return cast("FIFOQueue[U]", cls._restore(snap))
+
+    @classmethod
+    def _empty_like(cls, snap: QueueSnapshot[Any]) -> FIFOQueue[Any]:
+        return cls(snap.capacity, snap.dtypes, snap.shapes, snap.names, name=snap.name)
+
 
 class PaddingFIFOQueue(QueueBase[T]):
     """A FIFO queue whose shapes may have None dimensions, padded in batch dequeues.
@@ -152,6 +165,7 @@ class PaddingFIFOQueue(QueueBase[T]):
     """
 
     default_name = "padding_fifo_queue"
+    _kind = "PaddingFIFOQueue"
 
     @overload
     def __init__(
@@ -234,6 +248,16 @@ class PaddingFIFOQueue(QueueBase[T]):
         else:
             super().__init__(capacity, spec, DequeStorage(spec.dtypes, pad=True), name=qname)
 
+    @classmethod
+    def from_snapshot(cls, snap: QueueSnapshot[U]) -> PaddingFIFOQueue[U]:
+        """A PaddingFIFOQueue equal to the one ``snap`` was taken from (see
+        ``QueueBase.from_snapshot``)."""
+        return cast("PaddingFIFOQueue[U]", cls._restore(snap))
+
+    @classmethod
+    def _empty_like(cls, snap: QueueSnapshot[Any]) -> PaddingFIFOQueue[Any]:
+        return cls(snap.capacity, snap.dtypes, snap.shapes, snap.names, name=snap.name)
+
 
 class RandomShuffleQueue(QueueBase[T]):
     """A queue that dequeues elements in uniformly random order.
@@ -249,6 +273,7 @@ class RandomShuffleQueue(QueueBase[T]):
     """
 
     default_name = "random_shuffle_queue"
+    _kind = "RandomShuffleQueue"
 
     @overload
     def __init__(
@@ -352,6 +377,7 @@ class RandomShuffleQueue(QueueBase[T]):
         super().__init__(capacity, spec, storage, name=qname, min_after_dequeue=mad)
         self._min_after = mad
         self._seed = seed
+        self._rng = rng  # (the storage's: snapshots read and restore its state)
 
     @property
     def min_after_dequeue(self) -> int:
@@ -362,6 +388,34 @@ class RandomShuffleQueue(QueueBase[T]):
     def seed(self) -> int | None:
         """The seed given at creation, or None."""
         return self._seed
+
+    @classmethod
+    def from_snapshot(cls, snap: QueueSnapshot[U]) -> RandomShuffleQueue[U]:
+        """A RandomShuffleQueue equal to the one ``snap`` was taken from, its generator
+        in the same state: a seeded queue continues with the same order (see
+        ``QueueBase.from_snapshot``)."""
+        return cast("RandomShuffleQueue[U]", cls._restore(snap))
+
+    @classmethod
+    def _empty_like(cls, snap: QueueSnapshot[Any]) -> RandomShuffleQueue[Any]:
+        return cls(
+            snap.capacity,
+            snap.min_after_dequeue,
+            snap.dtypes,
+            snap.shapes,
+            snap.names,
+            seed=snap.seed,
+            name=snap.name,
+        )
+
+    def _rng_state(self) -> dict[str, Any]:
+        return dict(self._rng.bit_generator.state)  # (a new dict of plain values)
+
+    def _set_rng_state(self, state: dict[str, Any], where: str) -> None:
+        try:
+            self._rng.bit_generator.state = state
+        except (TypeError, ValueError, KeyError) as exc:
+            raise CheckpointError(f"{where}: rng_state is not a generator state: {exc}") from exc
 
 
 class PriorityQueue(QueueBase[T]):
@@ -374,6 +428,7 @@ class PriorityQueue(QueueBase[T]):
     """
 
     default_name = "priority_queue"
+    _kind = "PriorityQueue"
 
     @overload
     def __init__(
@@ -418,6 +473,34 @@ class PriorityQueue(QueueBase[T]):
         all_shapes = None if shp is None else ((), *shp)
         spec = PrioritySpec(all_dtypes, all_shapes, None, owner=owner)
         super().__init__(capacity, spec, HeapStorage(all_dtypes), name=qname)
+
+    @classmethod
+    def from_snapshot(cls, snap: QueueSnapshot[U]) -> PriorityQueue[U]:
+        """A PriorityQueue equal to the one ``snap`` was taken from (see
+        ``QueueBase.from_snapshot``)."""
+        return cast("PriorityQueue[U]", cls._restore(snap))
+
+    @classmethod
+    def _empty_like(cls, snap: QueueSnapshot[Any]) -> PriorityQueue[Any]:
+        # The snapshot reports the queue's dtypes and shapes: the int64 priority first.
+        if (
+            not snap.dtypes
+            or snap.dtypes[0] != np.dtype(np.int64)
+            or (snap.shapes is not None and snap.shapes[0] != ())
+            or snap.names is not None
+        ):
+            raise ElementSpecError(
+                f"PriorityQueue.from_snapshot: component 0 must be the int64 scalar "
+                f"priority, without names; got dtypes {snap.dtypes}, shapes {snap.shapes}, "
+                f"names {snap.names}"
+            )
+        shapes = None if snap.shapes is None else snap.shapes[1:]
+        return cls(snap.capacity, snap.dtypes[1:], shapes, name=snap.name)
+
+    def _in_dequeue_order(self, elements: list[Components]) -> list[Components]:
+        # Claims come first, but an element admitted since may have a lower priority;
+        # a stable sort keeps arrival order among equal priorities (claims arrived first).
+        return sorted(elements, key=lambda comps: int(comps[0]))
 
 
 class StageQueue(FIFOQueue[Any]):

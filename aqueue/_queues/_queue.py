@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
-from .._errors import ElementSpecError
+from .._errors import CheckpointError, ElementSpecError
 from ._backend import checkpoint, in_event_loop
+from ._declare import Components
 from ._drivers import TaskDriver, ThreadDriver, get_nowait, put_nowait
 from ._engine import Engine
 from ._protocol import QueueStatistics
 from ._requests import MANY, ONE, SOME, UP_TO, WAIT, PutRequest
+from ._snapshot import QueueSnapshot, checked_contents, frozen_elements
 from ._spec import ElementSpec
 from ._storage import FillableStorage, Storage
 from ._views import BatchIterator, BlockingQueue, ElementIterator
@@ -29,6 +31,7 @@ from ._views import BatchIterator, BlockingQueue, ElementIterator
 __all__ = ["QueueBase"]
 
 T = TypeVar("T")
+U = TypeVar("U")
 Q = TypeVar("Q", bound="QueueBase[Any]")
 
 
@@ -45,6 +48,16 @@ class QueueBase(Generic[T]):
 
     default_name = "queue"
     """The name a queue of this kind gets when none is given."""
+
+    _kind: ClassVar[str | None] = None  # set by each kind: what its snapshots name
+    _by_kind: ClassVar[dict[str, type[QueueBase[Any]]]] = {}  # kind name -> class
+    _seed: int | None = None  # (RandomShuffleQueue's seed)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        kind = cls.__dict__.get("_kind")
+        if kind is not None:
+            QueueBase._by_kind[kind] = cls
 
     def __init__(
         self,
@@ -307,6 +320,91 @@ class QueueBase(Generic[T]):
     def statistics(self) -> QueueStatistics:
         """A frozen snapshot of the queue's counters."""
         return self._engine.statistics()
+
+    # -- snapshots (invariants in _snapshot.py) ------------------------------------------
+
+    def snapshot(self) -> QueueSnapshot[T]:
+        """What the queue holds now: spec, elements in dequeue order, closed flag and,
+        for a RandomShuffleQueue, its generator's state.
+
+        Consistent (taken under the queue's lock) and changes nothing: callable from
+        the event loop or any thread while producers and consumers wait. Elements a
+        waiting batch dequeue has claimed are included, first; elements of pending
+        enqueues are not (they have not been admitted).
+        """
+        kind = self._kind
+        if kind is None:  # (only the four kinds are constructible)
+            raise CheckpointError(f"{type(self).__name__} has no snapshot")
+        elements, closed, rng_state = self._engine.dump_with(self._rng_state)
+        return QueueSnapshot(
+            kind=kind,
+            name=self._name,
+            capacity=self._capacity,
+            dtypes=self._spec.dtypes,
+            shapes=self._spec.shapes,
+            names=self._spec.names,
+            min_after_dequeue=self._engine.min_after,
+            seed=self._seed,
+            closed=closed,
+            elements=frozen_elements(self._in_dequeue_order(elements)),
+            rng_state=rng_state,
+        )
+
+    @classmethod
+    def from_snapshot(cls, snap: QueueSnapshot[U]) -> QueueBase[U]:
+        """A new queue equal to the one ``snap`` was taken from: same spec, the same
+        elements in the same order (all of them, even beyond the capacity), the same
+        random generator state, closed if it was. Called on ``QueueBase`` it builds the
+        snapshot's kind; on a kind, the snapshot must be of that kind.
+
+        Raises:
+            ElementSpecError: ``snap`` is not a QueueSnapshot, is of another kind (the
+                message names both), its spec is invalid, or an element does not fit it.
+            CheckpointError: its ``rng_state`` is not a state of the queue's generator.
+        """
+        restored: QueueBase[U] = cls._restore(snap)
+        return restored
+
+    @classmethod
+    def _restore(cls, snap: QueueSnapshot[Any]) -> Any:
+        where = f"{cls.__name__}.from_snapshot"
+        if not isinstance(snap, QueueSnapshot):
+            raise ElementSpecError(f"{where}: expected a QueueSnapshot, got {type(snap).__name__}")
+        target = QueueBase._by_kind.get(snap.kind) if cls._kind is None else cls
+        if target is None:
+            raise ElementSpecError(f"{where}: unknown queue kind {snap.kind!r}")
+        if snap.kind != target._kind:
+            raise ElementSpecError(
+                f"{where}: the snapshot is of a {snap.kind} (queue '{snap.name}'), not a "
+                f"{target._kind}; restore it with aqueue.{snap.kind}.from_snapshot"
+            )
+        queue = target._empty_like(snap)
+        contents = checked_contents(queue._spec, snap.elements, where)
+        if snap.rng_state is not None:
+            queue._set_rng_state(snap.rng_state, where)
+        if isinstance(contents, list):
+            queue._engine.load(contents)
+        else:
+            queue._engine.load_rows(*contents)
+        if snap.closed:
+            queue.close()
+        return queue
+
+    @classmethod
+    def _empty_like(cls: type[Q], snap: QueueSnapshot[Any]) -> Q:
+        """An empty queue of this kind with ``snap``'s spec."""
+        raise NotImplementedError
+
+    def _rng_state(self) -> dict[str, Any] | None:
+        """The state of the random generator the storage draws from (lock held)."""
+        return None
+
+    def _set_rng_state(self, state: dict[str, Any], where: str) -> None:
+        raise CheckpointError(f"{where}: a {self._kind} has no random generator state")
+
+    def _in_dequeue_order(self, elements: list[Components]) -> list[Components]:
+        """``Engine.dump``'s elements (claims first) in the order dequeues see them."""
+        return elements
 
     # -- producer accounting (the AsyncQueue protocol) -----------------------------------
 

@@ -104,14 +104,17 @@ class TupleStorage(Storage):
 
     _items: deque[Components] | list[Components]
 
+    # Snapshots get copies, and loaded elements are copied in: a dequeued array, which
+    # its caller may change in place, is never shared with a snapshot.
+
     def dump(self) -> list[Components]:
-        return list(self._items)  # the tuples hold the storage's own copies
+        return [own(e) for e in self._items]
 
     def chunk_elements(self, chunk: list[Components]) -> list[Components]:
-        return list(chunk)
+        return [own(e) for e in chunk]
 
     def load(self, elements: Sequence[Components]) -> None:
-        self._items.extend(elements)
+        self._items.extend(own(e) for e in elements)
         self.size += len(elements)
 
     def put_one(self, comps: Components) -> None:
@@ -185,15 +188,15 @@ class HeapStorage(Storage):
         entries = sorted(e for chunk in chunks for e in chunk)
         return stack([e[2] for e in entries], self._dtypes, False)
 
-    def dump(self) -> list[Components]:
-        return [entry[2] for entry in sorted(self._heap)]
+    def dump(self) -> list[Components]:  # (copies: see TupleStorage.dump)
+        return [own(entry[2]) for entry in sorted(self._heap)]
 
     def chunk_elements(self, chunk: list[tuple[int, int, Components]]) -> list[Components]:
-        return [entry[2] for entry in sorted(chunk)]
+        return [own(entry[2]) for entry in sorted(chunk)]
 
     def load(self, elements: Sequence[Components]) -> None:
         for comps in elements:
-            self._push(comps)
+            self._push(own(comps))
 
     def restore(self, chunks: Sequence[list[tuple[int, int, Components]]]) -> None:
         for chunk in chunks:

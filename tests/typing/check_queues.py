@@ -65,3 +65,34 @@ async def rejected() -> None:
 async def not_inferred() -> None:
     names = aqueue.FIFOQueue(10, object, ())  # Python objects: not inferred, Any
     assert_type(names, aqueue.FIFOQueue[Any])
+
+
+def snapshots() -> None:
+    # A snapshot carries its queue's element type; from_snapshot on a kind gives that
+    # kind with it. A loaded snapshot's element type is not known: Any.
+    frames = aqueue.FIFOQueue(100, np.uint8, (84, 84, 4))
+    snap = frames.snapshot()
+    assert_type(snap, aqueue.QueueSnapshot[Array])
+    assert_type(aqueue.FIFOQueue.from_snapshot(snap), aqueue.FIFOQueue[Array])
+    assert_type(aqueue.QueueBase.from_snapshot(snap), aqueue.QueueBase[Array])
+    pairs = aqueue.RandomShuffleQueue(10, 2, (np.float32, np.int64), seed=0)
+    assert_type(
+        aqueue.RandomShuffleQueue.from_snapshot(pairs.snapshot()),
+        aqueue.RandomShuffleQueue[tuple[Array, Array]],
+    )
+    ranked = aqueue.PriorityQueue(10, np.float32, (2,))
+    assert_type(
+        aqueue.PriorityQueue.from_snapshot(ranked.snapshot()),
+        aqueue.PriorityQueue[tuple[Array, Array]],
+    )
+    padded = aqueue.PaddingFIFOQueue(10, np.int32, (None,), ["tokens"])
+    assert_type(
+        aqueue.PaddingFIFOQueue.from_snapshot(padded.snapshot()),
+        aqueue.PaddingFIFOQueue[dict[str, Array]],
+    )
+    loaded = aqueue.QueueSnapshot.load("queue.snap")
+    assert_type(loaded, aqueue.QueueSnapshot[Any])
+    assert_type(aqueue.FIFOQueue.from_snapshot(loaded), aqueue.FIFOQueue[Any])
+    assert_type(len(loaded), int)
+    bad: aqueue.FIFOQueue[str] = aqueue.FIFOQueue.from_snapshot(snap)  # type: ignore[arg-type]
+    del bad
