@@ -192,11 +192,12 @@ def describe_monitor(monitor: Monitor, path: str) -> str:
     floor = h.queues["replay"].min_after_dequeue / h.queues["replay"].capacity[-1]
     ok = ~np.isnan(h.input_bound)
     waited = float((h.input_bound[ok] * h.interval_s[ok]).sum() / h.interval_s[ok].sum())
-    verdict = (
-        "the games were the bottleneck: the trainer mostly waited for screens"
-        if waited > 0.5
-        else "the trainer was the bottleneck: screens were ready when it asked"
-    )
+    if waited > 0.5:
+        verdict = "the games were the bottleneck: the trainer mostly waited for screens"
+    elif waited < 0.2:
+        verdict = "the trainer was the bottleneck: screens were ready when it asked"
+    else:
+        verdict = "neither side clearly set the pace: the trainer waited part of the time"
     return (
         f"plot: {path} ({len(h)} samples, one every {monitor.interval:g} s): the replay "
         f"queue was {np.nanmedian(fill):.0%} full in the median sample (its "

@@ -45,13 +45,17 @@ async def wait_samples(seen: list[MonitorSample], more: int) -> None:
     await poll(lambda: len(seen) >= target)
 
 
+def items_after(k: int) -> int:
+    """Items put out in the first k seconds: 10 in odd seconds, 30 in even ones."""
+    return sum(10 if i % 2 else 30 for i in range(1, k + 1))
+
+
 def stage(name: str, k: int, *, concurrency: int = 2) -> StageStatistics:
-    """The k-th reading of a stage that puts out 10 items and works 0.5 s (over its
-    workers) per second of its run."""
+    """The reading of a stage ``k`` seconds into its run (see ``Stages``)."""
     return StageStatistics(
         name=name,
-        items_in=10 * k,
-        items_out=10 * k,
+        items_in=items_after(k),
+        items_out=items_after(k),
         items_dropped=0,
         items_per_s=10.0,
         busy_s=0.5 * k,
@@ -67,15 +71,22 @@ def stage(name: str, k: int, *, concurrency: int = 2) -> StageStatistics:
 
 
 class Stages:
-    """A stage provider, as ``Pipeline.open(monitor=...)`` attaches one."""
+    """A stage provider, as ``Pipeline.open(monitor=...)`` attaches one. Its stages put
+    out 10 items in odd seconds of their run and 30 in even ones, and work 0.5 s (over
+    their 2 workers) per second; the run restarts (counters back to zero) after
+    ``restart_after`` calls."""
 
-    def __init__(self, *names: str) -> None:
+    def __init__(self, *names: str, restart_after: int = 0) -> None:
         self.names = names
         self.calls = 0
+        self.restart_after = restart_after
 
     def __call__(self) -> list[StageStatistics]:
         self.calls += 1
-        return [stage(n, self.calls) for n in self.names]
+        k = self.calls
+        if self.restart_after and k > self.restart_after:
+            k -= self.restart_after
+        return [stage(n, k) for n in self.names]
 
 
 class Unanswering(FIFOQueue[Any]):
@@ -181,28 +192,41 @@ async def test_samples_while_threads_fill_and_a_consumer_drains() -> None:
 @pytest.mark.anyio
 async def test_input_bound_is_the_share_of_the_interval_the_body_waited() -> None:
     """While the body waits on its (watched, empty) input queue, each sample's
-    input-bound fraction is near 1; a watched queue nobody waits on counts 0."""
+    input-bound fraction is near 1; once that queue holds an element nobody waits for,
+    it is 0, although a task waits on a runner's queue that is not watched (so not an
+    input: watching a queue makes the watched ones the inputs)."""
     seen: list[MonitorSample] = []
     inbox: FIFOQueue[Any] = FIFOQueue(4, np.int64, (), name="inbox")
+    side: FIFOQueue[Any] = FIFOQueue(4, np.int64, (), name="side")
+    gate = anyio.Event()
 
     def on_sample(sample: MonitorSample) -> None:
         seen.append(sample)
         if len(seen) == 3:
             inbox.enqueue_nowait(7)
 
+    async def held() -> int:
+        await gate.wait()
+        raise aqueue.OutOfRangeError("done")
+
     monitor = Monitor(interval=0.005, callback=on_sample)
     async with Coordinator(monitor=monitor) as coord:
         coord.watch(inbox)
+        coord.start(QueueRunner(side, [held], name="side"))
+        coord.start_soon(side.dequeue)  # waits on the empty side queue
         assert int(await inbox.dequeue()) == 7
-        await wait_samples(seen, 2)
         inbox.enqueue_nowait(8)
-        await wait_samples(seen, 2)
+        idle_from = len(seen) + 1
+        await wait_samples(seen, 3)
+        gate.set()
     waiting = seen[:3]
     assert all(s.input_bound is not None and s.input_bound > 0.5 for s in waiting)
     assert all(s.queues["inbox"].waiting_dequeue == 1 for s in waiting)
     assert all(s.queues["inbox"].is_input for s in seen)
-    idle = [s for s in seen[4:] if s.queues["inbox"].size == 1]
+    assert not any(s.queues["side"].is_input for s in seen)
+    idle = seen[idle_from:-1]
     assert idle
+    assert all(s.queues["side"].waiting_dequeue == 1 for s in idle)
     assert all(s.input_bound == 0.0 for s in idle)
     assert all(s.items_per_s == 0.0 for s in idle)
 
@@ -391,23 +415,29 @@ async def test_a_failing_callback_ends_the_block_with_its_error() -> None:
 @pytest.mark.anyio
 async def test_stage_providers_are_sampled_into_rates_and_busy_fractions() -> None:
     """A provider of cumulative StageStatistics is called once per sample; the monitor
-    turns its deltas into items/s and busy fraction (here exactly 10/s and 0.5 s of
-    work per second over 2 workers = 0.25). Repeated labels get '#2'; attaching under
-    the same name replaces the provider."""
+    turns the differences between readings into items/s (10, 30, 10, ... here) and the
+    busy fraction (0.5 s of work per second over 2 workers = 0.25); a restarted run
+    (counters back to zero) is measured from its start. Repeated labels get '#2';
+    attaching under the same name replaces the provider."""
     seen: list[MonitorSample] = []
     monitor = Monitor(interval=0.003, callback=seen.append)
     monitor.attach_stages("pipe", Stages("ignored"))
-    provider = Stages("map(load)", "batch", "batch")
+    provider = Stages("map(load)", "batch", "batch", restart_after=3)
     monitor.attach_stages("pipe", provider)
     async with Coordinator(monitor=monitor):
-        await wait_samples(seen, 3)
+        await wait_samples(seen, 6)
     h = monitor.history()
     assert provider.calls == len(h)
     assert list(h.stages) == ["pipe/map(load)", "pipe/batch", "pipe/batch#2"]
+    # seconds into the run at each call: 1, 2, 3, then 1, 2, 3, ... after the restart
+    ks = [k if k <= 3 else k - 3 for k in range(1, len(h) + 1)]
+    want = [items_after(k) if k == 1 or c == 4 else items_after(k) - items_after(k - 1)
+            for c, k in enumerate(ks, 1)]  # fmt: skip
     for s in h.stages.values():
-        np.testing.assert_allclose(s.items_per_s, 10.0)
+        assert s.items_per_s.tolist() == want
         np.testing.assert_allclose(s.busy_fraction, 0.25)
-        assert s.items_out.tolist() == [10.0 * k for k in range(1, len(h) + 1)]
+        assert s.items_out.tolist() == [items_after(k) for k in ks]
+    assert want[:4] == [10, 30, 10, 10]
     assert seen[-1].stages["pipe/batch"].concurrency == 2
     assert seen[0].queues == {}
     assert seen[0].input_bound is None
