@@ -3,7 +3,8 @@
 Async FIFOQueue, RandomShuffleQueue, PaddingFIFOQueue and PriorityQueue over numpy
 elements, with awaitable enqueue_many / dequeue_many / dequeue_up_to and a thread-side
 blocking view; QueueRunner and Coordinator (producer tasks and threads under one cancel
-scope); TF's input functions and a composable Pipeline.
+scope); TF's input functions and a composable Pipeline; a Monitor that samples each
+queue's fill and throughput while a coordinator runs (history, CSV, plot, live line).
 """
 
 from ._errors import CheckpointError as CheckpointError
@@ -39,8 +40,15 @@ from ._queues._views import BatchIterator as BatchIterator
 from ._queues._views import BlockingQueue as BlockingQueue
 from ._queues._views import ElementIterator as ElementIterator
 from ._running._coordinator import Coordinator as Coordinator
+from ._running._monitor import Monitor as Monitor
 from ._running._registry import add_queue_runner as add_queue_runner
 from ._running._runner import QueueRunner as QueueRunner
+from ._running._samples import MonitorHistory as MonitorHistory
+from ._running._samples import MonitorSample as MonitorSample
+from ._running._samples import QueueHistory as QueueHistory
+from ._running._samples import QueueSample as QueueSample
+from ._running._samples import StageHistory as StageHistory
+from ._running._samples import StageSample as StageSample
 
 __version__ = "0.1.0"
 
@@ -55,6 +63,9 @@ __all__ = [
     "ElementIterator",
     "ElementSpecError",
     "FIFOQueue",
+    "Monitor",
+    "MonitorHistory",
+    "MonitorSample",
     "OutOfRangeError",
     "PaddingFIFOQueue",
     "Pipeline",
@@ -65,10 +76,14 @@ __all__ = [
     "QueueEmpty",
     "QueueError",
     "QueueFull",
+    "QueueHistory",
     "QueueRunner",
+    "QueueSample",
     "QueueSnapshot",
     "QueueStatistics",
     "RandomShuffleQueue",
+    "StageHistory",
+    "StageSample",
     "StageStatistics",
     "add_queue_runner",
     "batch",

@@ -22,9 +22,15 @@ Either way a game thread that finds room admits its screen straight into the que
 storage (a few microseconds, no event-loop round trip), so the games keep playing even
 while a training step blocks the event loop.
 
+Watching it run (runner mode): ``--plot replay.png`` samples the queue with an
+``aqueue.Monitor`` every ``--monitor-interval`` seconds and saves a picture of its fill
+and throughput over time, the periods in which the trainer waited for screens shaded
+red (needs ``pip install 'aqueue[plot]'``); ``--live`` shows a one-line progress display
+while it trains (needs ``aqueue[live]``; only on a terminal).
+
 Run: python examples/experience_replay.py [--steps 300] [--games 4] [--capacity 10000]
      [--min-after-dequeue 1000] [--batch 32] [--frame-ms 1.0] [--mode runner|threads]
-     [--backend asyncio|trio]
+     [--backend asyncio|trio] [--plot replay.png] [--live] [--monitor-interval 0.05]
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from typing import Any
 import anyio
 import numpy as np
 
-from aqueue import Coordinator, QueueClosedError, QueueRunner, RandomShuffleQueue
+from aqueue import Coordinator, Monitor, QueueClosedError, QueueRunner, RandomShuffleQueue
 
 SCREEN = (32, 32)
 
@@ -115,8 +121,11 @@ async def train(args: argparse.Namespace) -> dict[str, Any]:
         return loss
 
     report = ""
+    monitor: Monitor | None = None
+    if args.plot or args.live:
+        monitor = Monitor(interval=args.monitor_interval, live=args.live)
     if args.mode == "runner":
-        async with Coordinator(stop_grace_period=5.0) as coord:
+        async with Coordinator(stop_grace_period=5.0, monitor=monitor) as coord:
             coord.start(QueueRunner(replay, [env.grab_screen for env in envs], name="games"))
             loss = await trainer()
             report = coord.report()
@@ -152,6 +161,7 @@ async def train(args: argparse.Namespace) -> dict[str, Any]:
         "input_bound": waited / elapsed if elapsed else 0.0,
         "loss": loss,
         "report": report,
+        "monitor": monitor,
     }
 
 
@@ -166,7 +176,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--frame-ms", type=float, default=1.0, help="blocking time per frame")
     parser.add_argument("--mode", choices=["runner", "threads"], default="runner")
     parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
-    return parser.parse_args(argv)
+    parser.add_argument("--plot", metavar="PNG", help="save the queue's fill over time here")
+    parser.add_argument("--live", action="store_true", help="show a live line on a terminal")
+    parser.add_argument("--monitor-interval", type=float, default=0.05, help="seconds")
+    args = parser.parse_args(argv)
+    if (args.plot or args.live) and args.mode != "runner":
+        parser.error("--plot and --live watch the Coordinator: use them with --mode runner")
+    return args
+
+
+def describe_monitor(monitor: Monitor, path: str) -> str:
+    """What the plot shows, in plain words."""
+    h = monitor.history()
+    fill = h.queues["replay"].fraction_full
+    floor = h.queues["replay"].min_after_dequeue / h.queues["replay"].capacity[-1]
+    ok = ~np.isnan(h.input_bound)
+    waited = float((h.input_bound[ok] * h.interval_s[ok]).sum() / h.interval_s[ok].sum())
+    if waited > 0.5:
+        verdict = "the games were the bottleneck: the trainer mostly waited for screens"
+    elif waited < 0.2:
+        verdict = "the trainer was the bottleneck: screens were ready when it asked"
+    else:
+        verdict = "neither side clearly set the pace: the trainer waited part of the time"
+    return (
+        f"plot: {path} ({len(h)} samples, one every {monitor.interval:g} s): the replay "
+        f"queue was {np.nanmedian(fill):.0%} full in the median sample (its "
+        f"min_after_dequeue floor is {floor:.0%}); the trainer waited for screens "
+        f"{waited:.0%} of the time, shaded red; {verdict}"
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -181,6 +218,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     if result["report"]:
         print(result["report"])
+    if args.plot:
+        monitor = result["monitor"]
+        monitor.plot(args.plot, title="Experience replay: the replay queue while training")
+        print(describe_monitor(monitor, args.plot))
     verdict = "all distinct" if result["duplicates"] == 0 else f"{result['duplicates']} DUPLICATES"
     print(f"dequeued screens: {result['consumed']}, {verdict}")
     if result["duplicates"]:

@@ -79,6 +79,45 @@ def test_async_workers_are_stopped_by_the_coordinator(backend: str) -> None:
     assert abs(result["estimate"] - result["target"]).max() < 0.5
 
 
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_experience_replay_plots_its_queue(
+    backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--plot out.png`` monitors the replay queue and saves a real PNG of it; the
+    script says in words what the plot shows."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.image
+
+    path = tmp_path / "replay.png"
+    result = example_main("experience_replay")(
+        [
+            "--steps", "20",
+            "--capacity", "300",
+            "--min-after-dequeue", "50",
+            "--frame-ms", "0",
+            "--backend", backend,
+            "--monitor-interval", "0.01",
+            "--plot", str(path),
+        ]
+    )  # fmt: skip
+    assert result["duplicates"] == 0
+    assert len(result["monitor"].history()) >= 1
+    data = path.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    assert 20_000 < len(data) < 2_000_000
+    image = matplotlib.image.imread(str(path))
+    assert image.shape[0] >= 400
+    assert image.shape[1] >= 800
+    out = capsys.readouterr().out
+    assert f"plot: {path}" in out
+    assert "the trainer waited for screens" in out
+
+
+def test_experience_replay_plot_needs_the_runner_mode() -> None:
+    with pytest.raises(SystemExit):
+        example_main("experience_replay")(["--mode", "threads", "--plot", "x.png"])
+
+
 def test_experience_replay_runs_as_a_script() -> None:
     """``python examples/experience_replay.py`` works as a command."""
     done = subprocess.run(

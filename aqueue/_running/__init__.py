@@ -14,6 +14,14 @@ file               what it holds
 ``_outcome.py``    which exception leaves a coordinator's block, with which notes
 ``_watchdog.py``   QueueMonitor: the queues a coordinator has seen; stall warnings;
                    ``coord.report()``: the queue table and the input-bound fraction
+``_monitor.py``    Monitor (``Coordinator(monitor=...)``): settings, stage providers,
+                   ``history()``, ``write_csv``, ``plot``; ``begin_monitor``
+``_sampler.py``    Sampler: one coordinator block's sampling task and final sample;
+                   Record: what a monitor keeps across blocks
+``_samples.py``    MonitorSample / QueueSample / StageSample, the numpy
+                   MonitorHistory built from them, and the CSV rows
+``_plot.py``       ``Monitor.plot``: the PNG (matplotlib, the ``plot`` extra)
+``_live.py``       ``Monitor(live=True)``: the terminal line (tqdm, the ``live`` extra)
 =================  ====================================================================
 
 Runners and the coordinator work over the queue interface (``AsyncQueue`` in

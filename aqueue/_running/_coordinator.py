@@ -19,6 +19,11 @@ Coordinator with structured concurrency underneath:
   later ones are attached as notes), RuntimeError naming abandoned threads (unless
   ``ignore_live_threads``).
 
+With ``monitor=`` (an ``aqueue.Monitor``), the monitor's sampling task starts at entry
+in the task group (it is not one of the tasks waited for at exit; its failure, a
+callback's exception, is reported like a supervised task's) and takes a final sample
+after the producer threads have been waited for, just before the outcome is decided.
+
 Thread safety: ``should_stop()`` and ``request_stop()`` may be called from any thread;
 everything else belongs to the event-loop thread that entered the block.
 """
@@ -39,10 +44,12 @@ import anyio.abc
 from .._errors import OutOfRangeError, add_note
 from .._queues._backend import soon_threadsafe
 from .._queues._protocol import AsyncQueue
+from ._monitor import Monitor, begin_monitor
 from ._outcome import block_outcome
 from ._producers import ThreadRecord
 from ._registry import take_registered_runners
 from ._runner import QueueRunner
+from ._sampler import Sampler
 from ._watchdog import QueueMonitor, report
 
 __all__ = ["Coordinator"]
@@ -66,10 +73,14 @@ class Coordinator:
             threads still running after the grace period.
         watchdog: If set, log a warning on the "aqueue" logger when a watched queue has
             made no progress for this many seconds while tasks wait on it.
+        monitor: A ``Monitor`` that samples every watched queue while the block runs
+            (from its entry; one last sample after the producers have stopped).
 
     Raises:
         ValueError: ``stop_grace_period`` or ``watchdog`` is negative (or not a number).
-        TypeError: ``clean_stop_exception_types`` is not a tuple of exception classes.
+        TypeError: ``clean_stop_exception_types`` is not a tuple of exception classes,
+            or ``monitor`` is not a Monitor.
+        RuntimeError: On entry, ``monitor`` already runs with another coordinator.
     """
 
     def __init__(
@@ -79,6 +90,7 @@ class Coordinator:
         clean_stop_exception_types: tuple[type[BaseException], ...] = (OutOfRangeError,),
         ignore_live_threads: bool = False,
         watchdog: float | None = None,
+        monitor: Monitor | None = None,
     ) -> None:
         for what, value in (("stop_grace_period", stop_grace_period), ("watchdog", watchdog)):
             if value is None and what == "watchdog":
@@ -93,10 +105,17 @@ class Coordinator:
                 "Coordinator: clean_stop_exception_types must be a tuple of exception "
                 f"classes, got {types!r}"
             )
+        if monitor is not None and not isinstance(monitor, Monitor):
+            raise TypeError(
+                f"Coordinator: monitor must be an aqueue.Monitor or None, got "
+                f"{type(monitor).__name__}"
+            )
         self._grace = float(stop_grace_period)
         self._clean_types = types
         self._ignore_live_threads = bool(ignore_live_threads)
         self._watchdog = None if watchdog is None else float(watchdog)
+        self._user_monitor = monitor
+        self._monitor_run: Sampler | None = None
         self._state = _NEW
         self._stop_flag = threading.Event()
         self._lock = threading.Lock()  # guards _exceptions against reporting threads
@@ -125,6 +144,8 @@ class Coordinator:
     async def __aenter__(self) -> Coordinator:
         if self._state != _NEW:
             raise RuntimeError("a Coordinator can be entered only once; create a new one")
+        if self._user_monitor is not None:
+            self._monitor_run = begin_monitor(self._user_monitor, self._monitor)
         self._soon = soon_threadsafe()
         self._loop_thread = threading.get_ident()
         self._stop_event = anyio.Event()
@@ -135,6 +156,8 @@ class Coordinator:
         self._t_enter = time.monotonic()
         if self._watchdog is not None:
             tg.start_soon(self._run_watchdog, self._watchdog, name="aqueue Coordinator watchdog")
+        if self._monitor_run is not None:
+            tg.start_soon(self._monitor_run.loop, self._report, name="aqueue Monitor")
         return self
 
     async def __aexit__(
@@ -180,6 +203,10 @@ class Coordinator:
             del passed
             self._tg = None  # its scope is closed: nothing may cancel it any more
         stragglers = await self._wait_threads(deadline)
+        if self._monitor_run is not None:
+            failure = await self._monitor_run.finish()
+            if failure is not None:
+                self._record(failure)
         self._state = _DONE
         return block_outcome(
             escaped,
