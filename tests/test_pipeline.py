@@ -14,6 +14,7 @@ import anyio
 import numpy as np
 import pytest
 
+import aqueue
 from aqueue import (
     Coordinator,
     ElementSpecError,
@@ -637,3 +638,24 @@ async def test_to_queue_with_enqueue_many_sends_batches() -> None:
     assert ids.tolist() == list(range(20))
     assert xs[:, 1].tolist() == [-float(x) for x in range(20)]
     assert q.closed
+
+
+@pytest.mark.anyio
+async def test_open_with_a_monitor_samples_stages_and_the_consumers_queue() -> None:
+    """pipe.open(monitor=m) samples every stage queue and every stage; only the last
+    queue (what the body consumes) counts as the consumer's input."""
+    m = aqueue.Monitor(interval=0.01)
+    pipe = Pipeline(range(400)).map(lambda x: x, concurrency=2).batch(16)
+    async with pipe.open(monitor=m) as batches:
+        async for _ in batches:
+            await anyio.sleep(0.001)
+    h = m.history()
+    assert set(h.stages) == {"pipeline/" + s.name for s in pipe.statistics()}
+    assert {name: q.is_input for name, q in h.queues.items()} == {
+        "0:from_iterable(range)": False,
+        "1:map(<lambda>)": False,
+        "2:batch(16)": True,
+    }
+    assert h.stages["pipeline/batch(16)"].items_out[-1] == 25
+    with pytest.raises(TypeError, match="expected a Monitor"):
+        pipe.open(monitor="yes")  # type: ignore[arg-type]

@@ -41,6 +41,7 @@ from typing import Any
 from .._errors import CheckpointError, ElementSpecError, epochs_arg, int_arg, name_arg, seed_arg
 from .._queues._protocol import AsyncQueue
 from .._running._coordinator import Coordinator
+from .._running._monitor import Monitor
 from .._running._producers import is_async_callable
 from ._checkpoint import check_state, refusal
 from ._meter import StageStatistics
@@ -389,7 +390,11 @@ class Pipeline:
     # -- running -------------------------------------------------------------------------
 
     def open(
-        self, coord: Coordinator | None = None, *, state: PipelineState | None = None
+        self,
+        coord: Coordinator | None = None,
+        *,
+        state: PipelineState | None = None,
+        monitor: Monitor | None = None,
     ) -> Opened:
         """Run the pipeline: ``async with pipe.open() as items: async for x in items``.
 
@@ -406,6 +411,9 @@ class Pipeline:
                 stage seeded and every ``map`` ordered, the items received are exactly
                 those the checkpointed run would have delivered next; otherwise every
                 source item is received once, before or after the cut.
+            monitor: Sample the stages' queues and the stages themselves while the
+                pipeline runs (see ``Monitor``). With ``coord``, pass the monitor to
+                that coordinator too; here it only adds the stages.
 
         Raises:
             ElementSpecError: ``state`` is of another pipeline (the first difference
@@ -415,6 +423,8 @@ class Pipeline:
         """
         if coord is not None and not isinstance(coord, Coordinator):
             raise TypeError(f"Pipeline.open: expected a Coordinator, got {type(coord).__name__}")
+        if monitor is not None and not isinstance(monitor, Monitor):
+            raise TypeError(f"Pipeline.open: expected a Monitor, got {type(monitor).__name__}")
         if state is not None:
             if not isinstance(state, PipelineState):
                 raise TypeError(
@@ -424,7 +434,7 @@ class Pipeline:
             if why is not None:
                 raise CheckpointError(f"cannot resume this pipeline: {why}")
             check_state(self._specs, state)
-        return Opened(self._specs, coord, self._remember, state)
+        return Opened(self._specs, coord, self._remember, state, monitor)
 
     async def run(self, coord: Coordinator | None = None) -> int:
         """Run the pipeline to its end, discarding what reaches the consumer (for a

@@ -33,6 +33,7 @@ from .._errors import OutOfRangeError
 from .._queues._kinds import StageQueue
 from .._queues._queue import QueueBase
 from .._running._coordinator import Coordinator
+from .._running._monitor import Monitor
 from .._running._producers import is_async_callable
 from .._running._runner import QueueRunner
 from ._checkpoint import apply_positions, apply_state, take_checkpoint
@@ -143,7 +144,7 @@ class Outputs:
 class Opened:
     """The async context manager returned by ``Pipeline.open``."""
 
-    __slots__ = ("_coord", "_on_run", "_own", "_run", "_specs", "_state")
+    __slots__ = ("_coord", "_monitor", "_on_run", "_own", "_run", "_specs", "_state")
 
     def __init__(
         self,
@@ -151,23 +152,28 @@ class Opened:
         coord: Coordinator | None,
         on_run: Callable[[PipelineRun], None],
         state: PipelineState | None,
+        monitor: Monitor | None,
     ) -> None:
         self._specs = specs
         self._on_run = on_run  # the pipeline remembers its latest run
         self._coord = coord
         self._state = state
+        self._monitor = monitor
         self._own: Coordinator | None = None
         self._run: PipelineRun | None = None
 
     async def __aenter__(self) -> Outputs:
         coord = self._coord
         if coord is None:
-            self._own = Coordinator()
+            self._own = Coordinator(monitor=self._monitor)
             coord = await self._own.__aenter__()
         try:
             run = self._run = PipelineRun(self._specs, coord)
             self._on_run(run)
+            if self._monitor is not None:
+                self._monitor.attach_stages("pipeline", run.statistics)
             run.start(self._state)
+            coord.watch(run.queues[-1])  # the queue the body consumes (input-bound)
         except BaseException as exc:
             if self._run is not None:
                 self._run.finish()
