@@ -26,6 +26,8 @@ from ._input._functions import slice_input_producer as slice_input_producer
 from ._input._functions import string_input_producer as string_input_producer
 from ._input._meter import StageStatistics as StageStatistics
 from ._input._pipeline import Pipeline as Pipeline
+from ._input._pipeline_run import OpenPipeline as OpenPipeline
+from ._input._pipeline_run import PipelineItems as PipelineItems
 from ._input._state import PipelineState as PipelineState
 from ._queues._kinds import FIFOQueue as FIFOQueue
 from ._queues._kinds import PaddingFIFOQueue as PaddingFIFOQueue
@@ -66,9 +68,11 @@ __all__ = [
     "Monitor",
     "MonitorHistory",
     "MonitorSample",
+    "OpenPipeline",
     "OutOfRangeError",
     "PaddingFIFOQueue",
     "Pipeline",
+    "PipelineItems",
     "PipelineState",
     "PriorityQueue",
     "QueueBase",

@@ -35,8 +35,11 @@ every 5 ms by a task of the run.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
+
+import numpy.typing as npt
 
 from .._errors import CheckpointError, ElementSpecError, epochs_arg, int_arg, name_arg, seed_arg
 from .._queues._protocol import AsyncQueue
@@ -45,7 +48,7 @@ from .._running._monitor import Monitor
 from .._running._producers import is_async_callable
 from ._checkpoint import check_state, refusal
 from ._meter import StageStatistics
-from ._pipeline_run import ZERO_FIELDS, Opened, PipelineRun, StageSpec, describe_run
+from ._pipeline_run import ZERO_FIELDS, OpenPipeline, PipelineRun, StageSpec, describe_run
 from ._state import PipelineState
 
 __all__ = ["Pipeline"]
@@ -63,7 +66,12 @@ def _callable_arg(fn: Any, what: str) -> None:
         raise TypeError(f"Pipeline.{what}: expected a callable, got {type(fn).__name__}")
 
 
-class Pipeline:
+T = TypeVar("T")
+U = TypeVar("U")
+Array = npt.NDArray[Any]
+
+
+class Pipeline(Generic[T]):
     """A chain of stages: a source, then map / filter / shuffle / batch / prefetch.
 
     ``Pipeline(source)`` starts a chain from a source, told apart by its kind: an
@@ -95,6 +103,14 @@ class Pipeline:
 
     __slots__ = ("_run", "_specs")
 
+    @overload
+    def __init__(self: Pipeline[T], source: AsyncQueue[T], *, name: str | None = None) -> None: ...
+    @overload
+    def __init__(
+        self: Pipeline[T], source: AsyncIterable[T], *, name: str | None = None
+    ) -> None: ...
+    @overload
+    def __init__(self: Pipeline[T], source: Iterable[T], *, name: str | None = None) -> None: ...
     def __init__(self, source: Any, *, name: str | None = None) -> None:
         if isinstance(source, AsyncQueue):
             first = Pipeline.from_queue(source, name=name)
@@ -106,7 +122,7 @@ class Pipeline:
         self._run: PipelineRun | None = None
 
     @classmethod
-    def _of(cls, specs: tuple[StageSpec, ...]) -> Pipeline:
+    def _of(cls, specs: tuple[StageSpec, ...]) -> Pipeline[Any]:
         """A Pipeline of these stages (the builder methods' constructor)."""
         pipe = object.__new__(cls)
         pipe._specs = specs
@@ -119,7 +135,7 @@ class Pipeline:
     def __repr__(self) -> str:
         return "<Pipeline " + " -> ".join(s.label for s in self._specs) + ">"
 
-    def _then(self, spec: StageSpec) -> Pipeline:
+    def _then(self, spec: StageSpec) -> Pipeline[Any]:
         last = self._specs[-1]
         if last.kind == "to_queue":
             raise ElementSpecError(
@@ -130,7 +146,7 @@ class Pipeline:
     # -- sources -------------------------------------------------------------------------
 
     @classmethod
-    def from_iterable(cls, iterable: Any, *, name: str | None = None) -> Pipeline:
+    def from_iterable(cls, iterable: Iterable[U], *, name: str | None = None) -> Pipeline[U]:
         """Items of a sync iterable, read on a worker thread (it may block)."""
         if isinstance(iterable, (str, bytes)) or not hasattr(iterable, "__iter__"):
             hint = " (use from_async_iterable)" if hasattr(iterable, "__aiter__") else ""
@@ -142,7 +158,9 @@ class Pipeline:
         return cls._of((StageSpec("iterable", label, iterable),))
 
     @classmethod
-    def from_async_iterable(cls, iterable: Any, *, name: str | None = None) -> Pipeline:
+    def from_async_iterable(
+        cls, iterable: AsyncIterable[U], *, name: str | None = None
+    ) -> Pipeline[U]:
         """Items of an async iterable, read by a task."""
         if not hasattr(iterable, "__aiter__"):
             raise TypeError(
@@ -153,7 +171,7 @@ class Pipeline:
         return cls._of((StageSpec("async_iterable", label, iterable),))
 
     @classmethod
-    def from_queue(cls, queue: AsyncQueue[Any], *, name: str | None = None) -> Pipeline:
+    def from_queue(cls, queue: AsyncQueue[U], *, name: str | None = None) -> Pipeline[U]:
         """Elements dequeued from an aqueue queue until it is closed and drained."""
         if not isinstance(queue, AsyncQueue):
             raise TypeError(
@@ -163,7 +181,9 @@ class Pipeline:
         return cls._of((StageSpec("queue", label, queue),))
 
     @classmethod
-    def from_producer(cls, fn: Any, *, name: str | None = None) -> Pipeline:
+    def from_producer(
+        cls, fn: Callable[[], Awaitable[U]] | Callable[[], U], *, name: str | None = None
+    ) -> Pipeline[U]:
         """Items returned by calling ``fn()`` repeatedly (an async one in a task, a sync
         one on a worker thread) until it raises StopIteration, StopAsyncIteration or
         OutOfRangeError."""
@@ -173,16 +193,38 @@ class Pipeline:
 
     # -- stages --------------------------------------------------------------------------
 
+    @overload
     def map(
         self,
-        fn: Any,
+        fn: Callable[[T], Awaitable[U]],
         *,
         concurrency: int = 1,
         ordered: bool = False,
         executor: str | None = None,
         capacity: int | None = None,
         name: str | None = None,
-    ) -> Pipeline:
+    ) -> Pipeline[U]: ...
+    @overload
+    def map(
+        self,
+        fn: Callable[[T], U],
+        *,
+        concurrency: int = 1,
+        ordered: bool = False,
+        executor: str | None = None,
+        capacity: int | None = None,
+        name: str | None = None,
+    ) -> Pipeline[U]: ...
+    def map(
+        self,
+        fn: Callable[[T], Any],
+        *,
+        concurrency: int = 1,
+        ordered: bool = False,
+        executor: str | None = None,
+        capacity: int | None = None,
+        name: str | None = None,
+    ) -> Pipeline[Any]:
         """Apply ``fn`` to every item with ``concurrency`` workers.
 
         Args:
@@ -231,8 +273,8 @@ class Pipeline:
         )
 
     def filter(
-        self, pred: Any, *, capacity: int | None = None, name: str | None = None
-    ) -> Pipeline:
+        self, pred: Callable[[T], Any], *, capacity: int | None = None, name: str | None = None
+    ) -> Pipeline[T]:
         """Keep the items for which ``pred(item)`` is true (order kept).
 
         A sync predicate runs on the event loop (keep it cheap; use ``map`` for heavy
@@ -257,7 +299,7 @@ class Pipeline:
         *,
         seed: int | None = None,
         name: str | None = None,
-    ) -> Pipeline:
+    ) -> Pipeline[T]:
         """Shuffle with a buffer of ``min_after_dequeue + 1`` items (deterministic).
 
         For each item read, the stage emits one chosen uniformly from its buffer, so
@@ -286,6 +328,36 @@ class Pipeline:
             )
         )
 
+    @overload
+    def batch(
+        self: Pipeline[tuple[Any, ...]],
+        batch_size: int,
+        *,
+        allow_smaller_final_batch: bool = False,
+        dynamic_pad: bool = False,
+        capacity: int | None = None,
+        name: str | None = None,
+    ) -> Pipeline[tuple[Array, ...]]: ...
+    @overload
+    def batch(
+        self: Pipeline[dict[str, Any]],
+        batch_size: int,
+        *,
+        allow_smaller_final_batch: bool = False,
+        dynamic_pad: bool = False,
+        capacity: int | None = None,
+        name: str | None = None,
+    ) -> Pipeline[dict[str, Array]]: ...
+    @overload
+    def batch(
+        self: Pipeline[Any],
+        batch_size: int,
+        *,
+        allow_smaller_final_batch: bool = False,
+        dynamic_pad: bool = False,
+        capacity: int | None = None,
+        name: str | None = None,
+    ) -> Pipeline[Array]: ...
     def batch(
         self,
         batch_size: int,
@@ -294,7 +366,7 @@ class Pipeline:
         dynamic_pad: bool = False,
         capacity: int | None = None,
         name: str | None = None,
-    ) -> Pipeline:
+    ) -> Pipeline[Any]:
         """Stack ``batch_size`` items into one batch (on a worker thread).
 
         Arrays are stacked on a new axis 0; tuples and dicts per component. At the end,
@@ -315,13 +387,13 @@ class Pipeline:
             )
         )
 
-    def prefetch(self, buffer_size: int, *, name: str | None = None) -> Pipeline:
+    def prefetch(self, buffer_size: int, *, name: str | None = None) -> Pipeline[T]:
         """Keep up to ``buffer_size`` items ready ahead of the consumer."""
         label = name_arg(name, f"prefetch({buffer_size})")
         size = int_arg(buffer_size, "buffer_size", f"Pipeline.prefetch {label!r}", 1)
         return self._then(StageSpec("prefetch", label, capacity=size))
 
-    def repeat(self, num_epochs: int | None = None) -> Pipeline:
+    def repeat(self, num_epochs: int | None = None) -> Pipeline[T]:
         """Read the source ``num_epochs`` times (None: forever).
 
         Only map, filter and prefetch stages may come between the source and
@@ -358,7 +430,7 @@ class Pipeline:
 
     def to_queue(
         self, queue: AsyncQueue[Any], *, enqueue_many: bool = False, name: str | None = None
-    ) -> Pipeline:
+    ) -> Pipeline[T]:
         """Send every item into ``queue`` instead of to the consumer (a last stage).
 
         ``queue`` is any aqueue queue: an in-process one, or a queue shared through a
@@ -395,7 +467,7 @@ class Pipeline:
         *,
         state: PipelineState | None = None,
         monitor: Monitor | None = None,
-    ) -> Opened:
+    ) -> OpenPipeline[T]:
         """Run the pipeline: ``async with pipe.open() as items: async for x in items``.
 
         ``items`` also has ``await items.get()`` (OutOfRangeError after the last item)
@@ -434,7 +506,7 @@ class Pipeline:
             if why is not None:
                 raise CheckpointError(f"cannot resume this pipeline: {why}")
             check_state(self._specs, state)
-        return Opened(self._specs, coord, self._remember, state, monitor)
+        return OpenPipeline(self._specs, coord, self._remember, state, monitor)
 
     async def run(self, coord: Coordinator | None = None) -> int:
         """Run the pipeline to its end, discarding what reaches the consumer (for a

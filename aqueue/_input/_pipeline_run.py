@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import anyio
 
@@ -46,13 +46,15 @@ from ._state import PipelineState
 
 __all__ = [
     "ZERO_FIELDS",
-    "Opened",
-    "Outputs",
+    "OpenPipeline",
+    "PipelineItems",
     "PipelineRun",
     "StageSpec",
     "bottleneck",
     "describe_run",
 ]
+
+T = TypeVar("T")
 
 _SAMPLE_INTERVAL_S = 0.005  # how often the run samples its queues' occupancy
 _MAX_DEFER_CHECKPOINTS = 256  # at most this many loop iterations before thread stages start
@@ -95,8 +97,13 @@ def threaded(spec: StageSpec) -> bool:
     return spec.kind == "batch" or (spec.kind == "map" and spec.executor == "thread")
 
 
-class Outputs:
-    """What ``async with pipe.open() as items`` gives: the last stage's items."""
+class PipelineItems(Generic[T]):
+    """The items of a running pipeline: what ``async with pipe.open() as items`` gives.
+
+    ``async for item in items`` iterates until the pipeline has delivered everything;
+    ``await items.get()`` takes the next one (OutOfRangeError after the last);
+    ``await items.checkpoint()`` takes a ``PipelineState``.
+    """
 
     __slots__ = ("_queue", "_run")
 
@@ -109,13 +116,14 @@ class Outputs:
         """The last stage's output queue (one object component: the items)."""
         return self._queue
 
-    async def get(self) -> Any:
+    async def get(self) -> T:
         """The next item.
 
         Raises:
             OutOfRangeError: The pipeline has ended and every item was taken.
         """
-        return await self._queue.dequeue()
+        item: T = await self._queue.dequeue()
+        return item
 
     async def checkpoint(self) -> PipelineState:
         """A consistent cut of the running pipeline (see ``Pipeline.open``).
@@ -131,18 +139,21 @@ class Outputs:
         """
         return await take_checkpoint(self._run)
 
-    def __aiter__(self) -> Outputs:
+    def __aiter__(self) -> PipelineItems[T]:
         return self
 
-    async def __anext__(self) -> Any:
+    async def __anext__(self) -> T:
         try:
-            return await self._queue.dequeue()
+            item: T = await self._queue.dequeue()
         except OutOfRangeError:
             raise StopAsyncIteration from None
+        return item
 
 
-class Opened:
-    """The async context manager returned by ``Pipeline.open``."""
+class OpenPipeline(Generic[T]):
+    """What ``Pipeline.open()`` returns: an async context manager that runs the
+    pipeline while the block runs and gives its ``PipelineItems``; leaving the block
+    stops every stage (see ``Pipeline.open``)."""
 
     __slots__ = ("_coord", "_monitor", "_on_run", "_own", "_run", "_specs", "_state")
 
@@ -162,7 +173,7 @@ class Opened:
         self._own: Coordinator | None = None
         self._run: PipelineRun | None = None
 
-    async def __aenter__(self) -> Outputs:
+    async def __aenter__(self) -> PipelineItems[T]:
         coord = self._coord
         if coord is None:
             self._own = Coordinator(monitor=self._monitor)
@@ -180,7 +191,7 @@ class Opened:
             if self._own is not None:
                 await self._own.__aexit__(type(exc), exc, exc.__traceback__)
             raise
-        return Outputs(run)
+        return PipelineItems(run)
 
     async def __aexit__(
         self,
