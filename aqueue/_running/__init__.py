@@ -14,6 +14,8 @@ file               what it holds
 ``_outcome.py``    which exception leaves a coordinator's block, with which notes
 ``_watchdog.py``   QueueMonitor: the queues a coordinator has seen; stall warnings;
                    ``coord.report()``: the queue table and the input-bound fraction
+``_live.py``       weak registries of what runs now (entered coordinators, launched
+                   runners, producer threads), read by ``aqueue.testing``
 =================  ====================================================================
 
 Runners and the coordinator work over the queue interface (``AsyncQueue`` in

@@ -39,6 +39,7 @@ import anyio.abc
 from .._errors import OutOfRangeError, add_note
 from .._queues._backend import soon_threadsafe
 from .._queues._protocol import AsyncQueue
+from . import _live
 from ._outcome import block_outcome
 from ._producers import ThreadRecord
 from ._registry import take_registered_runners
@@ -132,6 +133,7 @@ class Coordinator:
         await tg.__aenter__()
         self._tg = tg
         self._state = _RUNNING
+        _live.coordinator_entered(self)
         self._t_enter = time.monotonic()
         if self._watchdog is not None:
             tg.start_soon(self._run_watchdog, self._watchdog, name="aqueue Coordinator watchdog")
@@ -181,6 +183,7 @@ class Coordinator:
             self._tg = None  # its scope is closed: nothing may cancel it any more
         stragglers = await self._wait_threads(deadline)
         self._state = _DONE
+        _live.coordinator_exited(self)
         return block_outcome(
             escaped,
             stragglers,
