@@ -263,9 +263,9 @@ def micro() -> None:
     import timeit
 
     import numpy as np
+    from aqueue._stages import _Box, _Meter, collate
 
     from aqueue import FIFOQueue
-    from aqueue._stages import _Box, _Meter, collate
 
     n = 50_000
     q = FIFOQueue(n, object, (), name="micro")

@@ -165,3 +165,23 @@ def test_statistics_is_a_frozen_dataclass_with_documented_fields() -> None:
         "time_empty_s",
     }
     assert aqueue.QueueStatistics.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+
+def test_testing_subpackage_exports() -> None:
+    """``aqueue.testing`` has its own sorted, complete ``__all__``, reported as
+    ``aqueue.testing``; importing it adds nothing to ``aqueue.__all__``."""
+    import aqueue.testing
+
+    names = aqueue.testing.__all__
+    assert list(names) == sorted(set(names))
+    public = {
+        name
+        for name, value in vars(aqueue.testing).items()
+        if not name.startswith("_")
+        and not isinstance(value, (types.ModuleType, __future__._Feature))
+    }
+    assert public == set(names) == {"StallError", "StallGuard", "drain", "stall_guard"}
+    for name in names:
+        assert getattr(aqueue.testing, name).__module__ == "aqueue.testing"
+    assert issubclass(aqueue.testing.StallError, AssertionError)
+    assert "testing" not in aqueue.__all__

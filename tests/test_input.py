@@ -33,21 +33,7 @@ from aqueue import (
     slice_input_producer,
     string_input_producer,
 )
-
-
-async def drain(q: Any) -> list[Any]:
-    """Every element of ``q`` until OutOfRangeError."""
-    out = []
-    while True:
-        try:
-            out.append(await q.dequeue())
-        except OutOfRangeError:
-            return out
-
-
-async def all_batches(b: aqueue.Batches) -> list[Any]:
-    """Every batch of ``b`` (``async for``)."""
-    return [x async for x in b]
+from aqueue.testing import drain
 
 
 def perm_counts(values: list[Any], n: int) -> Counter[tuple[Any, ...]]:
@@ -225,7 +211,7 @@ async def test_batch_one_thread_keeps_order_and_drops_leftovers() -> None:
     b = batch(source, 5)
     async with Coordinator() as coord:
         coord.start_queue_runners()
-        got = await all_batches(b)
+        got = await drain(b)
         with pytest.raises(OutOfRangeError):
             await b.dequeue()
     assert [x.tolist() for x in got] == [list(range(i, i + 5)) for i in range(0, 20, 5)]
@@ -237,7 +223,7 @@ async def test_batch_allow_smaller_final_batch() -> None:
     b = batch(limit_epochs([0, 1, 2, 3, 4, 5, 6], 1), 3, allow_smaller_final_batch=True)
     async with Coordinator() as coord:
         coord.start_queue_runners()
-        got = await all_batches(b)
+        got = await drain(b)
     assert [x.tolist() for x in got] == [[0, 1, 2], [3, 4, 5], [6]]
 
 
@@ -253,7 +239,7 @@ async def test_batch_many_async_producers_deliver_exactly_once() -> None:
     b = batch(read, 16, num_threads=4, allow_smaller_final_batch=True)
     async with Coordinator() as coord:
         coord.start_queue_runners()
-        got = await all_batches(b)
+        got = await drain(b)
     values = np.concatenate([x for x, _ in got])
     assert sorted(values.tolist()) == list(range(200))
     assert all(np.array_equal(y, x * 2) for x, y in got)
@@ -269,7 +255,7 @@ async def test_batch_many_thread_producers_share_an_iterator_exactly_once() -> N
     b = batch(examples(), 7, num_threads=4, allow_smaller_final_batch=True)
     async with Coordinator() as coord:
         coord.start_queue_runners()
-        got = await all_batches(b)
+        got = await drain(b)
     assert sorted(np.concatenate(got).tolist()) == list(range(300))
     assert [len(x) for x in got[:-1]] == [7] * (len(got) - 1)
 
@@ -281,7 +267,7 @@ async def test_batch_dynamic_pad_pads_to_the_batch_maximum() -> None:
     b = batch(limit_epochs(examples, 1), 2, dynamic_pad=True)
     async with Coordinator() as coord:
         coord.start_queue_runners()
-        got = await all_batches(b)
+        got = await drain(b)
     assert isinstance(b.queue, aqueue.PaddingFIFOQueue)
     (a0, s0), (a1, _) = got
     assert a0.tolist() == [[0, 0, 0], [0, 1, 2]]
@@ -300,7 +286,7 @@ async def test_batch_dict_examples_give_dict_batches() -> None:
     b = batch(example(), 2)
     async with Coordinator() as coord:
         coord.start_queue_runners()
-        got = await all_batches(b)
+        got = await drain(b)
     assert set(got[0]) == {"label", "image"}
     assert got[1]["label"].tolist() == [2, 3]
     assert got[1]["image"].shape == (2, 2, 2)
@@ -314,7 +300,7 @@ async def test_batch_with_dtypes_and_shapes_builds_the_queue_up_front() -> None:
     assert b.queue.capacity == 5
     async with Coordinator() as coord:
         coord.start_queue_runners()
-        got = await all_batches(b)
+        got = await drain(b)
     assert [x.tolist() for x in got] == [[1.0, 2.0], [3.0, 4.0]]
 
 
@@ -337,7 +323,7 @@ async def test_batch_enqueue_many_treats_values_as_batches() -> None:
     b = batch(limit_epochs(chunks, 1), 6, enqueue_many=True, capacity=3)
     async with Coordinator() as coord:
         coord.start_queue_runners()
-        got = await all_batches(b)
+        got = await drain(b)
     assert [x.tolist() for x in got] == [list(range(6)), list(range(6, 12))]
 
 
@@ -409,7 +395,7 @@ async def test_shuffle_batch_delivers_everything_scrambled() -> None:
     b = shuffle_batch(source, 10, 50, 20, seed=1, allow_smaller_final_batch=True)
     async with Coordinator() as coord:
         coord.start_queue_runners()
-        got = np.concatenate(await all_batches(b)).tolist()
+        got = (await drain(b, stack=True)).tolist()
     assert sorted(got) == list(range(100))
     assert got != list(range(100))
 
@@ -426,7 +412,7 @@ async def test_num_epochs_then_out_of_range_through_a_reader() -> None:
     b = shuffle_batch(read, 3, 20, 5, num_threads=2, seed=0, allow_smaller_final_batch=True)
     async with Coordinator() as coord:
         coord.start_queue_runners()
-        got = await all_batches(b)
+        got = await drain(b)
         with pytest.raises(OutOfRangeError):
             await b.dequeue()
     flat = [str(n) for names_, _ in got for n in names_]
@@ -444,7 +430,7 @@ async def test_batch_join_keeps_each_source_order() -> None:
     b = batch_join([tagged(0), tagged(1), tagged(2)], 8, allow_smaller_final_batch=True)
     async with Coordinator() as coord:
         coord.start_queue_runners()
-        got = await all_batches(b)
+        got = await drain(b)
     tags = np.concatenate([t for t, _ in got]).tolist()
     values = np.concatenate([v for _, v in got]).tolist()
     for tag in range(3):
@@ -462,7 +448,7 @@ async def test_shuffle_batch_join_mixes_sources() -> None:
     b = shuffle_batch_join([tagged(0), tagged(1)], 10, 60, 20, seed=2)
     async with Coordinator() as coord:
         coord.start_queue_runners()
-        got = await all_batches(b)
+        got = await drain(b)
     mixed = sum(1 for x in got if (x < 100).any() and (x >= 100).any())
     assert mixed > 1
     assert sorted(np.concatenate(got).tolist()) == sorted([*range(50), *range(100, 150)])

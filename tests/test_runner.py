@@ -18,6 +18,7 @@ import pytest
 
 import aqueue
 from aqueue import Coordinator, FIFOQueue, OutOfRangeError, QueueRunner, add_queue_runner
+from aqueue.testing import stall_guard
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -629,7 +630,7 @@ async def test_join_waits_until_every_producer_ended_and_the_queue_closed() -> N
         await runner.join()
     async with aqueue.Coordinator() as coord:
         coord.start(runner)
-        with anyio.fail_after(10):
+        async with stall_guard(10):  # a hang here fails naming the stuck queue
             await runner.join()
         assert not runner.running
         assert q.closed

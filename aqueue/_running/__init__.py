@@ -22,6 +22,8 @@ file               what it holds
                    MonitorHistory built from them, and the CSV rows
 ``_plot.py``       ``Monitor.plot``: the PNG (matplotlib, the ``plot`` extra)
 ``_live.py``       ``Monitor(live=True)``: the terminal line (tqdm, the ``live`` extra)
+``_alive.py``      weak registries of what runs now (entered coordinators, launched
+                   runners, producer threads), read by ``aqueue.testing``
 =================  ====================================================================
 
 Runners and the coordinator work over the queue interface (``AsyncQueue`` in

@@ -44,6 +44,7 @@ import anyio.abc
 from .._errors import OutOfRangeError, add_note
 from .._queues._backend import soon_threadsafe
 from .._queues._protocol import AsyncQueue
+from . import _alive
 from ._monitor import Monitor, begin_monitor
 from ._outcome import block_outcome
 from ._producers import ThreadRecord
@@ -153,6 +154,7 @@ class Coordinator:
         await tg.__aenter__()
         self._tg = tg
         self._state = _RUNNING
+        _alive.coordinator_entered(self)
         self._t_enter = time.monotonic()
         if self._watchdog is not None:
             tg.start_soon(self._run_watchdog, self._watchdog, name="aqueue Coordinator watchdog")
@@ -208,6 +210,7 @@ class Coordinator:
             if failure is not None:
                 self._record(failure)
         self._state = _DONE
+        _alive.coordinator_exited(self)
         return block_outcome(
             escaped,
             stragglers,

@@ -31,6 +31,7 @@ from typing import Any, cast
 import anyio
 
 from .._queues._backend import Waker, make_waker
+from . import _alive
 
 __all__ = [
     "Kind",
@@ -120,7 +121,17 @@ class ProducerSlot:
 class ThreadRecord:
     """How one producer thread ended, shared by the thread and the event loop."""
 
-    __slots__ = ("_lock", "_waker", "error", "finished", "name", "outcome", "producer", "stop")
+    __slots__ = (
+        "__weakref__",  # (held weakly by the live registry, _alive.py)
+        "_lock",
+        "_waker",
+        "error",
+        "finished",
+        "name",
+        "outcome",
+        "producer",
+        "stop",
+    )
 
     def __init__(self, name: str, producer: ProducerSlot) -> None:
         self.name = name
@@ -131,6 +142,7 @@ class ThreadRecord:
         self.outcome = "running"  # clean | error
         self.error: BaseException | None = None
         self.stop = threading.Event()  # set when the supervising task is gone
+        _alive.thread_created(self)
 
     def finish(self, outcome: str, error: BaseException | None) -> None:
         """Record the outcome and wake the event loop (thread side)."""

@@ -13,6 +13,8 @@ been started, polls every 0.25 s, reads nothing but the queue's ``statistics()``
 (which takes the queue's lock) and ``runner.started``, and logs one warning per queue
 once a consumer has waited on it for a second while its runner was never started.
 Queues whose statistics need a server (shared queues) are not watched.
+``unstarted_runners()`` lists the runners of that watch, and ``registered_runners()``
+those of the current context (both for ``aqueue.testing``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,12 @@ from .._queues._protocol import local_statistics
 if TYPE_CHECKING:
     from ._runner import QueueRunner
 
-__all__ = ["add_queue_runner", "take_registered_runners"]
+__all__ = [
+    "add_queue_runner",
+    "registered_runners",
+    "take_registered_runners",
+    "unstarted_runners",
+]
 
 logger = logging.getLogger("aqueue")
 
@@ -68,6 +75,14 @@ def add_queue_runner(runner: QueueRunner) -> None:
         _watch_unstarted(runner)
 
 
+def registered_runners() -> list[QueueRunner]:
+    """The runners registered in the current context, left registered."""
+    try:
+        return list(_registry.get())
+    except LookupError:
+        return []
+
+
 def take_registered_runners() -> list[QueueRunner]:
     """Return the runners registered in the current context and clear the collection."""
     try:
@@ -87,6 +102,13 @@ _pending_lock = threading.Lock()
 _watcher: threading.Thread | None = None
 _blocked_since: weakref.WeakKeyDictionary[QueueRunner, float] = weakref.WeakKeyDictionary()
 _warned: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def unstarted_runners() -> list[QueueRunner]:
+    """Runners registered with add_queue_runner (in any context) and never started, not
+    yet garbage-collected."""
+    with _pending_lock:
+        return [r for r in _pending if not r.started]
 
 
 def _watch_unstarted(runner: QueueRunner) -> None:

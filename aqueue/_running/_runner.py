@@ -48,6 +48,7 @@ import anyio
 
 from .._errors import OutOfRangeError, QueueClosedError, add_note
 from .._queues._protocol import AsyncQueue, BlockingView
+from . import _alive
 from ._producers import ProducerSlot, ThreadRecord, classify, describe, fetchers, start_threads
 
 __all__ = ["Producer", "QueueRunner", "Supervisor"]
@@ -246,6 +247,7 @@ class QueueRunner:
         if self.running:
             raise RuntimeError(f"QueueRunner '{self._name}' is already running")
         self._started = True
+        _alive.runner_launched(self)
         self.exceptions_raised = []
         threaded = any(p.kind.threaded for p in self._producers)
         producers = [ProducerSlot(p.index, p.target, p.kind) for p in self._producers]

@@ -38,7 +38,7 @@ from .._queues._protocol import AsyncQueue, QueueStatistics, local_statistics
 if TYPE_CHECKING:
     from ._runner import QueueRunner
 
-__all__ = ["QueueMonitor", "Watched", "input_queues", "input_wait", "report"]
+__all__ = ["QueueMonitor", "Watched", "describe_runner", "input_queues", "input_wait", "report"]
 
 logger = logging.getLogger("aqueue")
 
@@ -146,15 +146,18 @@ class QueueMonitor:
         ]
         if not w.runners:
             parts.append("no QueueRunner started by this coordinator feeds it")
-        for r in w.runners:
-            states = r.producer_states()
-            alive = sum(1 for _, s in states if s != "done")
-            waiting = [label for label, s in states if s == "enqueueing"]
-            text = f"QueueRunner '{r.name}': {alive} of {len(states)} producers alive"
-            if waiting:
-                text += f", blocked in enqueue: {', '.join(waiting)}"
-            parts.append(text)
+        parts.extend(describe_runner(r) for r in w.runners)
         return "; ".join(parts)
+
+
+def describe_runner(runner: QueueRunner) -> str:
+    """``QueueRunner 'name': 2 of 4 producers alive, blocked in enqueue: producer 0 (...)``."""
+    states = runner.producer_states()
+    waiting = [label for label, s in states if s == "enqueueing"]
+    text = f"QueueRunner '{runner.name}': {_alive(states)} of {len(states)} producers alive"
+    if waiting:
+        text += f", blocked in enqueue: {', '.join(waiting)}"
+    return text
 
 
 _HEADER = (
