@@ -27,9 +27,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ElementSpecError, OutOfRangeError, int_arg, name_arg, seed_arg
-from .._queues._kinds import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue
+from .._queues._fifo import FIFOQueue, PaddingFIFOQueue
 from .._queues._protocol import AsyncQueue
 from .._queues._queue import QueueBase
+from .._queues._reorder import RandomShuffleQueue
 from .._running._registry import add_queue_runner
 from .._running._runner import QueueRunner
 from ._batch_spec import QueueArgs, args_from_example, args_from_queue, first_value, user_args

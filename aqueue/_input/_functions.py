@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import ElementSpecError, epochs_arg, int_arg, name_arg, seed_arg
-from .._queues._kinds import FIFOQueue
+from .._queues._fifo import FIFOQueue
 from .._running._registry import add_queue_runner
 from .._running._runner import QueueRunner
 from ._epochs import Epochs

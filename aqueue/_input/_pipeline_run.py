@@ -30,7 +30,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 
 from .._errors import OutOfRangeError
-from .._queues._kinds import StageQueue
+from .._queues._fifo import StageQueue
 from .._queues._queue import QueueBase
 from .._running._coordinator import Coordinator
 from .._running._monitor import Monitor

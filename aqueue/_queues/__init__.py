@@ -23,7 +23,8 @@ file                     what it holds
 ``_backend.py``          the event-loop primitives: checkpoint and wakers, asyncio and trio
 ``_queue.py``            QueueBase: the public operations (convert, fast path, driver)
 ``_views.py``            BlockingQueue (the thread view) and the async iterators
-``_kinds.py``            FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, PriorityQueue
+``_fifo.py``             FIFOQueue, PaddingFIFOQueue, StageQueue (between pipeline stages)
+``_reorder.py``          RandomShuffleQueue, PriorityQueue
 ``_protocol.py``         the queue interfaces the upper layers rely on (AsyncQueue,
                          BlockingView), implemented by these queues and by aqueue.redis;
                          QueueStatistics
@@ -32,4 +33,16 @@ file                     what it holds
 Dependencies point down the table's reverse order: storages know only specs; the
 engine knows storages and requests; drivers know the engine; the queue classes know
 all of them. Nothing here imports the running or input layers.
+
+The kinds differ only in their element spec and storage:
+
+===================  ===============================  =============================
+kind                 declared, fully defined shapes   otherwise
+===================  ===============================  =============================
+FIFOQueue            RingStorage (fills batches)      DequeStorage
+PaddingFIFOQueue     RingStorage (fills batches)      DequeStorage, padded batches
+RandomShuffleQueue   PoolStorage                      ListPoolStorage
+PriorityQueue        HeapStorage                      HeapStorage
+StageQueue           RingStorage of Python objects    (always)
+===================  ===============================  =============================
 """

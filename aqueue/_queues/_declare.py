@@ -12,21 +12,28 @@ and the same messages:
 - ``names``: None, or one distinct str per component (elements are then dicts).
 
 A bad argument raises ElementSpecError naming the queue (``owner``), the argument,
-what was expected and what was given.
+what was expected and what was given. ``identity`` checks a new queue's name and
+capacity; ``T``/``NumericDType`` are how the kinds type what comes out.
 """
 
 from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
-from .._errors import ElementSpecError
+from .._errors import ElementSpecError, int_arg, name_arg
 
 __all__ = [
+    "Array",
     "Components",
+    "NumericDType",
+    "T",
+    "U",
+    "identity",
     "FixedShape",
     "Shape",
     "format_shape",
@@ -38,6 +45,18 @@ __all__ = [
 Shape = tuple[int | None, ...]  # a declared shape; None dimensions only in PaddingFIFOQueue
 FixedShape = tuple[int, ...]  # a fully defined shape
 Components = tuple[Any, ...]  # one numpy array (or scalar) per component
+
+if TYPE_CHECKING:  # a queue whose element type is neither inferred nor given holds Any
+    from typing_extensions import TypeVar as _DefaultTypeVar
+
+    T = _DefaultTypeVar("T", default=Any)
+else:
+    T = TypeVar("T")
+U = TypeVar("U")
+Array = npt.NDArray[Any]
+NumericDType = type[np.generic] | np.dtype[Any] | str
+"""A dtype whose elements come back as numpy values (``object`` is not one of them);
+the kinds' constructors infer their element type from it."""
 
 
 def normalize_dtypes(dtypes: Any, *, owner: str) -> tuple[np.dtype[Any], ...]:
@@ -126,3 +145,10 @@ def normalize_names(names: Any, count: int, owner: str) -> tuple[str, ...] | Non
     if not all(isinstance(n, str) for n in items) or len(set(items)) != len(items):
         raise ElementSpecError(f"{owner}: names must be distinct strings, got {items!r}")
     return tuple(items)
+
+
+def identity(queue: Any, name: Any, capacity: Any) -> tuple[str, str, int]:
+    """The queue's name, its description for messages, and its checked capacity."""
+    qname = name_arg(name, type(queue).default_name, "queue name")
+    owner = f"{type(queue).__name__} '{qname}'"
+    return qname, owner, int_arg(capacity, "capacity", owner, 1)
