@@ -5,14 +5,16 @@ function calls (the take, the ack, the enqueue), during waits and in between. Af
 final drain, every element a completed enqueue admitted came out exactly once; of a
 cancelled enqueue_many, exactly a prefix came out; nothing came out twice. Both anyio
 cancel scopes (asyncio and trio) and native asyncio cancellation (``task.cancel()`` and
-``asyncio.timeout``) are exercised.
+``asyncio.timeout``, or ``asyncio.wait_for`` before 3.11) are exercised.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import sys
 from collections import Counter
+from collections.abc import Coroutine
 from typing import Any
 
 import anyio
@@ -120,6 +122,15 @@ async def test_random_scope_cancellations(url: str, qname: str, kind: str) -> No
     assert stats["get cancelled"] > 5
 
 
+async def within(delay: float, call: Coroutine[Any, Any, None]) -> None:
+    """asyncio.timeout where it exists (3.11+), asyncio.wait_for before."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(delay):
+            await call
+    else:
+        await asyncio.wait_for(call, delay)
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize("kind", ["fifo", "shuffle"])
 async def test_random_native_asyncio_cancellations(url: str, qname: str, kind: str) -> None:
@@ -164,9 +175,8 @@ async def test_random_native_asyncio_cancellations(url: str, qname: str, kind: s
                 except asyncio.CancelledError:
                     stats["cancelled"] += 1
             try:
-                async with asyncio.timeout(rng.choice(DELAYS[:-1])):
-                    await get()
-            except TimeoutError:
+                await within(rng.choice(DELAYS[:-1]), get())
+            except asyncio.TimeoutError:
                 stats["timeout"] += 1
         await q.aclose()
         while True:
