@@ -92,6 +92,19 @@ async def test_filter_keeps_order_and_counts_dropped() -> None:
 
 
 @pytest.mark.asyncio
+async def test_batch_counts_the_final_items_it_drops() -> None:
+    """Without allow_smaller_final_batch the last 23 % 5 items are dropped, and the
+    batch stage's statistics say so: every item that reached it is counted in."""
+    pipe = Pipeline.from_iterable(range(23)).batch(5)
+    assert len(await collect(pipe)) == 4
+    stats = pipe.statistics()
+    assert (stats[1].items_in, stats[1].items_out, stats[1].items_dropped) == (23, 4, 3)
+    whole = Pipeline.from_iterable(range(23)).batch(5, allow_smaller_final_batch=True)
+    assert len(await collect(whole)) == 5
+    assert whole.statistics()[1].items_dropped == 0
+
+
+@pytest.mark.asyncio
 async def test_async_filter_predicate() -> None:
     """An async predicate is awaited."""
 

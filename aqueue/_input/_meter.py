@@ -34,7 +34,9 @@ class StageStatistics:
     items_out: int
     """Items put into this stage's output queue (batches, for a batch stage)."""
     items_dropped: int
-    """Items a filter stage dropped (0 for other stages)."""
+    """Items a filter stage dropped, or the final items a batch stage dropped because
+    they were fewer than its batch size (without ``allow_smaller_final_batch``); 0 for
+    other stages."""
     items_per_s: float
     """``items_out`` divided by the run's duration so far, in items per second."""
     busy_s: float

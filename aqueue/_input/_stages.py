@@ -278,7 +278,13 @@ def batch_step(
     def step() -> Burst:
         t0 = meter.began(w)
         stage.start_thread()
-        items = take_batch(size)
+        try:
+            items = take_batch(size)
+        except OutOfRangeError:
+            # The input ended with fewer than `size` items: without a smaller final
+            # batch they are dropped, as in TF; take them so statistics count them.
+            meter.dropped += len(source.dequeue_up_to(size))
+            raise
         t1 = meter.got(t0)
         try:
             batch = collate(items.tolist(), pad=pad)
