@@ -15,9 +15,15 @@ file                 what it holds
                      ``shuffle_batch_join``
 ``_pipeline.py``     Pipeline: the builder (sources, stages, ``open``, ``describe``)
 ``_pipeline_run.py`` one run of a pipeline: its queues, runners and report
+``_control.py``      Control: how a run tells its workers to stop or to pause (and
+                     Stage, one stage's share of it)
 ``_sources.py``      the source stage's producers
-``_stages.py``       what each stage does per item
+``_stages.py``       what the other stages do per burst (filter, shuffle, batch,
+                     prefetch, ``to_queue``), and how bursts are sized
+``_maps.py``         map stages: thread, task and process workers, ordered delivery
 ``_meter.py``        how stages are measured: StageStatistics
+``_checkpoint.py``   ``await items.checkpoint()``: pause at rest, capture, resume
+``_state.py``        PipelineState (a checkpoint) and its file
 ===================  ==================================================================
 
 Everything here is built from the two layers below: queues (``aqueue/_queues``) and
