@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._errors import CheckpointError, ElementSpecError
+from ._epochs import in_memory
 from ._sources import SequenceSource
 from ._state import PipelineState
 
@@ -73,10 +74,10 @@ def refusal(specs: Sequence[StageSpec]) -> str | None:
         )
     if head.kind in ("iterable", "async_iterable"):
         source = head.fn
-        if not isinstance(source, Sequence) and not _has_protocol(source):
+        if not in_memory(source) and not _has_protocol(source):
             return (
                 f"{where} reads a {type(source).__name__}, a one-shot iterator that cannot "
-                "say where it is; pass a list, tuple or range, or give the source state() "
+                "say where it is; pass a list, tuple, range or array, or give the source state() "
                 "and restore(state) methods"
             )
     for i, spec in enumerate(specs):
@@ -95,7 +96,7 @@ def fingerprint(specs: Sequence[StageSpec]) -> list[dict[str, Any]]:
         entry: dict[str, Any] = {"kind": spec.kind, "label": spec.label}
         if spec.kind in ("iterable", "async_iterable"):
             entry["epochs"] = spec.epochs
-            if isinstance(spec.fn, Sequence):
+            if in_memory(spec.fn):
                 entry["length"] = len(spec.fn)
         # (not concurrency or capacities: a state may resume with other ones)
         for field in ("ordered", "size", "smaller", "pad", "seed"):

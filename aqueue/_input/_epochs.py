@@ -23,7 +23,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Epochs"]
+__all__ = ["Epochs", "in_memory"]
+
+
+def in_memory(source: Any) -> bool:
+    """A sequence read by index (list, tuple, range, numpy array): it can always say
+    where it is, and be read again."""
+    return isinstance(source, (Sequence, np.ndarray))
 
 
 class Epochs:
@@ -63,7 +69,7 @@ class Epochs:
         self._source = source
         self._num_epochs = num_epochs
         self._is_async = is_async
-        indexable = not is_async and isinstance(source, (Sequence, np.ndarray))
+        indexable = not is_async and in_memory(source)
         self._len: int | None = len(source) if indexable else None
         if shuffle and self._len is None:
             raise ValueError("Epochs: only a sequence can be shuffled")

@@ -22,7 +22,7 @@ items in bursts and the source refills rarely.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, TypeVar
@@ -38,6 +38,7 @@ from .._running._producers import is_async_callable
 from .._running._runner import QueueRunner
 from ._checkpoint import apply_positions, apply_state, take_checkpoint
 from ._control import Control, Stage
+from ._epochs import in_memory
 from ._maps import AsyncTurns, ThreadTurns, async_map_step, offloaded, thread_map_step
 from ._meter import Meter, StageStatistics, percentiles
 from ._sources import AsyncSource, SequenceSource, SyncSource, producer_step, queue_step
@@ -305,7 +306,7 @@ class PipelineRun:
         stage = Stage(self.stop, i, label, self.meters[i])
         k = spec.kind
         if k == "iterable":
-            if isinstance(spec.fn, Sequence):  # in memory: read on the loop, no thread
+            if in_memory(spec.fn):  # read on the loop, no thread
                 source = SequenceSource(spec.fn, spec.epochs, stage, self.queues[0])
                 self.reader = source
                 return [source]

@@ -42,7 +42,7 @@ _FORMAT = "aqueue.PipelineState"
 _VERSION = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PipelineState:
     """A checkpoint of a running pipeline (``await items.checkpoint()``).
 
@@ -61,6 +61,16 @@ class PipelineState:
     shuffles: dict[int, dict[str, Any]] = field(default_factory=dict)
     """Each shuffle stage's buffer, random state and whether its input had ended, by
     stage number."""
+
+    def __repr__(self) -> str:
+        src = self.source
+        where = (
+            "ended" if src.get("ended") else f"at epoch {src.get('epoch')} item {src.get('index')}"
+        )
+        return (
+            f"PipelineState({len(self.stages)} stages, source {where}, "
+            f"{self.items_held} items held)"
+        )
 
     @property
     def items_held(self) -> int:
