@@ -28,6 +28,11 @@ and throughput over time, the periods in which the trainer waited for screens sh
 red (needs ``pip install 'aqueue[plot]'``); ``--live`` shows a one-line progress display
 while it trains (needs ``aqueue[live]``; only on a terminal).
 
+At the end the script prints the run's figures, ``coord.report()`` (runner mode; taken
+after the block, when every game thread has ended), where the unused screens went, and
+what the run showed: that every dequeued screen was distinct, and whether the games or
+the training set the pace. It exits with status 1 if any screen arrived twice.
+
 Run: python examples/experience_replay.py [--steps 300] [--games 4] [--capacity 10000]
      [--min-after-dequeue 1000] [--batch 32] [--frame-ms 1.0] [--mode runner|threads]
      [--backend asyncio|trio] [--plot replay.png] [--live] [--monitor-interval 0.05]
@@ -36,6 +41,9 @@ Run: python examples/experience_replay.py [--steps 300] [--games 4] [--capacity 
 from __future__ import annotations
 
 import argparse
+import importlib
+import sys
+import textwrap
 import threading
 import time
 from typing import Any
@@ -105,7 +113,6 @@ async def train(args: argparse.Namespace) -> dict[str, Any]:
     seen: set[tuple[int, int]] = set()
     duplicates = 0
     waited = 0.0
-    t0 = time.perf_counter()
 
     async def trainer() -> float:
         nonlocal duplicates, waited
@@ -126,9 +133,13 @@ async def train(args: argparse.Namespace) -> dict[str, Any]:
         monitor = Monitor(interval=args.monitor_interval, live=args.live)
     if args.mode == "runner":
         async with Coordinator(stop_grace_period=5.0, monitor=monitor) as coord:
+            t0 = time.perf_counter()
             coord.start(QueueRunner(replay, [env.grab_screen for env in envs], name="games"))
             loss = await trainer()
-            report = coord.report()
+            elapsed = time.perf_counter() - t0
+        # Leaving the block stopped the games and waited for their threads, so the
+        # report (taken now, not inside the block) shows them all ended.
+        report = coord.report()
     else:
         blocking = replay.blocking()  # made inside the event loop, used by the threads
         stop = threading.Event()
@@ -140,23 +151,26 @@ async def train(args: argparse.Namespace) -> dict[str, Any]:
             except QueueClosedError:
                 pass  # the trainer is done
 
+        t0 = time.perf_counter()
         threads = [threading.Thread(target=play, args=(env,), daemon=True) for env in envs]
         for thread in threads:
             thread.start()
         try:
             loss = await trainer()
         finally:
+            elapsed = time.perf_counter() - t0
             stop.set()
             replay.close(cancel_pending_enqueues=True)  # releases games blocked on a full queue
             for thread in threads:
                 thread.join()
-    elapsed = time.perf_counter() - t0
-    consumed = args.steps * args.batch
+    stats = replay.statistics()
     return {
-        "consumed": consumed,
+        "consumed": args.steps * args.batch,
         "distinct": len(seen),
         "duplicates": duplicates,
         "produced": sum(env.frame for env in envs),
+        "enqueued": stats.enqueued_total,
+        "left_in_queue": stats.size,
         "seconds": elapsed,
         "input_bound": waited / elapsed if elapsed else 0.0,
         "loss": loss,
@@ -167,21 +181,44 @@ async def train(args: argparse.Namespace) -> dict[str, Any]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options (small values make a quick smoke run)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--games", type=int, default=4)
-    parser.add_argument("--capacity", type=int, default=10_000)
-    parser.add_argument("--min-after-dequeue", type=int, default=1_000)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--frame-ms", type=float, default=1.0, help="blocking time per frame")
-    parser.add_argument("--mode", choices=["runner", "threads"], default="runner")
-    parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
-    parser.add_argument("--plot", metavar="PNG", help="save the queue's fill over time here")
-    parser.add_argument("--live", action="store_true", help="show a live line on a terminal")
-    parser.add_argument("--monitor-interval", type=float, default=0.05, help="seconds")
+    parser = argparse.ArgumentParser(
+        description=" ".join(__doc__.split("\n\n")[0].split()),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add = parser.add_argument
+    add("--steps", type=int, default=300, help="training steps (minibatches)")
+    add("--games", type=int, default=4, help="game environments, one thread each")
+    add("--capacity", type=int, default=10_000, help="replay queue capacity (screens)")
+    add(
+        "--min-after-dequeue",
+        type=int,
+        default=1_000,
+        help="screens always kept in the queue for shuffling while it is open",
+    )
+    add("--batch", type=int, default=32, help="screens per minibatch")
+    add("--frame-ms", type=float, default=1.0, help="milliseconds a game blocks per screen")
+    add(
+        "--mode",
+        choices=["runner", "threads"],
+        default="runner",
+        help="QueueRunner + Coordinator, or plain threads wired by hand",
+    )
+    add("--backend", choices=["asyncio", "trio"], default="asyncio", help="event loop")
+    add("--plot", metavar="PNG", help="save a picture of the queue's fill over time here")
+    add("--live", action="store_true", help="show a live progress line (on a terminal)")
+    add("--monitor-interval", type=float, default=0.05, help="seconds between samples")
     args = parser.parse_args(argv)
+    if not 0 <= args.min_after_dequeue < args.capacity:
+        parser.error("--min-after-dequeue must be at least 0 and less than --capacity")
     if (args.plot or args.live) and args.mode != "runner":
         parser.error("--plot and --live watch the Coordinator: use them with --mode runner")
+    needs = [("matplotlib", "plot")] if args.plot else []
+    needs += [("tqdm", "live")] if args.live and sys.stdout.isatty() else []
+    for module, extra in needs:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            parser.error(f"--{extra} needs {module}: pip install 'aqueue[{extra}]'")
     return args
 
 
@@ -190,40 +227,84 @@ def describe_monitor(monitor: Monitor, path: str) -> str:
     h = monitor.history()
     fill = h.queues["replay"].fraction_full
     floor = h.queues["replay"].min_after_dequeue / h.queues["replay"].capacity[-1]
-    ok = ~np.isnan(h.input_bound)
-    waited = float((h.input_bound[ok] * h.interval_s[ok]).sum() / h.interval_s[ok].sum())
-    if waited > 0.5:
-        verdict = "the games were the bottleneck: the trainer mostly waited for screens"
-    elif waited < 0.2:
-        verdict = "the trainer was the bottleneck: screens were ready when it asked"
-    else:
-        verdict = "neither side clearly set the pace: the trainer waited part of the time"
     return (
-        f"plot: {path} ({len(h)} samples, one every {monitor.interval:g} s): the replay "
-        f"queue was {np.nanmedian(fill):.0%} full in the median sample (its "
-        f"min_after_dequeue floor is {floor:.0%}); the trainer waited for screens "
-        f"{waited:.0%} of the time, shaded red; {verdict}"
+        f"plot: {path} ({len(h)} samples, one every {monitor.interval:g} s) shows the "
+        f"replay queue's fill over time: {np.nanmedian(fill):.0%} full in the median "
+        f"sample, against its min_after_dequeue floor of {floor:.0%}; the periods in which "
+        "the trainer waited for screens are shaded red."
     )
+
+
+def say(text: str) -> None:
+    print(textwrap.fill(text, 88, subsequent_indent="  ", break_on_hyphens=False))
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Run the example and print its summary; return the measurements."""
+    """Run the example and print what it showed; return the measurements."""
     args = parse_args(argv)
     result: dict[str, Any] = anyio.run(train, args, backend=args.backend)
-    print(
-        f"{args.mode}/{args.backend}: trained {args.steps} steps on {result['consumed']} "
-        f"screens from {args.games} games ({result['produced']} played) in "
-        f"{result['seconds']:.2f} s: {result['consumed'] / result['seconds']:,.0f} screens/s, "
-        f"input-bound {result['input_bound']:.0%}, final loss {result['loss']:.3g}"
+    consumed, seconds = result["consumed"], result["seconds"]
+    say(
+        f"{args.mode} mode on {args.backend}: {args.games} game thread"
+        f"{'s' if args.games != 1 else ''} rendered "
+        f"{result['produced']:,} screens in {seconds:.2f} s; the trainer took "
+        f"{args.steps} minibatches of {args.batch} ({consumed:,} screens, "
+        f"{consumed / seconds:,.0f} screens/s) and ended with a loss (mean squared "
+        f"error) of {result['loss']:.2g}."
     )
+    bound = result["input_bound"]
     if result["report"]:
         print(result["report"])
+        say(
+            "The table above is coord.report(), taken after the block: the replay queue "
+            "(sizes and totals in screens, times in seconds), closed by the stop, and "
+            f"'games' 0/{args.games} alive because every game thread has ended. Its last "
+            "line, input-bound, is the share of the run the trainer spent waiting for "
+            "screens."
+        )
+        if args.live and sys.stdout.isatty():  # the live line is only shown on a terminal
+            say(
+                "(The live line's closing 'input-bound ... overall' averages the monitor's "
+                "samples, which go on until the game threads have stopped, while the "
+                "report counts the trainer's loop only: the two may differ by a point.)"
+            )
     if args.plot:
         monitor = result["monitor"]
         monitor.plot(args.plot, title="Experience replay: the replay queue while training")
-        print(describe_monitor(monitor, args.plot))
-    verdict = "all distinct" if result["duplicates"] == 0 else f"{result['duplicates']} DUPLICATES"
-    print(f"dequeued screens: {result['consumed']}, {verdict}")
+        say(describe_monitor(monitor, args.plot))
+    refused = result["produced"] - result["enqueued"]
+    say(
+        f"Unused screens: {result['left_in_queue']:,} were still in the replay queue at "
+        f"the end (while it is open, it keeps at least min_after_dequeue="
+        f"{args.min_after_dequeue:,} for shuffling) and {refused:,} were rendered after "
+        "the trainer was done and refused by the closed queue."
+    )
+    if bound > 0.5:
+        pace = "the games did, not training (the trainer mostly waited)"
+    elif bound < 0.2:
+        pace = "training did, not the games (screens were ready when asked for)"
+    else:
+        pace = "neither side clearly did (the trainer waited part of the time)"
+    if result["report"]:
+        pace = f"The report's input-bound line tells who set the pace: {pace}."
+    else:
+        pace = (
+            f"The trainer spent {bound:.0%} of the run waiting for screens (input-bound), "
+            f"which tells who set the pace: {pace}."
+        )
+    if result["duplicates"] == 0:
+        distinct = (
+            f"every one of the {consumed:,} screens the trainer dequeued was distinct "
+            "(each carries its game and frame number in two pixels), so no screen was "
+            "enqueued twice"
+        )
+    else:
+        distinct = f"{result['duplicates']:,} DUPLICATE screens reached the trainer"
+    say(
+        f"What this showed: {distinct}. The games played on threads of their own while "
+        "the async trainer awaited shuffled minibatches, and every game thread ended "
+        f"when training did. {pace}"
+    )
     if result["duplicates"]:
         raise SystemExit(1)
     return result

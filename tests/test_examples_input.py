@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import runpy
 import subprocess
 import sys
@@ -29,28 +30,54 @@ def example_main(name: str) -> Any:
     return runpy.run_path(str(EXAMPLES / f"{name}.py"), run_name=f"example_{name}")["main"]
 
 
+def one_line(text: str) -> str:
+    """The output with its wrapped lines joined, so claims can be matched across breaks."""
+    return " ".join(text.split())
+
+
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_input_pipeline_sees_every_record_once_per_epoch(backend: str) -> None:
-    """string_input_producer -> reader -> shuffle_batch: two epochs, then the end."""
+def test_input_pipeline_sees_every_record_once_per_epoch(
+    backend: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """string_input_producer -> reader -> shuffle_batch: two epochs, then OutOfRangeError
+    ends training; the report, taken after the block, shows every producer ended."""
     result = example_main("input_pipeline")([*SMALL, "--backend", backend])
     assert result["exact"]
     assert result["examples"] == 2 * 3 * 40
     assert result["steps"] == 30
-    assert "input-bound:" in result["report"]
+    report = result["report"]
+    assert "input-bound:" in report
+    assert "'shuffle_batch' 0/3 alive" in report
+    assert "'string_input_producer' 0/1 alive" in report
+    assert "awaiting its first example" not in report  # dtypes and shapes are given
+    out = one_line(capsys.readouterr().out)
+    assert "Trained 30 steps on 240 examples (3 files x 40 records x 2 epochs)" in out
+    assert "every one of the 120 records reached the trainer exactly 2 times" in out
+    assert "OutOfRangeError after the last epoch ended training cleanly" in out
+    assert "input-bound, is the share of the training loop's time" in out
+    losses = re.search(r"fell from ([0-9.]+) at the first step to ([0-9.]+)", out)
+    assert losses is not None
+    assert float(losses[2]) < float(losses[1])
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_pipeline_example_reports_stages(backend: str) -> None:
-    """The Pipeline version does the same job and prints the stage report."""
+def test_pipeline_example_reports_stages(backend: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The Pipeline version does the same job, prints the stage report, a legend for it
+    and one sentence on what the bottleneck line means."""
     result = example_main("pipeline")([*SMALL, "--backend", backend])
     assert result["exact"]
     assert result["examples"] == 2 * 3 * 40
     assert "map(read)" in result["report"]
     assert "bottleneck:" in result["report"]
+    out = one_line(capsys.readouterr().out)
+    assert "How to read the table" in out
+    assert "The bottleneck line names what limited the speed" in out
+    assert "every one of the 120 records reached the trainer exactly 2 times" in out
+    assert re.search(r"Reading kept its 3 threads \d+% busy", out)
 
 
 def test_pipeline_example_runs_as_a_script() -> None:
-    """``python examples/pipeline.py`` with small flags exits 0 and prints the report."""
+    """``python examples/pipeline.py`` with small flags exits 0 and says what it showed."""
     done = subprocess.run(
         [sys.executable, str(EXAMPLES / "pipeline.py"), *SMALL, "--read-ms", "0.1"],
         capture_output=True,
@@ -59,4 +86,19 @@ def test_pipeline_example_runs_as_a_script() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "every record seen 2 times: True" in done.stdout
+    out = one_line(done.stdout)
+    assert "bottleneck:" in out
+    assert "What this showed:" in out
+    assert "every one of the 120 records reached the trainer exactly 2 times" in out
+
+
+def test_input_pipeline_runs_as_a_script() -> None:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "input_pipeline.py"), *SMALL, "--backend", "trio"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "What this showed:" in done.stdout

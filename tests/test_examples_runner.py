@@ -3,6 +3,7 @@ prefetching, async workers), on asyncio and on trio."""
 
 from __future__ import annotations
 
+import re
 import runpy
 import subprocess
 import sys
@@ -21,10 +22,19 @@ def example_main(name: str) -> Any:
     return runpy.run_path(str(EXAMPLES / f"{name}.py"), run_name=f"example_{name}")["main"]
 
 
+def one_line(text: str) -> str:
+    """The output with its wrapped lines joined, so claims can be matched across breaks."""
+    return " ".join(text.split())
+
+
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 @pytest.mark.parametrize("mode", ["runner", "threads"])
-def test_experience_replay_every_screen_distinct(mode: str, backend: str) -> None:
-    """Four game threads fill the replay queue; every dequeued screen is distinct."""
+def test_experience_replay_every_screen_distinct(
+    mode: str, backend: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Four game threads fill the replay queue; every dequeued screen is distinct, the
+    script says so, and it shows one input-bound figure (the report's, in runner mode,
+    taken after the games have ended)."""
     result = example_main("experience_replay")(
         [
             "--steps", "20",
@@ -39,23 +49,38 @@ def test_experience_replay_every_screen_distinct(mode: str, backend: str) -> Non
     assert result["distinct"] == result["consumed"]
     assert result["duplicates"] == 0
     assert result["produced"] >= result["consumed"] + 50
+    assert result["produced"] >= result["enqueued"]
+    assert result["enqueued"] == result["consumed"] + result["left_in_queue"]
+    out = one_line(capsys.readouterr().out)
+    assert "every one of the 640 screens the trainer dequeued was distinct" in out
+    assert "every game thread ended when training did" in out
+    assert "set the pace" in out
+    figures = re.findall(r"input-bound:? \d+%|spent \d+% of the run waiting", out)
+    assert len(figures) == 1, figures
     if mode == "runner":
-        assert "input-bound:" in result["report"]
+        assert figures[0].startswith("input-bound: ")
+        assert "'games' 0/4 alive" in result["report"]
+        assert "'replay' (closed)" in result["report"]
+        assert "4/4 alive" not in out
+        assert "The report's input-bound line tells who set the pace" in out
+    else:
+        assert result["report"] == ""
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_prefetch_files_trains_on_every_record(
     backend: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """With and without prefetch, the trainer sees every record exactly once per epoch."""
+    """With and without prefetch, the trainer sees every record exactly once per epoch;
+    the script says how much loading time prefetching hid, with one input-bound figure."""
     result = example_main("prefetch_files")(
         [
             "--files", "4",
             "--records", "50",
             "--features", "8",
             "--batch", "16",
-            "--io-ms", "1",
-            "--step-ms", "0",
+            "--io-ms", "2",
+            "--step-ms", "1",
             "--epochs", "2",
             "--backend", backend,
         ]
@@ -63,20 +88,49 @@ def test_prefetch_files_trains_on_every_record(
     assert result["records"] == 400
     assert result["plain_examples"] == 400
     assert result["prefetch_examples"] == 400
-    out = capsys.readouterr().out
-    assert "with prefetch" in out
-    assert "without prefetch" in out
+    out = one_line(capsys.readouterr().out)
+    assert "without prefetch:" in out
+    assert "with prefetch:" in out
+    assert "Without prefetch they add up" in out
+    assert re.search(r"prefetching hid \d+% of the loading time behind training", out)
+    assert "both runs trained on all 400 examples" in out
+    assert len(re.findall(r"input-bound:? \d+%", out)) == 1
+    assert "'file-loader' 0/1 alive" in out
+
+
+def test_prefetch_files_without_latency_says_there_was_nothing_to_overlap(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    example_main("prefetch_files")(
+        ["--files", "2", "--records", "20", "--features", "4", "--io-ms", "0"]
+    )
+    out = one_line(capsys.readouterr().out)
+    assert "there was nothing to overlap" in out
+    assert "both runs trained on all 40 examples" in out
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_async_workers_are_stopped_by_the_coordinator(backend: str) -> None:
-    """The main task averages the workers' values, then request_stop() ends them all."""
+def test_async_workers_are_stopped_by_the_coordinator(
+    backend: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The main task averages the workers' values, then request_stop() ends them all;
+    the script accounts for every step a worker took (averaged, refused by the closed
+    queue, or left in it)."""
     result = example_main("async_workers")(
         ["--workers", "3", "--steps", "30", "--work-ms", "0", "--backend", backend]
     )
     assert result["runner_alive"] is False
-    assert sum(result["worker_steps"]) >= 3 * 30
+    assert sum(result["averaged"]) == 3 * 30
+    steps = sum(result["worker_steps"])
+    assert steps == sum(result["averaged"]) + result["refused"] + result["left_in_queue"]
     assert abs(result["estimate"] - result["target"]).max() < 0.5
+    out = one_line(capsys.readouterr().out)
+    assert "the main task averaged 90 of their results in 30 rounds" in out
+    assert f"so the workers took {steps} steps for 90 averaged results" in out
+    assert "No worker was left running." in out
+    assert "'workers' 0/3 alive" in out
+    for worker in range(3):
+        assert f"worker {worker}: took " in out
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
@@ -108,9 +162,26 @@ def test_experience_replay_plots_its_queue(
     image = matplotlib.image.imread(str(path))
     assert image.shape[0] >= 400
     assert image.shape[1] >= 800
-    out = capsys.readouterr().out
+    out = one_line(capsys.readouterr().out)
     assert f"plot: {path}" in out
-    assert "the trainer waited for screens" in out
+    assert "the periods in which the trainer waited for screens are shaded red" in out
+    assert len(re.findall(r"input-bound:? \d+%", out)) == 1
+
+
+def test_experience_replay_live_off_a_terminal_prints_only_the_summary(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--live`` with standard output captured (not a terminal) shows no live line and
+    no note about one; the run and its claims are unchanged."""
+    result = example_main("experience_replay")(
+        ["--steps", "5", "--capacity", "200", "--min-after-dequeue", "20", "--frame-ms", "0",
+         "--live", "--monitor-interval", "0.01"]
+    )  # fmt: skip
+    assert result["duplicates"] == 0
+    out = capsys.readouterr().out
+    assert "\r" not in out
+    assert "live line" not in out
+    assert "every one of the 160 screens the trainer dequeued was distinct" in one_line(out)
 
 
 def test_experience_replay_plot_needs_the_runner_mode() -> None:
@@ -134,4 +205,6 @@ def test_experience_replay_runs_as_a_script() -> None:
         timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "all distinct" in done.stdout
+    out = one_line(done.stdout)
+    assert "every one of the 160 screens the trainer dequeued was distinct" in out
+    assert "What this showed:" in out
