@@ -262,12 +262,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "line, input-bound, is the share of the run the trainer spent waiting for "
             "screens."
         )
-        if args.live and sys.stdout.isatty():  # the live line is only shown on a terminal
-            say(
-                "(The live line's closing 'input-bound ... overall' averages the monitor's "
-                "samples, which go on until the game threads have stopped, while the "
-                "report counts the trainer's loop only: the two may differ by a point.)"
-            )
     if args.plot:
         monitor = result["monitor"]
         monitor.plot(args.plot, title="Experience replay: the replay queue while training")

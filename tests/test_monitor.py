@@ -15,6 +15,8 @@ import dataclasses
 import io
 import math
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +231,42 @@ async def test_input_bound_is_the_share_of_the_interval_the_body_waited() -> Non
     assert all(s.queues["side"].waiting_dequeue == 1 for s in idle)
     assert all(s.input_bound == 0.0 for s in idle)
     assert all(s.items_per_s == 0.0 for s in idle)
+
+
+@pytest.mark.anyio
+async def test_overall_input_bound_is_the_reports_figure() -> None:
+    """The monitor's samples end when the body ends, so their overall input-bound share
+    (waited time over sampled time) is the coordinator's figure, the one report()
+    prints, even when stopping the producers takes long after the body: here a
+    producer thread is inside a 0.4 s call when the body leaves."""
+    calls = 0
+    slow = threading.Event()
+
+    def frame() -> np.ndarray[Any, Any]:
+        nonlocal calls
+        calls += 1
+        if calls > 6:
+            slow.set()
+        time.sleep(0.02 if calls <= 6 else 0.4)
+        return np.zeros(4, np.float32)
+
+    q: FIFOQueue[Any] = FIFOQueue(8, np.float32, (4,), name="frames")
+    monitor = Monitor(interval=0.01)
+    async with Coordinator(monitor=monitor) as coord:
+        coord.start(QueueRunner(q, [frame]))
+        for _ in range(6):
+            await q.dequeue()
+        await anyio.to_thread.run_sync(slow.wait)  # the producer is in its slow call
+        body_end = time.monotonic()
+    teardown = time.monotonic() - body_end
+    h = monitor.history()
+    ok = ~np.isnan(h.input_bound)
+    overall = float((h.input_bound[ok] * h.interval_s[ok]).sum() / h.interval_s[ok].sum())
+    assert teardown > 0.2
+    assert coord.input_bound is not None
+    assert coord.input_bound > 0.5
+    assert overall == pytest.approx(coord.input_bound, abs=0.03)
+    assert f"input-bound: {coord.input_bound:.0%}" in coord.report()
 
 
 @pytest.mark.anyio

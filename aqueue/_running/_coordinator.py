@@ -51,7 +51,7 @@ from ._producers import ThreadRecord
 from ._registry import take_registered_runners
 from ._runner import QueueRunner
 from ._sampler import Sampler
-from ._watchdog import QueueMonitor, report
+from ._watchdog import QueueMonitor, input_wait, report
 
 __all__ = ["Coordinator"]
 
@@ -185,6 +185,10 @@ class Coordinator:
             quiet = True
         else:
             self._record(exc)
+        if self._monitor_run is not None:  # the final sample: the body's time, as report()
+            failure = await self._monitor_run.finish()
+            if failure is not None:
+                self._record(failure)
         self._stop()
         if passed is None and not self._exceptions:
             try:
@@ -205,10 +209,6 @@ class Coordinator:
             del passed
             self._tg = None  # its scope is closed: nothing may cancel it any more
         stragglers = await self._wait_threads(deadline)
-        if self._monitor_run is not None:
-            failure = await self._monitor_run.finish()
-            if failure is not None:
-                self._record(failure)
         self._state = _DONE
         _alive.coordinator_exited(self)
         return block_outcome(
@@ -444,9 +444,22 @@ class Coordinator:
     def report(self) -> str:
         """A text table of every queue seen, and the fraction of the body's time spent
         waiting for input ("input-bound: 37%")."""
+        return report(self._monitor, self._body_seconds())
+
+    @property
+    def input_bound(self) -> float | None:
+        """The fraction of the body's time (so far, or until it ended) spent waiting on
+        its input queue: the figure of ``report()``'s last line, and of a ``Monitor``'s
+        overall input-bound share; None before any input queue was seen."""
+        waited, queue = input_wait(self._monitor)
+        body = self._body_seconds()
+        if queue is None:
+            return None
+        return min(1.0, waited / body) if body > 0 else 0.0
+
+    def _body_seconds(self) -> float:
         end = self._t_body_end if self._t_body_end is not None else time.monotonic()
-        body = end - self._t_enter if self._state != _NEW else 0.0
-        return report(self._monitor, body)
+        return end - self._t_enter if self._state != _NEW else 0.0
 
 
 class _RunnerSupervisor:

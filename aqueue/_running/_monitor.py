@@ -47,8 +47,10 @@ class Monitor:
     """Samples the queues of a Coordinator while it runs: fill, rates, input-bound.
 
     Pass it to a coordinator: ``async with Coordinator(monitor=monitor):``. Every
-    ``interval`` seconds, and once more when the block is left, it reads every queue the
-    coordinator watches and every attached pipeline stage; then look at
+    ``interval`` seconds, and once more when the body ends (before the producers are
+    stopped), it reads every queue the coordinator watches and every attached pipeline
+    stage, so its samples cover the body's time, as ``coord.report()`` and
+    ``coord.input_bound`` do (their input-bound shares agree); then look at
     ``history()``, ``write_csv(path)`` or ``plot(path)``, or log each sample from
     ``callback``. A monitor samples one coordinator at a time, and can be passed to
     later ones: its clock and history continue.

@@ -5,9 +5,11 @@ task group (not counted among the tasks the coordinator waits for at exit); ever
 ``interval`` seconds it reads the statistics of every queue the coordinator watches
 (the queues of the runners it started and those passed to ``coord.watch``) and of
 every attached stage provider, appends a ``MonitorSample`` to the record's bounded
-deque, feeds the live line and calls the callback. When the block is left, after the
-producers have stopped, ``finish`` takes one final sample (shielded from
-cancellation, and given up, callback included, after 10 s).
+deque, feeds the live line and calls the callback. When the body ends (the block's
+exit begins, before the producers are stopped), ``finish`` ends the periodic samples
+and takes one final sample (shielded from cancellation, and given up, callback
+included, after 10 s): the samples then cover the body's time, exactly what
+``coord.report()`` measures its input-bound share over, so the two agree.
 
 Invariants:
 
@@ -119,26 +121,32 @@ class Sampler:
         self._keys: dict[int, str] = {}
         self._failed = False
         self._live: LiveLine | None = open_live() if record.live else None
+        self._scope = anyio.CancelScope()  # the periodic samples' (see ``finish``)
 
     async def loop(self, failed: Callable[[BaseException], None]) -> None:
-        """Sample every interval until cancelled; report a callback's exception."""
+        """Sample every interval until ``finish`` or cancelled; report a callback's
+        exception."""
         period = self._m.interval
         next_t = self._last_t + period
-        while True:
-            await anyio.sleep(max(0.0, next_t - time.monotonic()))
-            try:
-                await self.sample(final=False)
-            except Exception as exc:
-                self._failed = True
-                failed(exc)
-                return
-            next_t += period
-            now = time.monotonic()
-            if next_t <= now:  # a slow sample or a blocked loop: skip the missed ticks
-                next_t = now + period
+        with self._scope:
+            while True:
+                await anyio.sleep(max(0.0, next_t - time.monotonic()))
+                try:
+                    await self.sample(final=False)
+                except Exception as exc:
+                    self._failed = True
+                    failed(exc)
+                    return
+                next_t += period
+                now = time.monotonic()
+                if next_t <= now:  # a slow sample or a blocked loop: skip the missed ticks
+                    next_t = now + period
 
     async def finish(self) -> BaseException | None:
-        """Take the final sample (shielded, bounded); return what it raised, if anything."""
+        """Stop the periodic samples and take the final one (shielded, bounded); return
+        what it raised, if anything. A periodic sample still awaiting a shared queue's
+        statistics is cancelled first: it appends nothing."""
+        self._scope.cancel()
         try:
             with anyio.CancelScope(shield=True), anyio.move_on_after(_FINAL_LIMIT_S):
                 await self.sample(final=True)

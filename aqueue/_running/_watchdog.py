@@ -234,7 +234,7 @@ def report(monitor: QueueMonitor, body_seconds: float) -> str:
     if queue is None:
         lines.append("input-bound: n/a (no input queue seen)")
     else:
-        fraction = waited / body_seconds if body_seconds > 0 else 0.0
+        fraction = min(1.0, waited / body_seconds) if body_seconds > 0 else 0.0
         lines.append(
             f"input-bound: {fraction:.0%} (the body waited {waited:.3f} s of "
             f"{body_seconds:.3f} s on '{queue.name}')"
