@@ -70,7 +70,7 @@ async def test_shape_less_queue_takes_any_shape_but_refuses_batch_dequeue() -> N
     await q.enqueue_many(np.ones((2, 4), np.float32))
     assert q.size() == 4
     for call in (q.dequeue_many, q.dequeue_up_to):
-        with pytest.raises(aqueue.ElementSpecError):
+        with pytest.raises(aqueue.ElementSpecError, match=r"pass shapes=.*shapes=\(\) for scalars"):
             await call(2)
     with pytest.raises(aqueue.ElementSpecError):
         q.dequeue_many_nowait(2)

@@ -313,7 +313,8 @@ class ElementSpec:
         if self.shapes is None:
             raise ElementSpecError(
                 f"{self.owner}.{what} requires the components to have declared shapes; "
-                "pass shapes= when creating the queue"
+                "pass shapes= when creating the queue (shapes=() for scalars, "
+                "e.g. FIFOQueue(16, np.int64, shapes=()))"
             )
         return int(n)
 
