@@ -12,7 +12,15 @@ others.
 
     python examples/distributed_replay.py [--url redis://...] [--screens 200]
 
-Without --url it starts a private redis-server (redis-server must be on PATH).
+Without --url it starts a private redis-server (redis-server must be on PATH) and runs
+the trainer and the actors on this host. With --url, the two roles can run on two
+hosts that reach the same server; start the trainer first:
+
+    host A:  python examples/distributed_replay.py --url "$URL" --role trainer --actors 4
+    host B:  python examples/distributed_replay.py --url "$URL" --role actors --actors 4
+
+Each actor announces itself on a second shared queue ('<name>-ready') once its own
+registration is in, which is how the trainer knows when to drop its guard.
 """
 
 from __future__ import annotations
@@ -65,14 +73,15 @@ class Game:
         return screen(self.actor_id, self.thread_id, self.played - 1)
 
 
-def actor(url: str, name: str, actor_id: int, screens: int, registered: Any) -> None:
+def actor(url: str, name: str, actor_id: int, screens: int) -> None:
     """One actor process: a QueueRunner of 2 game threads feeds the shared queue."""
 
     async def main() -> None:
         async with aqueue.redis.connect(url) as server:
             q = await server.random_shuffle_queue(name, 1000, 100, np.uint8, SHAPE)
+            ready = await server.fifo_queue(f"{name}-ready", 64, np.int64, ())
             held = await q.register_producer()  # keeps the queue open while we run
-            registered.put(actor_id)
+            await ready.enqueue(actor_id)  # tell the trainer our registration is in
             games = [Game(actor_id, t, screens) for t in range(THREADS)]
             runner = aqueue.QueueRunner(q, [g.grab_screen for g in games], name=f"actor{actor_id}")
             async with aqueue.Coordinator() as coord:
@@ -83,24 +92,44 @@ def actor(url: str, name: str, actor_id: int, screens: int, registered: Any) -> 
     asyncio.run(main())
 
 
-async def trainer(url: str, name: str, screens: int, batch: int) -> int:
+def run_actors(url: str, name: str, first: int, count: int, screens: int) -> int:
+    """Start ``count`` actor processes (ids ``first`` ...) and wait for them."""
+    ctx = multiprocessing.get_context("spawn")
+    procs = [
+        ctx.Process(target=actor, args=(url, name, a, screens)) for a in range(first, first + count)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    failed = [p.exitcode for p in procs if p.exitcode != 0]
+    if failed:
+        print(f"{len(failed)} of {count} actor processes failed (exit codes {failed}).")
+        return 1
+    print(f"{count} actor processes sent their screens and ended.")
+    return 0
+
+
+async def trainer(url: str, name: str, actors: int, screens: int, batch: int, spawn: bool) -> int:
+    """Take shuffled batches until the queue closes; with ``spawn``, start the actor
+    processes too (else they run elsewhere, with ``--role actors``)."""
     async with aqueue.redis.connect(url) as server:
         q = await server.random_shuffle_queue(name, 1000, 100, np.uint8, SHAPE, seed=0)
+        ready = await server.fifo_queue(f"{name}-ready", 64, np.int64, ())
         # Registered before the actors start, so an actor that finishes first cannot
         # close the queue while others have not registered yet.
         guard = await q.register_producer()
-        ctx = multiprocessing.get_context("spawn")
-        registered = ctx.Queue()
-        procs = [
-            ctx.Process(target=actor, args=(url, name, a, screens, registered))
-            for a in range(ACTORS)
-        ]
-        for p in procs:
-            p.start()
+        if not spawn:
+            print(f"The trainer is ready: start {actors} actors on queue '{name}'.", flush=True)
+        local = None
+        if spawn:
+            local = asyncio.ensure_future(
+                asyncio.to_thread(run_actors, url, name, 0, actors, screens)
+            )
 
         async def release_guard() -> None:
-            for _ in procs:  # every actor has registered its own producer
-                await asyncio.to_thread(registered.get)
+            for _ in range(actors):  # every actor has registered its own producer
+                await ready.dequeue()
             await q.producer_done(guard)
 
         releasing = asyncio.ensure_future(release_guard())
@@ -114,19 +143,19 @@ async def trainer(url: str, name: str, screens: int, batch: int) -> int:
                 seen.add(key)
         await releasing
         elapsed = time.perf_counter() - t0
-        for p in procs:
-            p.join()
+        actors_failed = (await local) if local is not None else 0
         await server.delete_queue(name)
-    expected = ACTORS * THREADS * screens
-    ok = len(seen) == expected and duplicates == 0
+        await server.delete_queue(f"{name}-ready")
+    expected = actors * THREADS * screens
+    ok = len(seen) == expected and duplicates == 0 and actors_failed == 0
     mb = expected * int(np.prod(SHAPE)) / 1e6
     print(
         f"The trainer received {len(seen)} distinct screens of {expected} sent by "
-        f"{ACTORS} actor processes x {THREADS} game threads, with {duplicates} duplicates: "
+        f"{actors} actor processes x {THREADS} game threads, with {duplicates} duplicates: "
         f"{'every screen arrived exactly once' if ok else 'SCREENS WERE LOST OR REPEATED'}."
     )
     print(
-        f"It took {elapsed:.2f} s: {expected / elapsed:,.0f} screens/s ({mb / elapsed:.0f} MB/s) "
+        f"It took {elapsed:.2f} s: {len(seen) / elapsed:,.0f} screens/s ({mb / elapsed:.0f} MB/s) "
         f"in shuffled batches of {batch}; the queue closed itself after the last actor."
     )
     return 0 if ok else 1
@@ -176,12 +205,32 @@ def start_server() -> tuple[subprocess.Popen[bytes], str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description="Distributed experience replay over Redis.")
     ap.add_argument("--url", help="a Redis server (default: start a private one)")
+    ap.add_argument(
+        "--role",
+        choices=["both", "trainer", "actors"],
+        default="both",
+        help="what runs here: the trainer and its actors (default), or one side of a "
+        "two-host run (needs --url)",
+    )
+    ap.add_argument("--actors", type=int, default=ACTORS, help="actor processes (default 4)")
+    ap.add_argument(
+        "--first-actor", type=int, default=0, help="id of the first actor here (default 0)"
+    )
+    ap.add_argument("--name", default=None, help="the shared queue's name (default: replay)")
     ap.add_argument("--screens", type=int, default=200, help="screens per game thread")
     ap.add_argument("--batch", type=int, default=32, help="trainer batch size")
     args = ap.parse_args()
+    if args.role != "both" and not args.url:
+        ap.error(f"--role {args.role} runs one side of a two-host run: pass --url")
+    if args.actors < 1 or args.screens < 1 or args.batch < 1:
+        ap.error("--actors, --screens and --batch must be at least 1")
     proc, url = (None, args.url) if args.url else start_server()
+    name = args.name or ("replay" if args.role != "both" else f"replay-{os.getpid()}")
     try:
-        return asyncio.run(trainer(url, f"replay-{os.getpid()}", args.screens, args.batch))
+        if args.role == "actors":
+            return run_actors(url, name, args.first_actor, args.actors, args.screens)
+        spawn = args.role == "both"
+        return asyncio.run(trainer(url, name, args.actors, args.screens, args.batch, spawn))
     finally:
         if proc is not None:
             proc.send_signal(signal.SIGTERM)
