@@ -4,14 +4,33 @@
 Rows (all in one run, same server, same frames):
 - raw redis-py: pipelined LPUSH (32 per round trip) / ``LPOP key 32`` of the frames'
   bytes. No capacity, no exact-n, no lease, no format: the ceiling.
-- floor: the leanest code doing only what the contract requires: one FCALL per batch
-  that checks the capacity and pushes; one that checks exact-n, moves the batch into a
-  lease and returns it; one ack per batch; raw bytes, no header, no wait registry.
+- floor: the leanest code doing only what the contract requires, with the payloads
+  passing through Lua (aqueue's design before it stored them under their own keys):
+  one FCALL per batch that checks the capacity and pushes; one that checks exact-n,
+  moves the batch into a lease and returns it; one ack per batch; raw bytes, no
+  header, no wait registry.
+- floor, staged: the same contract over aqueue's storage: one MULTI (MSET of the
+  payloads under fresh refs, an FCALL that checks the capacity, pushes the refs and
+  deletes what does not fit); one round trip of an FCALL that checks exact-n, moves
+  the refs into a lease and renames their payload keys, pipelined with MGET of them;
+  one ack (deleting the payload keys) per batch; raw bytes, no header, no wait
+  registry (a producer that finds the queue full sleeps 0.5 ms and retries).
 - aqueue.redis FIFO and RandomShuffle (min_after_dequeue 0): the real thing.
 - Ray's queue and Reverb when importable (skipped otherwise).
 
-Usage: python benchmarks/bench_redis.py [--url redis://...] [--frames N]
+Each row runs 4 producer processes and 1 consumer process, all started and connected
+before the clock starts. Besides elements/s it reports the CPU seconds per 1,000
+elements of the server (INFO cpu), of the producers and of the consumer (their own
+rusage while the clock runs): on this 2-core box they share the cores, so CPU, not
+the network, bounds every row.
+
+Usage: python benchmarks/bench_redis.py [--url redis://...] [--frames N] [--repeat R]
+       [--rows raw,floor,...] [--baseline TREE]
 Without --url it starts a private redis-server (from PATH or $AQUEUE_REDIS_SERVER).
+``--repeat`` runs R rounds, rows interleaved, and reports each row's median.
+``--baseline TREE`` also runs the aqueue rows with the aqueue package of another source
+tree (``git worktree add /tmp/before <rev>``), interleaved with the current one, for a
+before/after comparison in one run.
 """
 
 from __future__ import annotations
@@ -21,13 +40,16 @@ import asyncio
 import importlib.util
 import multiprocessing
 import os
+import resource
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
+import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -54,6 +76,32 @@ redis.register_function('f_take', function(keys, args)
   return out
 end)
 redis.register_function('f_ack', function(keys, args) return redis.call('DEL', keys[1]) end)
+-- staged: KEYS[1] = the list of refs; payload keys are KEYS[1]..':e:'..ref
+redis.register_function('s_put', function(keys, args)
+  local free = tonumber(args[1]) - redis.call('LLEN', keys[1])
+  local k = math.max(0, math.min(free, #args - 1))
+  if k > 0 then redis.call('RPUSH', keys[1], unpack(args, 2, k + 1)) end
+  for i = k + 2, #args do redis.call('DEL', keys[1] .. ':e:' .. args[i]) end
+  return k
+end)
+redis.register_function('s_take', function(keys, args)
+  local n, L = tonumber(args[1]), args[2]
+  if redis.call('LLEN', keys[1]) < n then return 0 end
+  local refs = redis.call('LRANGE', keys[1], 0, n - 1)
+  redis.call('LTRIM', keys[1], n, -1)
+  for j, ref in ipairs(refs) do
+    redis.call('RENAME', keys[1] .. ':e:' .. ref, keys[1] .. ':e:' .. L .. '.' .. j)
+  end
+  redis.call('SET', keys[1] .. ':lease:' .. L, n)
+  return n
+end)
+redis.register_function('s_ack', function(keys, args)
+  local L = args[1]
+  local n = tonumber(redis.call('GET', keys[1] .. ':lease:' .. L))
+  local ks = {keys[1] .. ':lease:' .. L}
+  for j = 1, n do ks[j + 1] = keys[1] .. ':e:' .. L .. '.' .. j end
+  return redis.call('DEL', unpack(ks))
+end)
 """
 
 
@@ -65,17 +113,45 @@ def frames(pid: int, count: int) -> np.ndarray[Any, Any]:
     return out
 
 
-# -- producers (separate processes) -------------------------------------------------------
+# -- producers and consumer (separate processes) ---------------------------------------------
 
 
-def produce(kind: str, url: str, name: str, pid: int, count: int, go: Any) -> None:
+def _cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _use_tree(tree: str | None) -> None:
+    """Import aqueue from ``tree`` (a checkout of another revision) instead."""
+    if tree:
+        sys.path.insert(0, tree)
+
+
+def produce(
+    kind: str, tree: str | None, url: str, name: str, pid: int, count: int, go: Any, out: Any
+) -> None:
+    """Enqueue ``count`` frames once ``go`` is set; report the CPU seconds spent."""
+    _use_tree(tree)
     data = frames(pid, count)
-    if kind in ("raw", "floor"):
+    if kind in ("raw", "floor", "staged"):
         import redis
 
         r = redis.Redis.from_url(url)
         go.wait()
-        if kind == "raw":
+        c0 = _cpu()
+        if kind == "staged":
+            i = 0
+            while i < count:
+                chunk = [f.tobytes() for f in data[i : i + BATCH]]
+                refs = [f"{pid}.{i}.{j}.{time.monotonic_ns()}" for j in range(len(chunk))]
+                pipe = r.pipeline(transaction=True)
+                pipe.mset({f"{name}:e:{ref}": b for ref, b in zip(refs, chunk)})
+                pipe.fcall("s_put", 1, name, CAPACITY, *refs)
+                k = int(pipe.execute()[1])
+                i += k
+                if k < len(chunk):
+                    time.sleep(0.0005)
+        elif kind == "raw":
             for i in range(0, count, BATCH):
                 pipe = r.pipeline(transaction=False)
                 for f in data[i : i + BATCH]:
@@ -89,24 +165,59 @@ def produce(kind: str, url: str, name: str, pid: int, count: int, go: Any) -> No
                 i += int(k)
                 if not k:
                     time.sleep(0.0005)
+        out.put(("producer", _cpu() - c0))
         return
 
     async def main() -> None:
         import aqueue.redis
 
         async with aqueue.redis.connect(url) as srv:
-            if kind == "fifo":
-                q: Any = await srv.fifo_queue(name, CAPACITY, np.uint8, SHAPE)
-            else:
-                q = await srv.random_shuffle_queue(name, CAPACITY, 0, np.uint8, SHAPE)
+            q = await _open(srv, kind, name)
             go.wait()
+            c0 = _cpu()
             for i in range(0, count, BATCH):
                 await q.enqueue_many(data[i : i + BATCH])
+            out.put(("producer", _cpu() - c0))
 
     asyncio.run(main())
 
 
-# -- consumers (this process) ---------------------------------------------------------------
+async def _open(srv: Any, kind: str, name: str) -> Any:
+    if kind == "fifo":
+        return await srv.fifo_queue(name, CAPACITY, np.uint8, SHAPE)
+    return await srv.random_shuffle_queue(name, CAPACITY, 0, np.uint8, SHAPE, seed=0)
+
+
+def consume(
+    kind: str, tree: str | None, url: str, name: str, total: int, ready: Any, go: Any, out: Any
+) -> None:
+    """Take ``total`` frames in batches of BATCH once ``go`` is set; report the wall
+    and CPU seconds."""
+    _use_tree(tree)
+    if kind in ("raw", "floor", "staged"):
+        ready.set()
+        go.wait()
+        t0, c0 = time.perf_counter(), _cpu()
+        consumer = {"raw": consume_raw, "floor": consume_floor, "staged": consume_staged}
+        consumer[kind](url, name, total)
+        out.put(("consumer", time.perf_counter() - t0, _cpu() - c0))
+        return
+
+    async def main() -> None:
+        import aqueue.redis
+
+        async with aqueue.redis.connect(url) as srv:
+            q = await _open(srv, kind, name)
+            ready.set()
+            go.wait()
+            t0, c0 = time.perf_counter(), _cpu()
+            got = 0
+            while got < total:
+                got += len(await q.dequeue_many(BATCH))
+            out.put(("consumer", time.perf_counter() - t0, _cpu() - c0))
+            await srv.delete_queue(name)
+
+    asyncio.run(main())
 
 
 def consume_raw(url: str, name: str, total: int) -> None:
@@ -141,46 +252,75 @@ def consume_floor(url: str, name: str, total: int) -> None:
         got += len(batch)
 
 
-async def consume_aqueue(kind: str, url: str, name: str, total: int, ready: Any) -> float:
-    import aqueue.redis
+def consume_staged(url: str, name: str, total: int) -> None:
+    import redis
 
-    async with aqueue.redis.connect(url) as srv:
-        if kind == "fifo":
-            q: Any = await srv.fifo_queue(name, CAPACITY, np.uint8, SHAPE)
-        else:
-            q = await srv.random_shuffle_queue(name, CAPACITY, 0, np.uint8, SHAPE, seed=0)
-        ready()
-        t0 = time.perf_counter()
-        got = 0
-        while got < total:
-            got += len(await q.dequeue_many(BATCH))
-        elapsed = time.perf_counter() - t0
-        await srv.delete_queue(name)
-        return elapsed
+    r = redis.Redis.from_url(url)
+    got = 0
+    i = 0
+    while got < total:
+        lease = f"c{i}"
+        pipe = r.pipeline(transaction=False)
+        pipe.fcall("s_take", 1, name, BATCH, lease)
+        pipe.mget([f"{name}:e:{lease}.{j}" for j in range(1, BATCH + 1)])
+        k, batch = pipe.execute()
+        if not k:
+            time.sleep(0.0002)
+            continue
+        r.fcall("s_ack", 1, name, lease)
+        i += 1
+        np.frombuffer(b"".join(batch), np.uint8).reshape(len(batch), *SHAPE)
+        got += len(batch)
 
 
-def run_row(kind: str, url: str, per_producer: int) -> float:
+class Row(NamedTuple):
+    """One run of one row: wall seconds, and CPU seconds of each party meanwhile."""
+
+    seconds: float
+    server_cpu: float
+    producers_cpu: float
+    consumer_cpu: float
+
+
+def server_cpu(url: str) -> float:
+    """CPU seconds the server has used so far (INFO cpu)."""
+    import redis
+
+    info = redis.Redis.from_url(url).info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def run_row(kind: str, tree: str | None, url: str, per_producer: int) -> Row:
+    """One run: PRODUCERS producer processes and one consumer process, started and
+    connected before the clock starts."""
     ctx = multiprocessing.get_context("spawn")
-    go = ctx.Event()
+    ready, go, out = ctx.Event(), ctx.Event(), ctx.Queue()
     name = f"bench-{kind}-{os.getpid()}-{time.monotonic_ns()}"
+    total = per_producer * PRODUCERS
+    consumer = ctx.Process(target=consume, args=(kind, tree, url, name, total, ready, go, out))
+    consumer.start()
+    ready.wait(60)  # the consumer creates the queue
     procs = [
-        ctx.Process(target=produce, args=(kind, url, name, p, per_producer, go))
+        ctx.Process(target=produce, args=(kind, tree, url, name, p, per_producer, go, out))
         for p in range(PRODUCERS)
     ]
     for p in procs:
         p.start()
     time.sleep(2.0)  # let the producers import and connect before the clock starts
-    total = per_producer * PRODUCERS
-    if kind in ("fifo", "shuffle"):
-        elapsed = asyncio.run(consume_aqueue(kind, url, name, total, go.set))
-    else:
-        go.set()
-        t0 = time.perf_counter()
-        (consume_raw if kind == "raw" else consume_floor)(url, name, total)
-        elapsed = time.perf_counter() - t0
-    for p in procs:
+    srv0 = server_cpu(url)
+    go.set()
+    seconds = cons_cpu = prod_cpu = 0.0
+    srv = 0.0
+    for _ in range(PRODUCERS + 1):
+        msg = out.get(timeout=300)
+        if msg[0] == "consumer":
+            seconds, cons_cpu = msg[1], msg[2]
+            srv = server_cpu(url) - srv0
+        else:
+            prod_cpu += msg[1]
+    for p in [*procs, consumer]:
         p.join(60)
-    return elapsed
+    return Row(seconds, srv, prod_cpu, cons_cpu)
 
 
 def start_server() -> tuple[subprocess.Popen[bytes], str]:
@@ -221,11 +361,43 @@ def start_server() -> tuple[subprocess.Popen[bytes], str]:
     return proc, f"redis://127.0.0.1:{port}/0"
 
 
+ROWS = {
+    "raw": "raw redis-py LPUSH/LPOP (ceiling)",
+    "floor": "floor: 1 FCALL put, 1 take+lease, 1 ack",
+    "staged": "floor, staged: MULTI put, take+MGET, ack",
+    "fifo": "aqueue.redis FIFO",
+    "shuffle": "aqueue.redis RandomShuffle",
+}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--url", help="an existing server (default: start a private one)")
     ap.add_argument("--frames", type=int, default=1600, help="frames per producer")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds (rows interleaved); the median of each row is reported",
+    )
+    ap.add_argument(
+        "--rows", default=",".join(ROWS), help="comma-separated subset of " + ", ".join(ROWS)
+    )
+    ap.add_argument(
+        "--baseline",
+        metavar="TREE",
+        help="also run the aqueue rows with the package of this source tree "
+        "(e.g. a git worktree of another revision), interleaved",
+    )
     args = ap.parse_args()
+    kinds = [k.strip() for k in args.rows.split(",") if k.strip()]
+    if unknown := set(kinds) - set(ROWS):
+        raise SystemExit(f"unknown rows: {sorted(unknown)}")
+    runs: list[tuple[str, str | None]] = []
+    for kind in kinds:
+        if args.baseline and kind in ("fifo", "shuffle"):
+            runs.append((kind, os.path.abspath(args.baseline)))
+        runs.append((kind, None))
     proc = None
     url = args.url
     if url is None:
@@ -234,33 +406,63 @@ def main() -> None:
         import redis
 
         redis.Redis.from_url(url).function_load(FLOOR_LUA, replace=True)
-        rows: dict[str, float] = {}
-        for kind in ("raw", "floor", "fifo", "shuffle"):
-            rows[kind] = run_row(kind, url, args.frames)
+        results: dict[tuple[str, str | None], list[Row]] = {r: [] for r in runs}
+        for _ in range(args.repeat):
+            for kind, tree in runs:
+                results[(kind, tree)].append(run_row(kind, tree, url, args.frames))
         for peer in ("ray", "reverb"):
             if importlib.util.find_spec(peer) is None:
                 print(f"({peer} is not importable here: its row is skipped)")
         total = args.frames * PRODUCERS
-        labels = {
-            "raw": "raw redis-py LPUSH/LPOP (ceiling)",
-            "floor": "floor: 1 FCALL put, 1 take+lease, 1 ack",
-            "fifo": "aqueue.redis FIFO",
-            "shuffle": "aqueue.redis RandomShuffle",
-        }
         print(
             f"\nW5: {total} frames of {FRAME} B, {PRODUCERS} producer processes, "
-            f"1 consumer dequeue_many({BATCH})"
+            f"1 consumer dequeue_many({BATCH}); median of {args.repeat} "
+            "(CPU: seconds per 1,000 elements)"
         )
-        print(f"| {'row':42} | {'elements/s':>10} | {'MB/s':>7} |")
-        print(f"|{'-' * 44}|{'-' * 12}|{'-' * 9}|")
-        for kind, sec in rows.items():
-            eps = total / sec
-            print(f"| {labels[kind]:42} | {eps:10,.0f} | {eps * FRAME / 1e6:7.1f} |")
         print(
-            f"\nFIFO vs raw: {rows['raw'] / rows['fifo']:.2f}x (target >= 0.6x); "
-            f"FIFO vs floor: {rows['floor'] / rows['fifo']:.2f}x; "
-            f"RandomShuffle vs FIFO: {rows['fifo'] / rows['shuffle']:.2f}x (target >= 0.8x)"
+            f"| {'row':46} | {'elements/s':>10} | {'MB/s':>6} | "
+            f"{'server CPU':>10} | {'producers':>9} | {'consumer':>8} |"
         )
+        print(f"|{'-' * 48}|{'-' * 12}|{'-' * 8}|{'-' * 12}|{'-' * 11}|{'-' * 10}|")
+        med: dict[tuple[str, str | None], float] = {}
+        for (kind, tree), rs in results.items():
+            sec = statistics.median(r.seconds for r in rs)
+            med[(kind, tree)] = sec
+            k = 1000 / total
+
+            def per(field: str, rs: list[Row] = rs, k: float = k) -> float:
+                return statistics.median(getattr(r, field) for r in rs) * k
+
+            label = ROWS[kind] + (" (baseline)" if tree else "")
+            eps = total / sec
+            print(
+                f"| {label:46} | {eps:10,.0f} | {eps * FRAME / 1e6:6.1f} | "
+                f"{per('server_cpu'):10.3f} | {per('producers_cpu'):9.3f} | "
+                f"{per('consumer_cpu'):8.3f} |"
+            )
+        print()
+        for tree in ([os.path.abspath(args.baseline)] if args.baseline else []) + [None]:
+            tag = " (baseline)" if tree else ""
+            parts = []
+            if ("fifo", tree) in med and ("raw", None) in med:
+                parts.append(
+                    f"FIFO{tag} vs raw: {med[('raw', None)] / med[('fifo', tree)]:.2f}x "
+                    "(target >= 0.6x)"
+                )
+            for floor in ("floor", "staged"):
+                if ("fifo", tree) in med and (floor, None) in med:
+                    parts.append(
+                        f"vs {ROWS[floor].split(':')[0]}: "
+                        f"{med[(floor, None)] / med[('fifo', tree)]:.2f}x"
+                    )
+            if ("fifo", tree) in med and ("shuffle", tree) in med:
+                parts.append(
+                    f"RandomShuffle{tag} vs FIFO{tag}: "
+                    f"{med[('fifo', tree)] / med[('shuffle', tree)]:.2f}x "
+                    "(target >= 0.8x)"
+                )
+            if parts:
+                print("; ".join(parts))
     finally:
         if proc is not None:
             proc.send_signal(signal.SIGTERM)

@@ -21,10 +21,18 @@ versioned), so capacity, exact-n, min_after_dequeue, uniform random takes (with 
 numbers from the client's seeded numpy Generator), close and drain are atomic on the
 server. A queue's keys share the ``{name}`` hash tag: ``aq:{name}:meta``, ``:items``,
 ``:slots``, ``:lease:<id>``, ``:leases``, ``:ev:data``, ``:ev:space``, ``:pending``,
-``:producers``. A dequeue moves its batch into a lease, receives it, acknowledges it,
-and only then returns it; a cancelled caller puts it back at the head in order (into
-the pool for a shuffle queue), a crashed one's lease expires after ``lease_time`` and
-the next call of any client puts it back. Waiters block in ``BLPOP`` on their own
+``:producers``, and one ``:e:<ref>`` string per element holding its payload. The
+payloads never pass through the Lua functions, which move only short refs: an
+enqueue stages its payloads with ``MSET`` in the same ``MULTI``/``EXEC`` as the
+function call that admits them (or deletes those that do not fit), so a producer
+killed mid-call leaves nothing behind; a dequeue's function call moves the refs into
+a lease and renames the payload keys to the lease's, and an ``MGET`` pipelined behind
+it reads them in the same round trip (``_functions.lua`` says why: Lua interns, and
+here hashes in full, every string it sees, which cost more server CPU than all else).
+A dequeue receives its batch, decodes it, acknowledges it (deleting the payload
+keys), and only then returns it; a cancelled caller puts it back at the head in order
+(into the pool for a shuffle queue), a crashed one's lease expires after
+``lease_time`` and the next call of any client puts it back. Waiters block in ``BLPOP`` on their own
 wake-up key (no polling, no thundering herd: a change wakes, oldest first, only the
 waiters that can now progress), retrying at least every ``wait_timeout`` seconds.
 Elements travel as AQ1 (``_codec``): a msgpack header and raw little-endian bytes,
@@ -69,7 +77,7 @@ it could still write ``aq:*`` keys directly, which is why dequeues validate payl
 An admin loads the library once (``connect(..., load_functions=True)``, the default);
 actors connect with ``load_functions=False``. The exact line::
 
-    ACL SETUSER aqueue-actor on >PASSWORD resetkeys ~aq:* resetchannels -@all +fcall +fcall_ro +blpop +ping +del +exists +get +hdel +hget +hincrby +hlen +hmget +hset +llen +lmove +lpush +lrange +pexpire +rpush +set +time +zadd +zcard +zcount +zrange +zrem +zremrangebyscore +zscore
+    ACL SETUSER aqueue-actor on >PASSWORD resetkeys ~aq:* resetchannels -@all +fcall +fcall_ro +blpop +ping +multi +exec +mset +mget +del +exists +get +hdel +hget +hincrby +hlen +hmget +hset +hvals +llen +lpush +lrange +ltrim +pexpire +rename +rpush +set +time +zadd +zcard +zcount +zrange +zrem +zremrangebyscore +zscore
 """
 
 # The table and the ACL line above are copied verbatim into README: one line each.

@@ -116,7 +116,7 @@ class BlockingRedisQueue:
         try:
             while True:
                 h.check_released()
-                status = op.on_put(calls.fcall("aq_put", h.key, op.put_args()))
+                status = op.on_put(calls.put("aq_put", h.key, *op.put_args()))
                 if status is DONE:
                     return
                 if status is WAIT:
@@ -138,17 +138,19 @@ class BlockingRedisQueue:
         waiting = False
         try:
             while True:
-                got = op.on_take(calls.fcall("aq_take", h.key, op.take_args()))
+                reply, values = calls.take("aq_take", h.key, op.take_args(), op.fetch_keys())
+                got = op.on_take(reply)
                 if got is WAIT:
                     if not waiting:
                         waiting = True
                         clock.enter()
                     calls.wait(op.wake_key, self._remaining(deadline, timeout, what))
-                elif got is not None and op.on_ack(calls.fcall("aq_ack", h.key, op.ack_args())):
-                    op.stage = "ack"  # until decoded: a bad payload is put back
-                    result = op.result(got)
-                    op.stage = "done"
-                    return result
+                elif got is not None:
+                    if values is None:  # a progressive op reads its payloads now
+                        values = calls.mget(op.payload_keys(got))
+                    result = op.received(values)
+                    if op.on_ack(calls.fcall("aq_ack", h.key, op.ack_args())):
+                        return result
         except BaseException:
             self._leave(op.leave_args())
             raise

@@ -167,6 +167,8 @@ class Codec:
         """Validate payload ``p`` fully and return read-only component views."""
         if not isinstance(p, (bytes, bytearray)):
             raise self._error(i, f"expected bytes, got {type(p).__name__}")
+        if not p:
+            raise self._error(i, "it is empty (the server had no payload under its key)")
         if len(p) < 7 or p[:2] != b"AQ":
             raise self._error(i, f"missing the b'AQ' magic (starts with {bytes(p[:8])!r})")
         if p[2] != 1:

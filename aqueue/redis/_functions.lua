@@ -3,23 +3,40 @@
 -- functions, so it is atomic. Loaded by _library.py with FUNCTION LOAD (REPLACE when
 -- aq_version differs from the client's). Keys (P = "aq:{name}:", KEYS[1] = P.."meta"):
 --   meta        hash: gen kind capacity mad dtypes shapes names format closed cancel
---               enq deq peak nextid
---   items       FIFO: list of payloads. Shuffle: hash id -> payload (leased ones too)
---   slots       shuffle only: hash 0..size-1 -> id, the pool a take picks from
---   lease:<L>   list of taken payloads (FIFO) or ids (shuffle), until ack or requeue
+--               enq deq peak
+--   e:<ref>     one element's payload (a string), stored once; it does not pass
+--               through Lua. A producer writes it with MSET in the same MULTI/EXEC as
+--               the aq_put call that admits it or deletes it, so a crashed producer
+--               leaves no payload key behind. A take renames it to e:<L>.<j> (the j-th
+--               element of lease L), where the consumer's MGET, pipelined behind the
+--               take, reads it; the ack deletes it.
+--   items       FIFO only: list of refs, head first
+--   slots       shuffle only: hash 0..size-1 -> ref, the pool a take picks from
+--   lease:<L>   number of elements lease L holds (e:<L>.1 .. e:<L>.<count>), until ack
+--               or requeue
 --   leases      zset L -> deadline (ms, server clock)
 --   void:<L>    "reaped" or "cancelled": a late take with lease L does nothing
 --   ev:data     zset "<need>:<wid>" -> deadline: dequeues waiting for data
 --   ev:space    zset "<need>:<wid>" -> deadline: enqueues waiting for room
 --   ev:data:<wid>, ev:space:<wid>   one waiter's wake-up list (BLPOP), short TTL
+--   ev:want:<wid>   how many elements a waiting enqueue still has to send (the share
+--               of the room its wake-up gives it), expires with its registration
 --   pending     zset wid -> deadline: enqueues in progress (they may finish after a
 --               plain close; the queue is final once closed and this is empty)
 --   producers   zset producer id -> deadline (heartbeat)
--- Invariants: size = LLEN items (FIFO) or HLEN slots (shuffle); a take moves elements
--- only when size - floor >= what it takes (floor = mad while open, 0 once closed);
--- every expired lease is put back by whichever call comes next (reap); a waiter is
--- registered in the same call that found it must wait, so no wake-up is lost; wake-ups
--- go oldest registration first, only to waiters that can now progress.
+-- Why payloads stay out of Lua: every Lua string is interned, and the Lua of the
+-- server measured (Debian's Redis 7.0.15) hashes every byte of it, so a 28 KB payload
+-- passed in ARGV or read with redis.call cost more server CPU than all the rest of
+-- its element's handling; each such pass also copies it twice. Refs are short.
+-- Invariants: size = LLEN items (FIFO) or HLEN slots (shuffle); every ref in items,
+-- slots or a lease names an existing payload key, and every payload key is named by
+-- exactly one of them (or is staged by the transaction whose aq_put admits or deletes
+-- it); a take moves elements only when size - floor >= what it takes (floor =
+-- mad while open, 0 once closed); every expired lease is put back by whichever call
+-- comes next (reap); a waiter is registered in the same call that found it must wait,
+-- so no wake-up is lost; wake-ups go oldest registration first, only to waiters that
+-- can now progress, and woken enqueues split the room rather than all being told all
+-- of it (they would send payloads that do not fit, which are then dropped).
 -- Times: every deadline uses the server's TIME, so client clocks never matter.
 
 local VERSION = '@VERSION@'
@@ -31,7 +48,7 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Lua's C stack caps unpack() at a few thousand values: push in chunks.
+-- Lua's C stack caps unpack() at a few thousand values: call in chunks.
 local function push_all(cmd, key, list, first, last)
   local i = first
   while i <= last do
@@ -41,11 +58,22 @@ local function push_all(cmd, key, list, first, last)
   end
 end
 
+local function del_all(keys)
+  local i = 1
+  while i <= #keys do
+    local j = math.min(#keys, i + 999)
+    redis.call('DEL', unpack(keys, i, j))
+    i = j + 1
+  end
+end
+
+local function prefix(meta) return string.sub(meta, 1, #meta - 4) end
+
 local function load(keys, gen)
   local meta = keys[1]
   local m = redis.call('HMGET', meta, 'gen', 'kind', 'capacity', 'mad', 'closed', 'cancel')
   if m[1] ~= gen then return nil end
-  return {meta = meta, P = string.sub(meta, 1, #meta - 4), fifo = m[2] == 'fifo',
+  return {meta = meta, P = prefix(meta), fifo = m[2] == 'fifo',
           cap = tonumber(m[3]), mad = tonumber(m[4]), closed = m[5] == '1',
           cancel = m[6] == '1'}
 end
@@ -55,41 +83,53 @@ local function size(q)
   return redis.call('HLEN', q.P .. 'slots')
 end
 
--- Put lease L's elements back: at the head in their order (FIFO), or into the pool.
-local function restore_lease(q, L)
-  local lease = q.P .. 'lease:' .. L
-  if q.fifo then
-    for _ = 1, redis.call('LLEN', lease) do
-      redis.call('LMOVE', lease, q.P .. 'items', 'RIGHT', 'LEFT')
-    end
-  else
-    local ids = redis.call('LRANGE', lease, 0, -1)
-    local slots = q.P .. 'slots'
-    local n = redis.call('HLEN', slots)
-    for i, id in ipairs(ids) do redis.call('HSET', slots, n + i - 1, id) end
-  end
-  redis.call('DEL', lease)
-  redis.call('ZREM', q.P .. 'leases', L)
+-- Payload keys of refs args[first..]: staged by the caller's transaction, not admitted.
+local function drop_staged(P, args, first)
+  local ks = {}
+  for i = first, #args do ks[#ks + 1] = P .. 'e:' .. args[i] end
+  del_all(ks)
 end
 
--- Put payloads (handed over, acked, then given back by a cancelled caller) back.
-local function restore_payloads(q, args, first, last)
-  if last < first then return end
+-- Refs of the elements lease L holds (e:<L>.1 .. e:<L>.<count>).
+local function lease_refs(L, count)
+  local refs = {}
+  for j = 1, count do refs[j] = L .. '.' .. j end
+  return refs
+end
+
+local function lease_count(q, L)
+  return tonumber(redis.call('GET', q.P .. 'lease:' .. L) or 0)
+end
+
+-- Add refs to the pool: at the head in their order (FIFO), or as new slots.
+local function give_back(q, refs)
+  if #refs == 0 then return end
   if q.fifo then
     local rev = {}
-    for i = last, first, -1 do rev[#rev + 1] = args[i] end
+    for i = #refs, 1, -1 do rev[#rev + 1] = refs[i] end
     push_all('LPUSH', q.P .. 'items', rev, 1, #rev)
-  else
-    local k = last - first + 1
-    local id0 = redis.call('HINCRBY', q.meta, 'nextid', k) - k
-    local slots, items = q.P .. 'slots', q.P .. 'items'
-    local n = redis.call('HLEN', slots)
-    for i = 0, k - 1 do
-      redis.call('HSET', items, id0 + i, args[first + i])
-      redis.call('HSET', slots, n + i, id0 + i)
-    end
+    return
   end
-  redis.call('HINCRBY', q.meta, 'deq', first - last - 1)
+  local slots = q.P .. 'slots'
+  local n = redis.call('HLEN', slots)
+  local i = 1
+  while i <= #refs do
+    local j = math.min(#refs, i + 499)
+    local fv = {}
+    for x = i, j do
+      fv[#fv + 1] = n + x - 1
+      fv[#fv + 1] = refs[x]
+    end
+    redis.call('HSET', slots, unpack(fv))
+    i = j + 1
+  end
+end
+
+-- Put lease L's elements back (their payload keys keep their lease names).
+local function restore_lease(q, L)
+  give_back(q, lease_refs(L, lease_count(q, L)))
+  redis.call('DEL', q.P .. 'lease:' .. L)
+  redis.call('ZREM', q.P .. 'leases', L)
 end
 
 local function close(q, cancel)
@@ -124,8 +164,17 @@ local function wake(q, data, all)
     local sep = string.find(m, ':', 1, true)
     local need = tonumber(string.sub(m, 1, sep - 1))
     if all or need <= avail then
-      local key = reg .. ':' .. string.sub(m, sep + 1)
-      redis.call('RPUSH', key, math.max(avail, 0))
+      local wid = string.sub(m, sep + 1)
+      local key = reg .. ':' .. wid
+      local give = math.max(avail, 0)
+      if not data then
+        -- an enqueue gets its share: what it still has to send, if that fits
+        local want = q.P .. 'ev:want:' .. wid
+        give = math.min(give, math.max(need, tonumber(redis.call('GET', want) or need)))
+        redis.call('DEL', want)
+        need = math.max(need, give)
+      end
+      redis.call('RPUSH', key, give)
       redis.call('PEXPIRE', key, WAKE_TTL)
       redis.call('ZREM', reg, m)
       avail = avail - need
@@ -167,40 +216,42 @@ local function begin(keys, args)
   return q, now
 end
 
--- Move k elements of the pool into lease L; return their payloads.
-local function move(q, lease, k, args, ridx)
-  local out = {}
+-- Move k elements of the pool into lease L as its elements from+1 .. from+k: their
+-- payload keys are renamed to e:<L>.<j>. A ref whose payload key is missing (deleted
+-- around aqueue) gets an empty payload, which the consumer refuses (PayloadError).
+local function move(q, L, from, k, args, ridx)
+  if k <= 0 then return end
+  local P = q.P
+  local refs
   if q.fifo then
-    local items = q.P .. 'items'
-    for i = 1, k do out[i] = redis.call('LMOVE', items, lease, 'LEFT', 'RIGHT') end
-    return out
+    local items = P .. 'items'
+    refs = redis.call('LRANGE', items, 0, k - 1)
+    redis.call('LTRIM', items, k, -1)
+  else
+    refs = {}
+    local slots = P .. 'slots'
+    local n = redis.call('HLEN', slots)
+    for i = 1, k do
+      -- uniform pick with the client's seeded random number, then swap-remove
+      local idx = math.floor(tonumber(args[ridx + i - 1]) * n)
+      if idx >= n then idx = n - 1 end
+      n = n - 1
+      local got = redis.call('HMGET', slots, idx, n)
+      refs[i] = got[1]
+      if idx ~= n then redis.call('HSET', slots, idx, got[2]) end
+      redis.call('HDEL', slots, n)
+    end
   end
-  local slots, items = q.P .. 'slots', q.P .. 'items'
-  local n = redis.call('HLEN', slots)
-  for i = 1, k do
-    -- uniform pick with the client's seeded random number, then swap-remove
-    local idx = math.floor(tonumber(args[ridx + i - 1]) * n)
-    if idx >= n then idx = n - 1 end
-    local id = redis.call('HGET', slots, idx)
-    n = n - 1
-    if idx ~= n then redis.call('HSET', slots, idx, redis.call('HGET', slots, n)) end
-    redis.call('HDEL', slots, n)
-    redis.call('RPUSH', lease, id)
-    out[i] = redis.call('HGET', items, id)
+  for i, ref in ipairs(refs) do
+    local dst = P .. 'e:' .. L .. '.' .. (from + i)
+    if redis.pcall('RENAME', P .. 'e:' .. ref, dst).err then redis.call('SET', dst, '') end
   end
-  return out
-end
-
-local function lease_payloads(q, lease)
-  local vals = redis.call('LRANGE', lease, 0, -1)
-  if q.fifo then return vals end
-  local items = q.P .. 'items'
-  for i, id in ipairs(vals) do vals[i] = redis.call('HGET', items, id) end
-  return vals
+  redis.call('SET', P .. 'lease:' .. L, from + k)
 end
 
 -- aq_take: ARGV gen L wid mode(one|many|upto) n lease_ms wait_ms progressive rand...
--- -> {'ok', payload...} | {'wait', claimed} | {'oor', size} | {'void'} | {'gone'}
+-- -> {'ok', count} (the payloads are e:<L>.1 .. e:<L>.<count>) | {'wait', claimed} |
+-- {'oor', size} | {'void'} | {'gone'}
 local function aq_take(keys, args)
   local q, now = begin(keys, args)
   if not q then return {'gone'} end
@@ -208,8 +259,7 @@ local function aq_take(keys, args)
   local n, lease_ms, wait_ms = tonumber(args[5]), tonumber(args[6]), tonumber(args[7])
   local progressive = args[8] == '1'
   if redis.call('EXISTS', P .. 'void:' .. L) == 1 then return {'void'} end
-  local lease = P .. 'lease:' .. L
-  local claimed = redis.call('LLEN', lease)
+  local claimed = lease_count(q, L)
   local need = n - claimed
   local avail = size(q) - (q.closed and 0 or q.mad)
   local member = (progressive and 1 or n) .. ':' .. wid
@@ -221,14 +271,12 @@ local function aq_take(keys, args)
     take = math.max(avail, 0)
   end
   if take >= 0 then
-    local out = move(q, lease, take, args, 9 + claimed)
-    if claimed > 0 then out = lease_payloads(q, lease) end
+    move(q, L, claimed, take, args, 9 + claimed)
     redis.call('ZADD', P .. 'leases', now + lease_ms, L)
     redis.call('ZREM', P .. 'ev:data', member)
     wake(q, false, false)
     wake(q, true, false)
-    table.insert(out, 1, 'ok')
-    return out
+    return {'ok', claimed + take}
   end
   if is_final then
     if claimed > 0 then restore_lease(q, L) end
@@ -236,7 +284,7 @@ local function aq_take(keys, args)
     return {'oor', size(q)}
   end
   if progressive and avail > 0 then
-    move(q, lease, avail, args, 9 + claimed)
+    move(q, L, claimed, avail, args, 9 + claimed)
     claimed = claimed + avail
     wake(q, false, false)
   end
@@ -245,29 +293,33 @@ local function aq_take(keys, args)
   return {'wait', claimed}
 end
 
--- aq_ack: ARGV gen L -> number of elements acknowledged, or -1 (the lease expired
--- and its elements went back: the caller must not use them)
+-- aq_ack: ARGV gen L -> number of elements acknowledged (their payload keys are
+-- deleted), or -1 (the lease expired and its elements went back: the caller must not
+-- use them), or -2 (the queue is gone)
 local function aq_ack(keys, args)
   local q = load(keys, args[1])
   if not q then return -2 end
-  local lease = q.P .. 'lease:' .. args[2]
-  local n = redis.call('LLEN', lease)
+  local L = args[2]
+  local n = lease_count(q, L)
   if n == 0 then return -1 end
-  if not q.fifo then
-    local ids = redis.call('LRANGE', lease, 0, -1)
-    push_all('HDEL', q.P .. 'items', ids, 1, #ids)
-  end
-  redis.call('DEL', lease)
-  redis.call('ZREM', q.P .. 'leases', args[2])
+  local ks = {q.P .. 'lease:' .. L}
+  for j = 1, n do ks[j + 1] = q.P .. 'e:' .. L .. '.' .. j end
+  del_all(ks)
+  redis.call('ZREM', q.P .. 'leases', L)
   redis.call('HINCRBY', q.meta, 'deq', n)
   return n
 end
 
--- aq_put: ARGV gen wid atomic total wait_ms payload...  (total counts the payloads
--- sent and those the caller still holds) -> {'ok', admitted, free} | {'closed', cancel}
+-- aq_put: ARGV gen wid atomic total wait_ms ref...  The payloads e:<ref> were written
+-- by the caller's MSET in the same transaction; what is not admitted is deleted.
+-- (total counts the refs sent and the elements the caller still holds)
+-- -> {'ok', admitted, free} | {'closed', cancel} | {'gone'}
 local function aq_put(keys, args)
   local q, now = begin(keys, args)
-  if not q then return {'gone'} end
+  if not q then
+    drop_staged(prefix(keys[1]), args, 6)
+    return {'gone'}
+  end
   local P, wid, atomic = q.P, args[2], args[3] == '1'
   local total, wait_ms = tonumber(args[4]), tonumber(args[5])
   local k = #args - 5
@@ -275,6 +327,7 @@ local function aq_put(keys, args)
   if q.closed and (q.cancel or not redis.call('ZSCORE', P .. 'pending', wid)) then
     redis.call('ZREM', P .. 'pending', wid)
     redis.call('ZREM', P .. 'ev:space', member)
+    drop_staged(P, args, 6)
     return {'closed', q.cancel and 1 or 0}
   end
   local n = size(q)
@@ -289,21 +342,18 @@ local function aq_put(keys, args)
     if q.fifo then
       push_all('RPUSH', P .. 'items', args, 6, 5 + admit)
     else
-      local id0 = redis.call('HINCRBY', q.meta, 'nextid', admit) - admit
-      local items, slots = P .. 'items', P .. 'slots'
-      for i = 0, admit - 1 do
-        redis.call('HSET', items, id0 + i, args[6 + i])
-        redis.call('HSET', slots, n + i, id0 + i)
-      end
+      give_back(q, {unpack(args, 6, 5 + admit)})
     end
     n = n + admit
     redis.call('HINCRBY', q.meta, 'enq', admit)
     if n > tonumber(redis.call('HGET', q.meta, 'peak')) then redis.call('HSET', q.meta, 'peak', n) end
   end
+  drop_staged(P, args, 6 + admit)
   if total - admit > 0 then
     redis.call('ZADD', P .. 'pending', now + wait_ms, wid)
     if admit < k or k == 0 then
       redis.call('ZADD', P .. 'ev:space', now + wait_ms, member)
+      redis.call('SET', P .. 'ev:want:' .. wid, total - admit, 'PX', wait_ms)
     end
   else
     redis.call('ZREM', P .. 'pending', wid)
@@ -315,9 +365,12 @@ end
 
 -- aq_leave: ARGV gen L unknown wid get_member put_member payload...
 -- A caller leaves early (cancelled, timed out, failed): deregister it, put back what
--- lease L holds, or the payloads it had been handed (the ack ran), or, when the take's
--- outcome is unknown, void L so the take does nothing if it runs later. Then pass the
--- wake-ups on.
+-- lease L holds, or the payloads it had been handed (the ack ran: they come back in
+-- ARGV, the one path where payloads pass through Lua, rare, and allowed when the
+-- server is out of memory), or, when the take's outcome is unknown, void L so the
+-- take does nothing if it runs later. Then pass the wake-ups on.
+-- -> 0 (nothing to undo) | 1 (lease put back) | 2 (it had expired and gone back)
+-- | 3 (payloads put back) | 4 (voided)
 local function aq_leave(keys, args)
   local q = load(keys, args[1])
   if not q then return 0 end
@@ -325,7 +378,7 @@ local function aq_leave(keys, args)
   redis.call('ZREM', P .. 'ev:data', args[5])
   redis.call('ZREM', P .. 'ev:space', args[6])
   redis.call('ZREM', P .. 'pending', wid)
-  redis.call('DEL', P .. 'ev:data:' .. wid, P .. 'ev:space:' .. wid)
+  redis.call('DEL', P .. 'ev:data:' .. wid, P .. 'ev:space:' .. wid, P .. 'ev:want:' .. wid)
   local status = 0
   if L ~= '' then
     if redis.call('EXISTS', P .. 'lease:' .. L) == 1 then
@@ -334,7 +387,13 @@ local function aq_leave(keys, args)
     elseif redis.call('GET', P .. 'void:' .. L) == 'reaped' then
       status = 2
     elseif #args > 6 then
-      restore_payloads(q, args, 7, #args)
+      local refs = {}
+      for i = 7, #args do
+        refs[#refs + 1] = L .. '.b' .. (i - 6)
+        redis.call('SET', P .. 'e:' .. refs[#refs], args[i])
+      end
+      give_back(q, refs)
+      redis.call('HINCRBY', q.meta, 'deq', -#refs)
       status = 3
     elseif args[3] == '1' then
       redis.call('SET', P .. 'void:' .. L, 'cancelled', 'PX', VOID_TTL)
@@ -348,7 +407,7 @@ end
 
 -- aq_close: ARGV gen cancel
 local function aq_close(keys, args)
-  local q, now = begin(keys, args)
+  local q = begin(keys, args)
   if not q then return 0 end
   close(q, args[2] == '1')
   wake_all(q)
@@ -393,7 +452,7 @@ local function aq_open(keys, args)
   redis.call('HSET', meta, 'gen', args[1], 'kind', args[2], 'capacity', args[3],
              'mad', args[4], 'dtypes', args[5], 'shapes', args[6], 'names', args[7],
              'format', args[8], 'closed', '0', 'cancel', '0', 'enq', 0, 'deq', 0,
-             'peak', 0, 'nextid', 0)
+             'peak', 0)
   return {'created', args[1]}
 end
 
@@ -410,11 +469,12 @@ local function aq_stats(keys, args)
           redis.call('ZCOUNT', P .. 'producers', now, '+inf'), redis.call('ZCARD', P .. 'leases')}
 end
 
--- aq_delete: wake every waiter (they then find the queue gone), drop every key.
+-- aq_delete: wake every waiter (they then find the queue gone), drop every key, the
+-- payload keys of the stored and the leased elements included.
 local function aq_delete(keys, args)
   local meta = keys[1]
   if redis.call('EXISTS', meta) == 0 then return 0 end
-  local P = string.sub(meta, 1, #meta - 4)
+  local P = prefix(meta)
   for _, reg in ipairs({'ev:data', 'ev:space'}) do
     for _, m in ipairs(redis.call('ZRANGE', P .. reg, 0, -1)) do
       local key = P .. reg .. ':' .. string.sub(m, string.find(m, ':', 1, true) + 1)
@@ -422,9 +482,20 @@ local function aq_delete(keys, args)
       redis.call('PEXPIRE', key, WAKE_TTL)
     end
   end
-  for _, L in ipairs(redis.call('ZRANGE', P .. 'leases', 0, -1)) do
-    redis.call('DEL', P .. 'lease:' .. L)
+  local refs
+  if redis.call('HGET', meta, 'kind') == 'fifo' then
+    refs = redis.call('LRANGE', P .. 'items', 0, -1)
+  else
+    refs = redis.call('HVALS', P .. 'slots')
   end
+  for _, L in ipairs(redis.call('ZRANGE', P .. 'leases', 0, -1)) do
+    local lease = P .. 'lease:' .. L
+    for j = 1, tonumber(redis.call('GET', lease) or 0) do refs[#refs + 1] = L .. '.' .. j end
+    redis.call('DEL', lease)
+  end
+  local ks = {}
+  for i, ref in ipairs(refs) do ks[i] = P .. 'e:' .. ref end
+  del_all(ks)
   redis.call('DEL', meta, P .. 'items', P .. 'slots', P .. 'leases', P .. 'ev:data',
              P .. 'ev:space', P .. 'pending', P .. 'producers')
   return 1

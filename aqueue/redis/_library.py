@@ -19,7 +19,7 @@ from typing import Any
 __all__ = ["LIBRARY_SOURCE", "LIBRARY_VERSION", "library_problem"]
 
 _RAW = resources.files(__package__).joinpath("_functions.lua").read_text(encoding="utf-8")
-LIBRARY_VERSION = "1:" + hashlib.sha1(_RAW.encode()).hexdigest()[:12]
+LIBRARY_VERSION = "2:" + hashlib.sha1(_RAW.encode()).hexdigest()[:12]
 LIBRARY_SOURCE = _RAW.replace("@VERSION@", LIBRARY_VERSION)
 
 

@@ -1,23 +1,35 @@
 """One queue operation as a sequence of server calls, shared by the async queue and the
 thread view: which arguments each function call gets, and what its reply means.
 
-A dequeue (``TakeOp``) runs ``aq_take`` until it returns elements, then ``aq_ack``:
+A dequeue (``TakeOp``) runs ``aq_take`` until it returns elements, decodes them,
+then runs ``aq_ack``. The take moves the elements' refs into its lease and renames
+their payload keys to ``e:<lease>.1 ..``, which an ``MGET`` pipelined behind the take
+reads (a progressive dequeue, whose lease fills over several calls, reads them once
+after the last call instead):
 
     stage "take"  the take call is in flight: if the caller leaves now, the outcome is
                   unknown, so ``aq_leave`` restores the lease if it exists, else voids
                   the lease id so a take arriving late does nothing;
     stage "wait"  the op is registered and waits for a wake-up; its lease may hold
                   elements a progressive dequeue claimed (``aq_leave`` restores them);
-    stage "ack"   the elements were received: leaving now gives them back, from the
-                  lease if the ack did not run, else from the payloads this op holds
-                  (unless the lease expired and they went back already);
+    stage "got"   the lease holds the elements and the payloads were (or are being)
+                  read and decoded: leaving now (a bad payload: PayloadError) restores
+                  the lease;
+    stage "ack"   the ack is in flight or done: leaving now gives the elements back,
+                  from the lease if the ack did not run, else from the payloads this op
+                  holds (unless the lease expired and they went back already);
     stage "done"  nothing to undo: returned, or the server already undid everything
                   (OutOfRange, queue deleted).
 
-An enqueue (``PutOp``) sends its payloads in calls of at most ``max_call_bytes``;
-``aq_put`` admits what fits (all or nothing when ``atomic``). While any remain, the
-op is registered as pending (a plain close lets it finish, as in-process) and waits
-for room; the wake-up carries the free room, so the next call sends about that many.
+An enqueue (``PutOp``) sends its payloads in calls of at most ``max_call_bytes``:
+each call is one transaction that stages the payloads under fresh refs (``MSET``)
+and runs ``aq_put`` with the refs; ``aq_put`` admits what fits (all or nothing when
+``atomic``) and deletes the payloads it did not admit. While any remain, the op is
+registered as pending (a plain close lets it finish, as in-process) and waits for
+room; the wake-up carries this waiter's share of the free room (waiters woken
+together split it, oldest first, by what each still has to send), so the next call
+sends about that many. A new op starts from the room the last call of this process
+saw, so on a full queue it sends one payload, not a chunk that would be refused.
 Leaving early keeps the admitted prefix and only deregisters.
 """
 
@@ -90,6 +102,8 @@ class Handle:
         self.max_call_bytes = max_call_bytes
         self._rng = np.random.default_rng(seed) if kind == "shuffle" else None
         self._rng_lock = threading.Lock()
+        # The free room the last aq_put reply of this process reported (a hint only).
+        self.room = capacity
         # Set by release_producers (a coordinator's stop): this process's enqueues on
         # this queue object fail with QueueClosedError at their next step.
         self.released = False
@@ -141,7 +155,18 @@ class Producers(Protocol):
 class TakeOp:
     """One dequeue, dequeue_many or dequeue_up_to (see the module docstring)."""
 
-    __slots__ = ("h", "lease", "member", "mode", "n", "payloads", "progressive", "rands", "stage")
+    __slots__ = (
+        "count",
+        "h",
+        "lease",
+        "member",
+        "mode",
+        "n",
+        "payloads",
+        "progressive",
+        "rands",
+        "stage",
+    )
 
     def __init__(self, h: Handle, mode: str, n: int) -> None:
         self.h = h
@@ -153,6 +178,7 @@ class TakeOp:
         self.stage = "take"
         self.lease = ""
         self.member = ""
+        self.count = 0
         self.renew()
 
     def renew(self) -> None:
@@ -181,13 +207,24 @@ class TakeOp:
             *self.rands,
         ]
 
+    def payload_keys(self, count: int) -> list[str]:
+        """The keys of the first ``count`` elements of this op's lease."""
+        base = f"{self.h.prefix}e:{self.lease}."
+        return [f"{base}{j}" for j in range(1, count + 1)]
+
+    def fetch_keys(self) -> list[str]:
+        """Keys to read right behind each take call: all ``n`` lease keys (missing
+        ones read as nil, cheaply), or none for a progressive op, which reads its
+        payloads once its lease is complete (``payload_keys(count)``)."""
+        return [] if self.progressive else self.payload_keys(self.n)
+
     def on_take(self, reply: list[Any]) -> Any:
-        """The payloads taken, WAIT, or None (lease voided: retry at once)."""
+        """The number of elements taken, WAIT, or None (lease voided: retry at once)."""
         status = _text(reply[0])
         if status == "ok":
-            self.payloads = reply[1:]
-            self.stage = "ack"
-            return self.payloads
+            self.count = int(reply[1])
+            self.stage = "got"
+            return self.count
         if status == "wait":
             self.stage = "wait"
             return WAIT
@@ -204,7 +241,15 @@ class TakeOp:
         self.stage = "take"
         return None
 
+    def received(self, values: list[Any]) -> Any:
+        """Decode the ``count`` payloads read from the lease keys (a missing one reads
+        as empty, which decoding refuses); the user-facing result. May raise
+        PayloadError: the stage stays "got", so leaving restores the lease."""
+        self.payloads = [b"" if v is None else v for v in values[: self.count]]
+        return self.result(self.payloads)
+
     def ack_args(self) -> list[Any]:
+        self.stage = "ack"
         return [self.h.gen, self.lease]
 
     def on_ack(self, reply: Any) -> bool:
@@ -213,8 +258,8 @@ class TakeOp:
         if int(reply) >= 0:
             self.stage = "done"
             return True
+        self.stage = "done"
         if int(reply) == -2:
-            self.stage = "done"
             raise aqueue.OutOfRangeError(queue_name=self.h.name, requested=self.n, size=0)
         self.renew()
         return False
@@ -240,6 +285,7 @@ class PutOp:
 
     __slots__ = (
         "atomic",
+        "calls",
         "h",
         "hint",
         "member",
@@ -257,17 +303,22 @@ class PutOp:
         self.atomic = atomic
         self.pos = 0
         self.sent = 0
-        self.hint = len(payloads)
+        # The room this process last saw: a producer that just found the queue full
+        # sends one payload first (it then waits for its share of the room), not all.
+        self.hint = min(len(payloads), h.room)
         self.registered = False
         self.waited = False
         self.wid = uuid.uuid4().hex
         self.member = f"{len(payloads) if atomic else 1}:{self.wid}"
+        self.calls = 0
 
     @property
     def wake_key(self) -> str:
         return f"{self.h.prefix}ev:space:{self.wid}"
 
-    def put_args(self) -> list[Any]:
+    def put_args(self) -> tuple[list[Any], list[tuple[str, bytes]]]:
+        """The arguments of the next ``aq_put``, and the payloads to stage with it
+        (key, payload), under refs unique to this call."""
         remaining = len(self.payloads) - self.pos
         if self.atomic:
             k = remaining if self.hint >= remaining else 0  # else only register (probe)
@@ -278,14 +329,12 @@ class PutOp:
         self.sent = k
         self.registered = True  # from now on the server may hold a registration
         h = self.h
-        return [
-            h.gen,
-            self.wid,
-            "1" if self.atomic else "0",
-            remaining,
-            h.reg_ms,
-            *self.payloads[self.pos : self.pos + k],
-        ]
+        self.calls += 1
+        refs = [f"{self.wid}.{self.calls}.{i}" for i in range(k)]
+        e = f"{h.prefix}e:"
+        stage = [(e + ref, p) for ref, p in zip(refs, self.payloads[self.pos : self.pos + k])]
+        args = [h.gen, self.wid, "1" if self.atomic else "0", remaining, h.reg_ms, *refs]
+        return args, stage
 
     def on_put(self, reply: list[Any]) -> Any:
         """DONE, MORE (send the next chunk now) or WAIT."""
@@ -303,7 +352,7 @@ class PutOp:
             raise aqueue.QueueClosedError(f"queue '{self.h.name}' {why}")
         admitted = int(reply[1])
         self.pos += admitted
-        self.hint = int(reply[2])
+        self.hint = self.h.room = int(reply[2])
         if self.pos == len(self.payloads):
             self.registered = False
             return DONE

@@ -143,7 +143,7 @@ class RedisQueue:
         try:
             while True:
                 h.check_released()
-                status = op.on_put(await t.fcall("aq_put", h.key, op.put_args()))
+                status = op.on_put(await t.put("aq_put", h.key, *op.put_args()))
                 if status is DONE:
                     return
                 if status is WAIT:
@@ -200,17 +200,19 @@ class RedisQueue:
         waiting = False
         try:
             while True:
-                got = op.on_take(await t.fcall("aq_take", h.key, op.take_args()))
+                reply, values = await t.take("aq_take", h.key, op.take_args(), op.fetch_keys())
+                got = op.on_take(reply)
                 if got is WAIT:
                     if not waiting:
                         waiting = True
                         self.empty_clock.enter()
                     await t.wait(op.wake_key, h.wait_timeout)
-                elif got is not None and op.on_ack(await t.fcall("aq_ack", h.key, op.ack_args())):
-                    op.stage = "ack"  # until decoded: a bad payload is put back
-                    result = op.result(got)
-                    op.stage = "done"
-                    return result
+                elif got is not None:
+                    if values is None:  # a progressive op reads its payloads now
+                        values = await t.mget(op.payload_keys(got))
+                    result = op.received(values)
+                    if op.on_ack(await t.fcall("aq_ack", h.key, op.ack_args())):
+                        return result
         except BaseException:
             await self._leave(op.leave_args())
             raise

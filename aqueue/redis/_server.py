@@ -37,7 +37,7 @@ from ._transport import AsyncioTransport, SyncCalls, ThreadTransport, client_opt
 __all__ = ["RedisServer", "connect"]
 
 _log = logging.getLogger("aqueue.redis")
-_FORMAT = "1"
+_FORMAT = "2"
 
 
 def connect(

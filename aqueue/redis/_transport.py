@@ -1,6 +1,7 @@
-"""How queue calls reach the server: one FCALL at a time, and cancellable waits.
+"""How queue calls reach the server: function calls, and cancellable waits.
 
-Two implementations of one small interface (``fcall``, ``wait``, ``aclose``):
+Two implementations of one small interface (``fcall``, ``put``, ``take``, ``mget``,
+``wait``, ``aclose``):
 
 - ``AsyncioTransport`` (asyncio): ``redis.asyncio``, one connection pool for function
   calls and one for the blocking waits (a ``BLPOP`` holds its connection).
@@ -8,8 +9,19 @@ Two implementations of one small interface (``fcall``, ``wait``, ``aclose``):
   asyncio-only, so the synchronous client's calls run in worker threads. The thread
   view (``_blocking.py``) calls the same ``SyncCalls`` directly.
 
+Three shapes of server call, each one round trip:
+
+- ``fcall``: one FCALL;
+- ``put``: ``MULTI; MSET e:<ref> payload ...; FCALL aq_put ... ref ...; EXEC``. The
+  payloads go to their own keys, never through Lua, and the transaction makes the
+  staging and the call that admits (or deletes) them one atomic step: a producer
+  that dies mid-send leaves nothing behind. Should the function fail (say the
+  library was flushed), the staged keys are deleted, best effort;
+- ``take``: ``FCALL aq_take ...`` pipelined with ``MGET`` of the keys the take renames
+  its elements to (``e:<lease>.<j>``), so the payloads come straight from their keys.
+
 Invariants:
-- ``fcall`` always lets the server call finish, so its outcome is known to the server
+- every call always lets the server call finish, so its outcome is known to the server
   state even when the caller is cancelled: an anyio cancellation is deferred past it
   (shielded scope), a native asyncio ``task.cancel()`` is re-raised only after the call
   finished (the reply is then dropped, and the caller resolves the outcome with its
@@ -25,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 import anyio
@@ -69,6 +81,13 @@ def client_options(socket_timeout: float, max_connections: int | None) -> dict[s
     }
 
 
+def _first_error(replies: Sequence[Any]) -> BaseException | None:
+    for r in replies:
+        if isinstance(r, BaseException):
+            return r
+    return None
+
+
 def _sync_client(url: str, opts: dict[str, Any]) -> redis.Redis:
     kw = {k: v for k, v in opts.items() if k != "_retry"}
     return redis.Redis.from_url(url, retry=opts["_retry"][0], **kw)
@@ -88,10 +107,56 @@ class SyncCalls:
 
     def fcall(self, fn: str, key: str, args: Sequence[Any], ro: bool = False) -> Any:
         try:
-            cmd = "FCALL_RO" if ro else "FCALL"
-            return self.client.execute_command(cmd, fn, 1, key, *args)  # type: ignore[no-untyped-call]
+            if ro:
+                return self.client.fcall_ro(fn, 1, key, *args)
+            return self.client.fcall(fn, 1, key, *args)
         except redis.RedisError as exc:
             raise map_error(exc, f"{fn} on {key}") from exc
+
+    def put(
+        self, fn: str, key: str, args: Sequence[Any], stage: Sequence[tuple[str, bytes]]
+    ) -> Any:
+        """``fn`` in one transaction after MSET of the ``stage`` keys (see above)."""
+        if not stage:
+            return self.fcall(fn, key, args)
+        try:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.mset(dict(stage))
+            pipe.fcall(fn, 1, key, *args)
+            replies = pipe.execute(raise_on_error=False)
+        except redis.RedisError as exc:
+            raise map_error(exc, f"{fn} on {key}") from exc
+        err = _first_error(replies)
+        if err is not None:
+            try:
+                self.client.delete(*(k for k, _ in stage))
+            except redis.RedisError:
+                pass
+            raise map_error(err, f"{fn} on {key}") from err
+        return replies[1]
+
+    def take(self, fn: str, key: str, args: Sequence[Any], fetch: Sequence[str]) -> tuple[Any, Any]:
+        """``fn``'s reply, and the values of the ``fetch`` keys read right after it
+        (None when ``fetch`` is empty)."""
+        if not fetch:
+            return self.fcall(fn, key, args), None
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.fcall(fn, 1, key, *args)
+            pipe.mget(fetch)
+            replies = pipe.execute(raise_on_error=False)
+        except redis.RedisError as exc:
+            raise map_error(exc, f"{fn} on {key}") from exc
+        err = _first_error(replies)
+        if err is not None:
+            raise map_error(err, f"{fn} on {key}") from err
+        return replies[0], replies[1]
+
+    def mget(self, keys: Sequence[str]) -> list[Any]:
+        try:
+            return list(self.client.mget(keys))
+        except redis.RedisError as exc:
+            raise map_error(exc, f"reading {len(keys)} payloads") from exc
 
     def wait(self, key: str, seconds: float) -> bytes | None:
         try:
@@ -123,6 +188,30 @@ class ThreadTransport:
                 functools.partial(self._calls.fcall, fn, key, args, ro), abandon_on_cancel=False
             )
 
+    async def put(
+        self, fn: str, key: str, args: Sequence[Any], stage: Sequence[tuple[str, bytes]]
+    ) -> Any:
+        with anyio.CancelScope(shield=True):
+            return await anyio.to_thread.run_sync(
+                functools.partial(self._calls.put, fn, key, args, stage), abandon_on_cancel=False
+            )
+
+    async def take(
+        self, fn: str, key: str, args: Sequence[Any], fetch: Sequence[str]
+    ) -> tuple[Any, Any]:
+        with anyio.CancelScope(shield=True):
+            out = await anyio.to_thread.run_sync(
+                functools.partial(self._calls.take, fn, key, args, fetch), abandon_on_cancel=False
+            )
+        return out
+
+    async def mget(self, keys: Sequence[str]) -> list[Any]:
+        with anyio.CancelScope(shield=True):
+            out = await anyio.to_thread.run_sync(
+                functools.partial(self._calls.mget, keys), abandon_on_cancel=False
+            )
+        return out
+
     async def wait(self, key: str, seconds: float) -> bytes | None:
         # Abandoned on cancellation: the thread's BLPOP ends by itself within `seconds`.
         return await anyio.to_thread.run_sync(
@@ -141,9 +230,8 @@ class AsyncioTransport:
         self._waits = _async_client(url, opts)
         self._abandoned: set[asyncio.Future[Any]] = set()
 
-    async def fcall(self, fn: str, key: str, args: Sequence[Any], ro: bool = False) -> Any:
-        cmd = "FCALL_RO" if ro else "FCALL"
-        call = self._client.execute_command(cmd, fn, 1, key, *args)  # type: ignore[no-untyped-call]
+    async def _finish(self, call: Awaitable[Any], what: str) -> Any:
+        """Run ``call`` to its end even when the caller is cancelled (see above)."""
         task = asyncio.ensure_future(call)
         with anyio.CancelScope(shield=True):
             try:
@@ -159,7 +247,55 @@ class AsyncioTransport:
                     task.exception()  # retrieved: the caller resolves the outcome itself
                 raise
             except redis.RedisError as exc:
-                raise map_error(exc, f"{fn} on {key}") from exc
+                raise map_error(exc, what) from exc
+
+    async def fcall(self, fn: str, key: str, args: Sequence[Any], ro: bool = False) -> Any:
+        if ro:
+            call = self._client.fcall_ro(fn, 1, key, *args)
+        else:
+            call = self._client.fcall(fn, 1, key, *args)
+        return await self._finish(call, f"{fn} on {key}")
+
+    async def put(
+        self, fn: str, key: str, args: Sequence[Any], stage: Sequence[tuple[str, bytes]]
+    ) -> Any:
+        """``fn`` in one transaction after MSET of the ``stage`` keys (see above)."""
+        if not stage:
+            return await self.fcall(fn, key, args)
+        what = f"{fn} on {key}"
+        pipe = self._client.pipeline(transaction=True)
+        pipe.mset(dict(stage))
+        pipe.fcall(fn, 1, key, *args)
+        replies = await self._finish(pipe.execute(raise_on_error=False), what)
+        err = _first_error(replies)
+        if err is not None:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self._client.delete(*(k for k, _ in stage))
+                except redis.RedisError:
+                    pass
+            raise map_error(err, what) from err
+        return replies[1]
+
+    async def take(
+        self, fn: str, key: str, args: Sequence[Any], fetch: Sequence[str]
+    ) -> tuple[Any, Any]:
+        """``fn``'s reply, and the values of the ``fetch`` keys read right after it
+        (None when ``fetch`` is empty)."""
+        if not fetch:
+            return await self.fcall(fn, key, args), None
+        what = f"{fn} on {key}"
+        pipe = self._client.pipeline(transaction=False)
+        pipe.fcall(fn, 1, key, *args)
+        pipe.mget(fetch)
+        replies = await self._finish(pipe.execute(raise_on_error=False), what)
+        err = _first_error(replies)
+        if err is not None:
+            raise map_error(err, what) from err
+        return replies[0], replies[1]
+
+    async def mget(self, keys: Sequence[str]) -> list[Any]:
+        return list(await self._finish(self._client.mget(keys), f"reading {len(keys)} payloads"))
 
     async def wait(self, key: str, seconds: float) -> bytes | None:
         # The BLPOP runs in a task of its own that a cancellation does not touch: it

@@ -128,3 +128,15 @@ async def until(predicate: Callable[[], Awaitable[bool]], *, limit_s: float = 10
     with anyio.fail_after(limit_s):
         while not await predicate():  # noqa: ASYNC110 - the state lives on the server
             await anyio.sleep(0.01)
+
+
+def payload_keys(server: RedisProc, name: str) -> list[bytes]:
+    """The payload keys (``aq:{name}:e:*``) of queue ``name`` on the server."""
+    with server.client() as c:
+        return sorted(c.scan_iter(match=f"aq:{{{name}}}:e:*", count=1000))
+
+
+def queue_keys(server: RedisProc, name: str) -> list[bytes]:
+    """Every key of queue ``name`` (``aq:{name}:*``)."""
+    with server.client() as c:
+        return sorted(c.scan_iter(match=f"aq:{{{name}}}:*", count=1000))

@@ -145,3 +145,16 @@ def runner_actor(url: str, name: str, actor: int, count: int, guard: Any) -> Non
                 await runner.join()  # leaving the block would stop the producers
 
     asyncio.run(main())
+
+
+def big_producer(url: str, name: str) -> None:
+    """Enqueue batches of 32 elements of 64 KB (2 MB a call) until killed."""
+
+    async def main() -> None:
+        async with aqueue.redis.connect(url, lease_time=1.0, wait_timeout=0.05) as srv:
+            q = await srv.fifo_queue(name, 64, np.uint8, (64 << 10,))
+            batch = np.ones((32, 64 << 10), np.uint8)
+            while True:
+                await q.enqueue_many(batch)
+
+    asyncio.run(main())

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
+from redis_util import RedisProc, payload_keys
 
 import aqueue
 import aqueue.redis
@@ -64,7 +65,9 @@ def values(batch: Any) -> list[int]:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("kind", ["fifo", "shuffle"])
-async def test_random_scope_cancellations(url: str, qname: str, kind: str) -> None:
+async def test_random_scope_cancellations(
+    url: str, redis_server: RedisProc, qname: str, kind: str
+) -> None:
     rng = random.Random(11)
     calls: list[tuple[list[int], bool]] = []
     out: list[int] = []
@@ -118,6 +121,7 @@ async def test_random_scope_cancellations(url: str, qname: str, kind: str) -> No
         assert (await q.statistics()).size == 0
     # single-element enqueues that were cancelled may or may not be in: a prefix too
     verify(calls, out)
+    assert payload_keys(redis_server, qname) == []  # none staged, leased or put back left
     assert stats["put cancelled"] > 5
     assert stats["get cancelled"] > 5
 
@@ -133,7 +137,9 @@ async def within(delay: float, call: Coroutine[Any, Any, None]) -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("kind", ["fifo", "shuffle"])
-async def test_random_native_asyncio_cancellations(url: str, qname: str, kind: str) -> None:
+async def test_random_native_asyncio_cancellations(
+    url: str, redis_server: RedisProc, qname: str, kind: str
+) -> None:
     """task.cancel() and asyncio.timeout at random moments: nothing lost or duplicated.
     A native cancellation that arrives during a server call takes effect when the call
     returns, so an enqueue may have admitted its element although it raised."""
@@ -185,5 +191,6 @@ async def test_random_native_asyncio_cancellations(url: str, qname: str, kind: s
             except aqueue.OutOfRangeError:
                 break
     verify(calls, out)
+    assert payload_keys(redis_server, qname) == []
     assert stats["cancelled"] > 20
     assert stats["timeout"] > 5

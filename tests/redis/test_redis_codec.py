@@ -76,7 +76,7 @@ def test_another_encoders_valid_payload_decodes() -> None:
 @pytest.mark.parametrize(
     ("payload", "message"),
     [
-        (b"", "magic"),
+        (b"", "empty"),
         (b"pickle\x80\x04", "magic"),
         (b"AQ\x02\0\0\0\0", "version 2"),
         (b"AQ\x01\xff\xff\x00\x00", "header length"),
@@ -121,25 +121,28 @@ async def srv(url: str) -> AsyncIterator[aqueue.redis.RedisServer]:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("kind", ["fifo", "shuffle"])
+@pytest.mark.parametrize("what", ["foreign", "missing"])
 async def test_injected_payload_gives_a_clear_error_and_stays(
-    srv: Any, redis_server: RedisProc, qname: str, kind: str
+    srv: Any, redis_server: RedisProc, qname: str, kind: str, what: str
 ) -> None:
-    """A raw client pushes garbage into the queue's storage: the dequeue that meets it
-    raises PayloadError naming the queue; the batch goes back, nothing is consumed."""
+    """A raw client adds an element to the queue's storage whose payload is garbage
+    (foreign) or absent (a ref to no key): the dequeue that meets it raises
+    PayloadError naming the queue; the batch goes back, nothing is consumed."""
     if kind == "fifo":
         q = await srv.fifo_queue(qname, 10, np.int64, (2,))
     else:
         q = await srv.random_shuffle_queue(qname, 10, 0, np.int64, (2,), seed=0)
     await q.enqueue_many(np.arange(8).reshape(4, 2))
     with redis_server.client() as raw:
+        if what == "foreign":
+            raw.set(f"aq:{{{qname}}}:e:bad", b"\x80\x04garbage")
         if kind == "fifo":
-            raw.rpush(f"aq:{{{qname}}}:items", b"\x80\x04garbage")
+            raw.rpush(f"aq:{{{qname}}}:items", "bad")
         else:
-            raw.hset(f"aq:{{{qname}}}:items", "999", b"\x80\x04garbage")
-            raw.hset(f"aq:{{{qname}}}:slots", "4", "999")
+            raw.hset(f"aq:{{{qname}}}:slots", "4", "bad")
     with pytest.raises(aqueue.redis.PayloadError, match=qname) as info:
         await q.dequeue_many(5)
-    assert "magic" in str(info.value)
+    assert ("magic" if what == "foreign" else "empty") in str(info.value)
     s = await q.statistics()
     assert (s.size, s.dequeued_total) == (5, 0)
     if kind == "fifo":

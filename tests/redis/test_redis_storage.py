@@ -1,0 +1,219 @@
+"""How elements are stored: one payload key per element, written in the transaction
+that admits it, renamed into a lease by a take, deleted by the ack. Nothing outlives
+its element: a producer whose connection dies mid-call, or that is SIGKILLed, leaves
+no payload behind; a function failing inside the transaction leaves none; deleting a
+queue removes the payloads of stored and leased elements. And waiting enqueues woken
+together split the free room instead of each being told all of it."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import signal
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+import redis_workers
+from redis_util import RedisProc, payload_keys, queue_keys, until
+
+import aqueue
+import aqueue.redis
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+
+CTX = multiprocessing.get_context("spawn")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # raw server access and a proxy; both backends run the contract tests
+
+
+@pytest.fixture
+async def srv(url: str) -> AsyncIterator[aqueue.redis.RedisServer]:
+    async with aqueue.redis.connect(url, lease_time=2.0, wait_timeout=0.05) as server:
+        yield server
+
+
+async def open_q(srv: Any, kind: str, name: str, cap: int, shape: Any = (2,)) -> Any:
+    if kind == "fifo":
+        return await srv.fifo_queue(name, cap, np.int64, shape)
+    return await srv.random_shuffle_queue(name, cap, 0, np.int64, shape, seed=1)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "shuffle"])
+async def test_payload_keys_follow_the_elements(
+    srv: Any, redis_server: RedisProc, qname: str, kind: str
+) -> None:
+    """One payload key per stored or leased element; an ack deletes its batch's keys;
+    delete_queue removes every key, leased payloads included."""
+    q = await open_q(srv, kind, qname, 16)
+    await q.enqueue_many(np.arange(20).reshape(10, 2))
+    assert len(payload_keys(redis_server, qname)) == 10
+    await q.dequeue_many(4)
+    assert len(payload_keys(redis_server, qname)) == 6
+    h = q._h  # a take without its ack: the lease holds 3 payload keys under its name
+    args = [h.gen, "held", "held", "many", 3, h.lease_ms, h.reg_ms, "0", *h.rands(3)]
+    keys = [f"{h.prefix}e:held.{j}" for j in (1, 2, 3)]
+    reply, values = await q._t.take("aq_take", h.key, args, keys)
+    assert reply == [b"ok", 3]
+    assert all(v is not None and v.startswith(b"AQ\x01") for v in values)
+    stored = payload_keys(redis_server, qname)
+    assert len(stored) == 6
+    assert sum(k.startswith(f"aq:{{{qname}}}:e:held.".encode()) for k in stored) == 3
+    assert (await q.statistics()).size == 3
+    assert await srv.delete_queue(qname)
+    assert queue_keys(redis_server, qname) == []
+
+
+class CuttingProxy:
+    """A TCP proxy to the server that, on the first connection sending ``aq_put``,
+    forwards everything before that command and then drops the connection: the
+    server has the MULTI and the MSET of the payloads but never the call or the EXEC,
+    as when a producer dies mid-send."""
+
+    MARK = b"$5\r\nFCALL\r\n$6\r\naq_put\r\n"
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.cut = asyncio.Event()
+        self.server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _serve(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
+        sr, sw = await asyncio.open_connection("127.0.0.1", self.port)
+
+        async def down() -> None:  # server -> client
+            while data := await sr.read(1 << 16):
+                cw.write(data)
+                await cw.drain()
+            cw.close()
+
+        back = asyncio.ensure_future(down())
+        buf = b""
+        try:
+            while data := await cr.read(1 << 16):
+                buf += data
+                at = -1 if self.cut.is_set() else buf.find(self.MARK)
+                if at >= 0:  # forward what precedes the call (its "*N" header at most)
+                    sw.write(buf[:at])
+                    await sw.drain()
+                    self.cut.set()
+                    return
+                keep = 0 if self.cut.is_set() else _partial(buf, self.MARK)
+                sw.write(buf[: len(buf) - keep])
+                await sw.drain()
+                buf = buf[len(buf) - keep :]
+        finally:
+            back.cancel()
+            for w in (sw, cw):
+                w.close()
+
+    async def aclose(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+def _partial(buf: bytes, mark: bytes) -> int:
+    """The length of the longest end of ``buf`` that ``mark`` starts with."""
+    for n in range(min(len(buf), len(mark) - 1), 0, -1):
+        if mark.startswith(buf[-n:]):
+            return n
+    return 0
+
+
+async def test_connection_lost_mid_enqueue_leaves_no_payload(
+    srv: Any, redis_server: RedisProc, qname: str
+) -> None:
+    """The payloads of an enqueue whose connection dies after they reached the server
+    but before the call that admits them are discarded with the transaction."""
+    await open_q(srv, "fifo", qname, 16, (1000,))  # created by a direct client
+    proxy = CuttingProxy(redis_server.port)
+    port = await proxy.start()
+    url = f"redis://:{redis_server.password}@127.0.0.1:{port}/0"
+    try:
+        async with aqueue.redis.connect(url, lease_time=2.0, wait_timeout=0.05) as via:
+            q = await open_q(via, "fifo", qname, 16, (1000,))
+            with pytest.raises(aqueue.redis.ServerConnectionError):
+                await q.enqueue_many(np.ones((5, 1000), np.int64))
+            assert proxy.cut.is_set()
+            await q.enqueue_many(np.ones((2, 1000), np.int64))  # a new connection works
+            assert (await q.statistics()).size == 2
+    finally:
+        await proxy.aclose()
+    assert len(payload_keys(redis_server, qname)) == 2
+
+
+async def test_function_failing_in_the_transaction_leaves_no_payload(
+    own_redis: RedisProc, qname: str
+) -> None:
+    """aq_put fails inside EXEC (here: the library was flushed): the staged payloads
+    were written by the MSET before it, and the client deletes them."""
+    async with aqueue.redis.connect(own_redis.url, wait_timeout=0.05) as srv:
+        q = await srv.fifo_queue(qname, 8, np.int64, (2,))
+        with own_redis.client() as admin:
+            admin.function_delete("aqueue")
+        with pytest.raises(aqueue.redis.ServerError, match="not loaded"):
+            await q.enqueue_many(np.zeros((3, 2), np.int64))
+    assert payload_keys(own_redis, qname) == []
+
+
+async def test_sigkilled_producer_leaves_no_orphan_payloads(
+    redis_server: RedisProc, qname: str
+) -> None:
+    """A producer process enqueuing 2 MB calls is killed -9 at random moments (some
+    land mid-send): every payload key on the server belongs to an admitted element."""
+    rng = np.random.default_rng(4)
+    async with aqueue.redis.connect(redis_server.url, wait_timeout=0.05) as srv:
+        q = await srv.fifo_queue(qname, 64, np.uint8, (64 << 10,))
+        for _ in range(4):
+            p = CTX.Process(
+                target=redis_workers.big_producer, args=(redis_server.url, qname), daemon=True
+            )
+            p.start()
+
+            async def started() -> bool:
+                return (await q.statistics()).enqueued_total > 0
+
+            await until(started)
+            deadline = anyio.current_time() + float(rng.uniform(0.05, 0.3))
+            while anyio.current_time() < deadline:  # keep room free: the producer sends
+                with anyio.move_on_after(0.1):
+                    await q.dequeue_many(32)
+            assert p.pid is not None
+            os.kill(p.pid, signal.SIGKILL)
+            await anyio.to_thread.run_sync(p.join, 5)
+            s = await q.statistics()
+            assert s.enqueued_total - s.dequeued_total == s.size
+            assert len(payload_keys(redis_server, qname)) == s.size
+            if s.size:
+                await q.dequeue_many(s.size)
+        assert payload_keys(redis_server, qname) == []
+        assert await srv.delete_queue(qname)
+
+
+async def test_woken_enqueues_split_the_room(srv: Any, redis_server: RedisProc, qname: str) -> None:
+    """Two enqueues of 3 wait on a full queue; a take frees 2: the older one is woken
+    with a share of 2, the younger one stays registered (told all of the room, both
+    would send payloads, one of them in vain)."""
+    q = await open_q(srv, "fifo", qname, 4)
+    await q.enqueue_many(np.zeros((4, 2), np.int64))
+    h = q._h
+    wids = [uuid.uuid4().hex for _ in range(2)]
+    for wid in wids:  # probes (no payload): each registers, wanting 3
+        reply = await q._t.fcall("aq_put", h.key, [h.gen, wid, "0", 3, h.reg_ms])
+        assert reply[:2] == [b"ok", 0]
+        await anyio.sleep(0.01)  # (deadlines in ms order the registrations)
+    await q.dequeue_many(2)
+    with redis_server.client() as raw:
+        assert raw.lrange(f"{h.prefix}ev:space:{wids[0]}", 0, -1) == [b"2"]
+        assert raw.lrange(f"{h.prefix}ev:space:{wids[1]}", 0, -1) == []
+        assert raw.zrange(f"{h.prefix}ev:space", 0, -1) == [f"1:{wids[1]}".encode()]
