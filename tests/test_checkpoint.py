@@ -217,6 +217,77 @@ async def test_an_array_source_resumes_exactly(tmp_path: Path) -> None:
     assert int(m.group(2)) == state.items_held > 0
 
 
+class SlowSource:
+    """A checkpointable source that yields one number every 2 ms (a slow reader)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.i = n, 0
+
+    def __iter__(self) -> SlowSource:
+        return self
+
+    def __next__(self) -> int:
+        if self.i >= self.n:
+            raise StopIteration
+        time.sleep(0.002)
+        self.i += 1
+        return self.i - 1
+
+    def state(self) -> dict[str, int]:
+        return {"i": self.i}
+
+    def restore(self, state: dict[str, int]) -> None:
+        self.i = state["i"]
+
+
+def double(x: int) -> int:
+    return 2 * x
+
+
+async def adouble(x: int) -> int:
+    await anyio.lowlevel.checkpoint()
+    return 2 * x
+
+
+@pytest.mark.parametrize("fn", [double, adouble], ids=["threads", "tasks"])
+async def test_an_ordered_map_whose_input_runs_dry_checkpoints_and_resumes(fn: Any) -> None:
+    """An ordered map of 4 workers over a slow source: when the checkpoint begins, one
+    worker is parked on the empty input queue holding the take lock and others wait
+    for that lock. They hold nothing, so the checkpoint returns (it used to wait for
+    ever), and the resumed run goes on with exactly the items that came next."""
+    got: list[int] = []
+    async with Pipeline(SlowSource(150)).map(fn, concurrency=4, ordered=True).open() as items:
+        for _ in range(3):
+            for _ in range(20):
+                got.append(await items.get())
+            with anyio.fail_after(10):
+                state = await items.checkpoint()
+        rest = [x async for x in items]
+    assert got + rest == [2 * x for x in range(150)]
+    resumed = Pipeline(SlowSource(150)).map(fn, concurrency=4, ordered=True)
+    async with resumed.open(state=state) as items:
+        assert [x async for x in items] == rest
+
+
+async def test_frequent_checkpoints_add_nothing_to_the_queues() -> None:
+    """A checkpoint after every batch for 60 batches: what a cut holds stays within the
+    stage queues' own sizes (a worker parked on a full queue keeps its items waiting
+    there, captured, instead of the queue being opened for them), so frequent
+    checkpoints neither grow the queues nor the states."""
+
+    def slow(x: int) -> int:
+        time.sleep(0.002)
+        return x
+
+    pipe = Pipeline(range(100_000)).map(slow, concurrency=4, ordered=True).batch(8)
+    held: list[int] = []
+    async with pipe.open() as batches:
+        for _ in range(60):
+            await batches.get()
+            held.append((await batches.checkpoint()).items_held)
+    assert max(held) < 700, held  # source queue 256 + a refill, map queue 8, batches
+
+
 class Counter:
     """A user's source that is checkpointable: it says where it is and goes back there."""
 

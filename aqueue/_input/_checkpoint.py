@@ -6,20 +6,26 @@
    in-memory sequence, or that implements ``state()``/``restore(state)``; no source that
    is an external queue or a one-shot iterator, no ``to_queue`` stage;
 2. asks every worker to pause at its next pause point (``Control.pause``: the start of
-   a step, before it takes new input, holding nothing) and opens every stage queue
-   beyond its capacity (``StageQueue.unbounded``), so a worker that has finished a burst
-   hands it on at once instead of waiting for room that a paused stage would never
-   make;
-3. waits until the run is at rest (``at_rest``), checking stages from the source down:
-   each worker is paused, or parked on an input queue that cannot give it anything
-   (``quiet_takers``), or has ended (or not started yet). Checked in that order, a stage found at
-   rest stays at rest: everything upstream of it is at rest already. Items that were in
-   a worker's hands when the pause began are finished and handed on first;
-4. captures, with no await in between, every stage queue's items in order (claims of a
-   waiting batch dequeue first), the source's position and each shuffle's buffer and
-   random state;
-5. puts the capacities back and resumes the workers, also when it is cancelled or
-   fails (so a cancelled checkpoint leaves the pipeline running, its output unchanged).
+   a step, before it takes new input, holding nothing);
+3. waits until the run is at rest (``at_rest``): each worker of each stage is paused,
+   or ended (or not started yet), or parked on its input queue, which cannot give it
+   anything (``quiet_takers``; for an ordered map, every worker in the take section of
+   its turns), or parked on its full output queue, which cannot take what it still has
+   to admit (``quiet_putters``), or, in an ordered map, holding a finished burst that
+   waits for a turn not yet its own. Items that were in a worker's hands when the
+   pause began are finished first and then either land or wait in one of those ways;
+   no queue is opened beyond its capacity, so checkpoints, however frequent, add
+   nothing to the run's queues;
+4. captures, with no await in between, every stage queue's items in order (the inputs
+   an unordered async map took and has not worked on yet, as its burst did not fit in
+   one slice; claims of a waiting batch dequeue; the items held; what its waiting
+   enqueues will admit; an ordered map's finished bursts waiting for their turns), the
+   source's position and each shuffle's buffer and random state;
+5. checks that nothing moved while it looked (``_generation``: every queue's totals and
+   closed flag, every stage's paused count, every ordered map's turn; a worker can only
+   leave a state of rest through one of them) and otherwise looks again;
+6. resumes the workers, also when it is cancelled or fails (so a cancelled checkpoint
+   leaves the pipeline running, its output unchanged).
 
 So the cut holds every item exactly once: unread at the source, in a queue, or in a
 shuffle buffer; everything the consumer received came before it. ``apply_state``
@@ -106,7 +112,7 @@ def fingerprint(specs: Sequence[StageSpec]) -> list[dict[str, Any]]:
 
 
 def at_rest(run: PipelineRun) -> bool:
-    """Whether every stage is at rest (see the module docstring), source first."""
+    """Whether every worker of every stage is at rest (see the module docstring)."""
     for i in range(len(run.specs)):
         runner = run.runners[i]
         if runner is None:
@@ -117,11 +123,30 @@ def at_rest(run: PipelineRun) -> bool:
         # running) will pause before their first take.
         quiet = sum(1 for _, state in runner.producer_states() if state in ("done", "idle"))
         quiet += run.stop.paused[i]
+        turns = run.turns.get(i)
         if i > 0:
-            quiet += run.queues[i - 1].quiet_takers()
+            takers = run.queues[i - 1].quiet_takers()
+            if turns is None:
+                quiet += takers
+            elif takers:  # the lock holder parked: it and those waiting for the lock
+                quiet += turns.taking_count
+        quiet += run.queues[i].quiet_putters()
+        if turns is not None:
+            quiet += turns.quiet_waiting()
         if quiet < run.workers[i]:
             return False
     return True
+
+
+def _generation(run: PipelineRun) -> tuple[Any, ...]:
+    """What changes whenever a worker leaves a state of rest (see the module
+    docstring): two equal readings around a capture mean nothing moved in between."""
+    queues = []
+    for q in run.queues:
+        st = q.statistics()
+        queues.append((st.enqueued_total, st.dequeued_total, st.closed))
+    turns = tuple((i, t.next_out) for i, t in sorted(run.turns.items()))
+    return (tuple(queues), tuple(run.stop.paused), turns)
 
 
 async def take_checkpoint(run: PipelineRun) -> PipelineState:
@@ -136,18 +161,18 @@ async def take_checkpoint(run: PipelineRun) -> PipelineState:
     run.stop.check()
     await run.started.wait()
     run.stop.pause()
-    for q in run.queues:
-        q.unbounded(True)
     try:
         polls = 0
-        while not at_rest(run):
+        while True:
+            before = _generation(run)
+            if at_rest(run):
+                state = _capture(run)
+                if _generation(run) == before:
+                    return state
             run.stop.check()
             polls += 1
             await anyio.sleep(0 if polls < _QUICK_POLLS else 0.001)
-        return _capture(run)
     finally:
-        for q in run.queues:
-            q.unbounded(False)
         run.stop.resume()
 
 
@@ -159,10 +184,19 @@ def _capture(run: PipelineRun) -> PipelineState:
         user = run.specs[0].fn
         if _has_protocol(user):
             source["user"] = user.state()
+    queues = []
+    for i, q in enumerate(run.queues):
+        items = q.items()
+        turns = run.turns.get(i)
+        if turns is not None:
+            items += turns.waiting_items()
+        if i + 1 < len(run.meters):  # inputs the next stage took and has not worked on
+            items = [x for w in run.meters[i + 1].workers for x in w.held] + items
+        queues.append(items)
     return PipelineState(
         stages=fingerprint(run.specs),
         source=source,
-        queues=[q.items() for q in run.queues],
+        queues=queues,
         shuffles={i: s.state() for i, s in run.shuffles.items()},
     )
 

@@ -14,8 +14,15 @@ Ordered maps (``ordered=True`` with concurrency > 1) deliver in input order:
 - a worker takes its burst and numbers it in one step (under ``Turns.taking``, so no
   other worker takes in between), works on it concurrently with the others, then
   waits for its turn (every earlier burst has been *enqueued*) before returning it;
+  a task worker finishes its whole burst first (it yields to the loop every
+  ``SLICE_S`` instead of returning part of it);
 - a worker learns that its previous burst was enqueued when its runner calls it again,
   and only then passes the turn on. So output order equals input order, burst by burst.
+
+For checkpoints (``_checkpoint.py``) the turns tell which workers hold nothing yet
+(``taking``: waiting for the lock, or parked in the take under it) and publish the
+finished bursts that wait for their turn (``waiting``, by number): both are at rest,
+and the waiting bursts belong to the output queue's items in the cut.
 
 Invariants: a failing item ends the stage with the exception (a note names the stage);
 the items of that burst before it are dropped with it (the run is failing anyway).
@@ -30,6 +37,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 import anyio.to_process
 import anyio.to_thread
 
@@ -53,22 +61,46 @@ SLICE_S = 0.001  # seconds a task worker runs items before it hands on what it h
 _perf = time.perf_counter
 
 
-class ThreadTurns:
-    """Output turns of an ordered map whose workers are threads."""
+class _Turns:
+    """What both kinds of turns share: numbering, and what a checkpoint reads."""
 
-    __slots__ = ("_cond", "next_in", "next_out", "stop", "taking")
+    __slots__ = ("next_in", "next_out", "stop", "taking_count", "waiting")
 
     def __init__(self, stop: Control) -> None:
         self.next_in = 0
         self.next_out = 0
         self.stop = stop
-        self.taking = threading.Lock()  # held while a worker takes and numbers a burst
-        self._cond = threading.Condition()
+        self.taking_count = 0  # workers waiting for ``taking`` or holding it
+        self.waiting: dict[int, list[Any]] = {}  # finished bursts waiting for their turn
 
     def number(self) -> int:
         seq = self.next_in
         self.next_in += 1
         return seq
+
+    def quiet_waiting(self) -> int:
+        """Workers whose finished burst waits for a turn that is not theirs yet."""
+        return sum(1 for seq in list(self.waiting) if seq != self.next_out)
+
+    def waiting_items(self) -> list[Any]:
+        """The items of the bursts waiting for their turn, in output order."""
+        waiting = dict(self.waiting)
+        return [x for seq in sorted(waiting) for x in waiting[seq]]
+
+
+class ThreadTurns(_Turns):
+    """Output turns of an ordered map whose workers are threads."""
+
+    __slots__ = ("_cond", "taking")
+
+    def __init__(self, stop: Control) -> None:
+        super().__init__(stop)
+        self.taking = threading.Lock()  # held while a worker takes and numbers a burst
+        self._cond = threading.Condition()
+
+    def count_taking(self, k: int) -> None:
+        with self._cond:
+            self.taking_count += k
 
     def release(self, seq: int) -> None:
         with self._cond:
@@ -79,29 +111,29 @@ class ThreadTurns:
         with self._cond:
             self._cond.notify_all()
 
-    def wait(self, seq: int) -> None:
+    def wait(self, seq: int, burst: list[Any]) -> None:
         with self._cond:
-            while self.next_out != seq:
-                self.stop.check()
-                self._cond.wait(0.1)  # (a stop sets no condition: look again soon)
+            self.waiting[seq] = burst
+            try:
+                while self.next_out != seq:
+                    self.stop.check()
+                    self._cond.wait(0.1)  # (a stop sets no condition: look again soon)
+            finally:
+                del self.waiting[seq]
 
 
-class AsyncTurns:
+class AsyncTurns(_Turns):
     """Output turns of an ordered map whose workers are tasks (event-loop side only)."""
 
-    __slots__ = ("_changed", "next_in", "next_out", "stop", "taking")
+    __slots__ = ("_changed", "taking")
 
     def __init__(self, stop: Control) -> None:
-        self.next_in = 0
-        self.next_out = 0
-        self.stop = stop
+        super().__init__(stop)
         self.taking = anyio.Lock()
         self._changed = anyio.Event()
 
-    def number(self) -> int:
-        seq = self.next_in
-        self.next_in += 1
-        return seq
+    def count_taking(self, k: int) -> None:
+        self.taking_count += k
 
     def release(self, seq: int) -> None:
         self.next_out = seq + 1
@@ -111,10 +143,14 @@ class AsyncTurns:
         self._changed.set()
         self._changed = anyio.Event()
 
-    async def wait(self, seq: int) -> None:
-        while self.next_out != seq:
-            self.stop.check()
-            await self._changed.wait()
+    async def wait(self, seq: int, burst: list[Any]) -> None:
+        self.waiting[seq] = burst
+        try:
+            while self.next_out != seq:
+                self.stop.check()
+                await self._changed.wait()
+        finally:
+            del self.waiting[seq]
 
 
 def thread_map_step(
@@ -136,9 +172,13 @@ def thread_map_step(
         if turns is None:
             burst = source.dequeue_burst(burst_size(w.item_s))
         else:
-            with turns.taking:
-                burst = source.dequeue_burst(burst_size(w.item_s))
-                seq = turns.number()
+            turns.count_taking(1)
+            try:
+                with turns.taking:
+                    burst = source.dequeue_burst(burst_size(w.item_s))
+                    seq = turns.number()
+            finally:
+                turns.count_taking(-1)
         t1 = meter.got(t0)
         try:
             out = [fn(x) for x in burst]
@@ -147,7 +187,7 @@ def thread_map_step(
             raise
         w.returned = w.worked(t1, len(out))
         if turns is not None:
-            turns.wait(seq)
+            turns.wait(seq, out)
             w.turn = seq
         return pack(out)
 
@@ -184,10 +224,14 @@ def async_map_step(
             if turns is None:
                 burst = await take(source, burst_size(w.item_s))
             else:
-                async with turns.taking:
-                    burst = await take(source, burst_size(w.item_s))
-                    seq = turns.number()
-            pending = burst.tolist()
+                turns.count_taking(1)
+                try:
+                    async with turns.taking:
+                        burst = await take(source, burst_size(w.item_s))
+                        seq = turns.number()
+                finally:
+                    turns.count_taking(-1)
+            pending = w.held = burst.tolist()
         t1 = meter.got(t0)
         out: list[Any] = []
         deadline = t1 + SLICE_S
@@ -195,14 +239,17 @@ def async_map_step(
             for x in pending:
                 out.append(await call(x))
                 if _perf() > deadline:
-                    break
+                    if turns is None:
+                        break  # hand on what is done; the rest at the next call
+                    await anyio.lowlevel.checkpoint()  # ordered: finish the burst
+                    deadline = _perf() + SLICE_S
         except Exception as exc:
             noted(exc, label)
             raise
         del pending[: len(out)]
         w.returned = w.worked(t1, len(out))
-        if turns is not None and w.turn < 0:
-            await turns.wait(seq)
+        if turns is not None:
+            await turns.wait(seq, out)
             w.turn = seq
         return pack(out)
 

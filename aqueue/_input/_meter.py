@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -70,13 +71,16 @@ class Worker:
     """Per-step bookkeeping: busy time, seconds per item, and when the last burst was
     handed back."""
 
-    __slots__ = ("busy", "item_s", "returned", "turn")
+    __slots__ = ("busy", "held", "item_s", "returned", "turn")
 
     def __init__(self) -> None:
         self.busy = 0.0
         self.item_s = 0.0  # moving average of seconds per item (0: none worked on yet)
         self.returned = 0.0  # perf_counter() when the step last returned a burst
         self.turn = -1  # ordered maps: the sequence number this worker holds
+        # Inputs taken and not worked on yet (an async map's burst that did not fit in
+        # one slice); a checkpoint puts them back in front of the input queue's items.
+        self.held: list[Any] = []
 
     def worked(self, since: float, items: int = 0) -> float:
         """The step worked from ``since`` until now, on ``items`` items (0: not counted

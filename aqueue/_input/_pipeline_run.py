@@ -134,6 +134,10 @@ class PipelineItems(Generic[T]):
         workers pause at their next item boundary for as short a time as the items
         they hold take to finish; cancelling this call leaves the run going unchanged.
 
+        The state refers to the items themselves, not copies (so the pause stays
+        short): the items it holds are the ones this run delivers next. Save it (or
+        copy it) before changing delivered items in place.
+
         Raises:
             CheckpointError: A stage cannot say where it is (a one-shot source, an
                 external queue, ``to_queue``); nothing was paused.
@@ -221,7 +225,7 @@ class PipelineRun:
         self.shuffles: dict[int, ShuffleStep] = {}
         self.started = anyio.Event()  # set once every stage has started
         self.queues: list[StageQueue] = []
-        self.turns: list[ThreadTurns | AsyncTurns] = []
+        self.turns: dict[int, ThreadTurns | AsyncTurns] = {}  # ordered maps, by stage
         self.t0 = time.monotonic()
         self.t1: float | None = None
         self.sent = 0  # items a to_queue stage sent out (once it has ended)
@@ -326,12 +330,12 @@ class PipelineRun:
                 view = inq.blocking()
                 tturns = ThreadTurns(self.stop) if spec.ordered else None
                 if tturns is not None:
-                    self.turns.append(tturns)
+                    self.turns[i] = tturns
                 return [thread_map_step(spec.fn, view, stage, tturns) for _ in range(c)]
             call = spec.fn if spec.executor == "task" else offloaded(spec.fn, spec.executor, c)
             aturns = AsyncTurns(self.stop) if spec.ordered else None
             if aturns is not None:
-                self.turns.append(aturns)
+                self.turns[i] = aturns
             return [async_map_step(call, inq, stage, aturns) for _ in range(c)]
         if k == "filter":
             return [filter_step(spec.fn, spec.executor == "task", inq, stage)]
@@ -365,7 +369,7 @@ class PipelineRun:
         self.stop.stop()
         for q in self.queues:
             q.close(cancel_pending_enqueues=True)
-        for t in self.turns:
+        for t in self.turns.values():
             t.wake()
 
     @property

@@ -78,7 +78,6 @@ class Engine:
     __slots__ = (
         "_empty_since",
         "_full_since",
-        "_nominal",
         "_time_empty",
         "_time_full",
         "capacity",
@@ -106,8 +105,7 @@ class Engine:
         fill: FillableStorage | None = None,
         min_after_dequeue: int = 0,
     ) -> None:
-        self.capacity = capacity  # admission limit (``unbounded`` lifts it)
-        self._nominal = capacity
+        self.capacity = capacity
         self.storage = storage
         self.fill = fill if min_after_dequeue == 0 else None
         self.name = name
@@ -422,12 +420,24 @@ class Engine:
                         self._wake(p)
             self._notify()
 
-    def dump(self) -> list[Components]:
+    def dump(self, pending: bool = False) -> list[Components]:
         """Every element the queue holds, in the order takes would see them, claims
-        of a waiting batch dequeue first (they would go back there on close); nothing
-        changes (consistent: taken under the lock)."""
+        of a waiting batch dequeue first (they would go back there on close); with
+        ``pending``, then the elements waiting enqueues have still to admit, in the
+        order they will be admitted. Nothing changes (consistent: taken under the
+        lock)."""
         with self.lock:
-            return self._dump()
+            held = self._dump()
+            if pending:
+                for p in self.putters:
+                    if p.rejected:
+                        continue
+                    if p.mode == ONE:  # an element: as a batch of one, so in dump's form
+                        if p.pos == 0:
+                            held.extend(_rows_of(tuple(c.reshape(1, *c.shape) for c in p.comps)))
+                    else:
+                        held.extend(_rows_of(tuple(c[p.pos : p.count] for c in p.comps)))
+            return held
 
     def dump_with(self, read: Callable[[], X]) -> tuple[list[Components], bool, X]:
         """``dump()``, the closed flag and ``read()`` (state the storage's takes change,
@@ -469,14 +479,11 @@ class Engine:
         with self.lock:
             return sum(1 for g in self.getters if not g.notified)
 
-    def unbounded(self, on: bool, capacity: int) -> None:
-        """Admit every enqueue at once, whatever the size (``on``), or go back to
-        ``capacity`` (a pipeline checkpoint opens its queues so that nothing it waits
-        for is held up by a full queue)."""
+    def quiet_putters(self) -> int:
+        """Waiting enqueues that were not woken (they cannot progress until the queue
+        changes)."""
         with self.lock:
-            self._nominal = capacity
-            self.capacity = (1 << 62) if on else capacity
-            self._notify()
+            return sum(1 for p in self.putters if not p.notified)
 
     def statistics(self) -> QueueStatistics:
         """A consistent snapshot of the counters."""
@@ -486,7 +493,7 @@ class Engine:
             empty = self._time_empty + (now - self._empty_since if self.getters else 0.0)
             return QueueStatistics(
                 size=self.storage.size,
-                capacity=self._nominal,
+                capacity=self.capacity,
                 closed=self.closed,
                 enqueued_total=self.enqueued_total,
                 dequeued_total=self.dequeued_total,

@@ -242,11 +242,11 @@ class PaddingFIFOQueue(QueueBase[T]):
 class StageQueue(FIFOQueue[Any]):
     """The FIFO of Python objects between two pipeline stages.
 
-    Besides the FIFOQueue operations, a pipeline checkpoint may open it beyond its
-    capacity (``unbounded``: every enqueue is admitted at once, so no stage waits on a
-    full queue while the others come to rest), read every item it holds without
-    taking any (``items``: claims of a waiting batch dequeue first), and a restored
-    pipeline loads items back (``load_items``).
+    Besides the FIFOQueue operations, a pipeline checkpoint counts the takers and
+    putters that wait and cannot progress (``quiet_takers``, ``quiet_putters``) and reads
+    every item it holds, and those its waiting enqueues will admit, without taking any
+    (``items``: claims of a waiting batch dequeue first); a restored pipeline loads
+    items back (``load_items``).
     """
 
     default_name = "stage_queue"
@@ -254,19 +254,21 @@ class StageQueue(FIFOQueue[Any]):
     def __init__(self, capacity: int, *, name: str | None = None) -> None:
         super().__init__(capacity, object, (), name=name)
 
-    def unbounded(self, on: bool) -> None:
-        """Admit every enqueue at once (``on``), or go back to the capacity."""
-        self._engine.unbounded(on, self._capacity)
-
     def quiet_takers(self) -> int:
         """Dequeues waiting on this queue that cannot progress now (a checkpoint's
         test of rest: they hold what they claimed, and will take nothing more until the
         queue changes)."""
         return self._engine.quiet_getters()
 
+    def quiet_putters(self) -> int:
+        """Enqueues waiting on this (full) queue that cannot progress now: what they
+        still have to admit is read by ``items``."""
+        return self._engine.quiet_putters()
+
     def items(self) -> list[Any]:
-        """Every item held, in the order they would be taken; nothing changes."""
-        return [comps[0] for comps in self._engine.dump()]
+        """Every item held, then every item its waiting enqueues will admit, in the
+        order they would be taken; nothing changes."""
+        return [comps[0] for comps in self._engine.dump(pending=True)]
 
     def load_items(self, items: list[Any]) -> None:
         """Store ``items`` after those held, in order, whatever the capacity."""
