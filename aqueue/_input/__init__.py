@@ -13,8 +13,14 @@ file                 what it holds
 ``_batching.py``     Batches, and the plan that builds a batch queue and its runner
 ``_batch_fns.py``    ``batch``, ``shuffle_batch``, ``batch_join``,
                      ``shuffle_batch_join``
-``_pipeline.py``     Pipeline: the builder (sources, stages, ``open``, ``describe``)
-``_pipeline_run.py`` one run of a pipeline: its queues, runners and report
+``_pipeline.py``     Pipeline: the builder's public methods (sources, stages, ``open``,
+                     ``run``, ``statistics``, ``describe``)
+``_stage_spec.py``   StageSpec, one stage of a chain: the checks of each builder
+                     method's arguments, and default queue capacities
+``_pipeline_run.py`` one run of a pipeline: PipelineRun (its queues, runners and stage
+                     steps), OpenPipeline and PipelineItems
+``_report.py``       a run's measurements and report: occupancy sampling,
+                     StageStatistics per stage, ``describe()`` and the bottleneck
 ``_control.py``      Control: how a run tells its workers to stop or to pause (and
                      Stage, one stage's share of it)
 ``_sources.py``      the source stage's producers

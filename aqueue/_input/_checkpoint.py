@@ -45,7 +45,8 @@ from ._sources import SequenceSource
 from ._state import PipelineState
 
 if TYPE_CHECKING:
-    from ._pipeline_run import PipelineRun, StageSpec
+    from ._pipeline_run import PipelineRun
+    from ._stage_spec import StageSpec
 
 __all__ = [
     "apply_positions",

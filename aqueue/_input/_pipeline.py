@@ -11,60 +11,46 @@
     print(pipe.describe())
 
 A Pipeline's chain of stages never changes: each builder method returns a new
-Pipeline (it only remembers its latest run, for ``statistics()``). ``open()`` builds one
-run: every stage gets an output queue (an aqueue FIFOQueue of boxed items) and
-a QueueRunner whose producers are the stage's workers, all started in one Coordinator
-(its own, or the one passed to ``open``). End of input travels down the chain as queue
-closes; a stage's exception ends the run: it leaves ``async with pipe.open()`` as
-itself, with a note naming the stage, and every other stage stops.
-
-Workers: an async function runs in ``concurrency`` tasks; a sync function on
-``concurrency`` long-lived threads that take and put items through the queues' blocking
-views (no event-loop round trip per item); ``executor="process"`` in worker processes
-through ``anyio.to_process`` (the function and the items must pickle, and each item
-costs a round trip of a few hundred microseconds plus pickling: use it for CPU-heavy work
-that holds the GIL). ``map`` delivers in completion order unless ``ordered=True``.
-Sources: lists, tuples and ranges are read on the event loop (they fill the first queue
-at once); other sync iterables and sync producers on a thread, since they may block.
-Thread stages start a few event-loop iterations after the async ones, so that creating
-threads does not delay the first items.
-
-Statistics are measured per stage (see StageStatistics); queue occupancy is sampled
-every 5 ms by a task of the run.
+Pipeline (it only remembers its latest run, for ``statistics()``). The chain is a tuple
+of StageSpecs, built and checked by ``_stage_spec.py`` (the methods here hold the public
+signatures, types and docstrings); ``open()`` runs it as a ``PipelineRun``
+(``_pipeline_run.py``: its queues, workers, and how a run ends); ``statistics()`` and
+``describe()`` come from ``_report.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
-from dataclasses import replace
 from typing import Any, Generic, TypeVar, overload
 
 import numpy.typing as npt
 
-from .._errors import CheckpointError, ElementSpecError, epochs_arg, int_arg, name_arg, seed_arg
+from .._errors import CheckpointError
 from .._queues._protocol import AsyncQueue
 from .._running._coordinator import Coordinator
 from .._running._monitor import Monitor
-from .._running._producers import is_async_callable
 from ._checkpoint import check_state, refusal
 from ._meter import StageStatistics
-from ._pipeline_run import ZERO_FIELDS, OpenPipeline, PipelineRun, StageSpec, describe_run
+from ._pipeline_run import OpenPipeline, PipelineRun
+from ._report import describe_run, zero_statistics
+from ._stage_spec import (
+    StageSpec,
+    async_iterable_source,
+    batch_stage,
+    filter_stage,
+    iterable_source,
+    map_stage,
+    prefetch_stage,
+    producer_source,
+    queue_source,
+    repeated,
+    shuffle_stage,
+    then,
+    to_queue_stage,
+)
 from ._state import PipelineState
 
 __all__ = ["Pipeline"]
-
-_ELEMENTWISE = ("map", "filter", "prefetch")
-
-
-def _describe(fn: Any) -> str:
-    name = getattr(fn, "__name__", None) or getattr(fn, "__qualname__", None)
-    return name if isinstance(name, str) else type(fn).__name__
-
-
-def _callable_arg(fn: Any, what: str) -> None:
-    if not callable(fn):
-        raise TypeError(f"Pipeline.{what}: expected a callable, got {type(fn).__name__}")
-
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -136,49 +122,26 @@ class Pipeline(Generic[T]):
         return "<Pipeline " + " -> ".join(s.label for s in self._specs) + ">"
 
     def _then(self, spec: StageSpec) -> Pipeline[Any]:
-        last = self._specs[-1]
-        if last.kind == "to_queue":
-            raise ElementSpecError(
-                f"Pipeline: no stage may follow {last.label}, which sends the items out"
-            )
-        return Pipeline._of((*self._specs, spec))
+        return Pipeline._of(then(self._specs, spec))
 
     # -- sources -------------------------------------------------------------------------
 
     @classmethod
     def from_iterable(cls, iterable: Iterable[U], *, name: str | None = None) -> Pipeline[U]:
         """Items of a sync iterable, read on a worker thread (it may block)."""
-        if isinstance(iterable, (str, bytes)) or not hasattr(iterable, "__iter__"):
-            hint = " (use from_async_iterable)" if hasattr(iterable, "__aiter__") else ""
-            raise TypeError(
-                f"Pipeline.from_iterable: expected an iterable of items, got "
-                f"{type(iterable).__name__}{hint}"
-            )
-        label = name_arg(name, f"from_iterable({type(iterable).__name__})")
-        return cls._of((StageSpec("iterable", label, iterable),))
+        return cls._of((iterable_source(iterable, name),))
 
     @classmethod
     def from_async_iterable(
         cls, iterable: AsyncIterable[U], *, name: str | None = None
     ) -> Pipeline[U]:
         """Items of an async iterable, read by a task."""
-        if not hasattr(iterable, "__aiter__"):
-            raise TypeError(
-                "Pipeline.from_async_iterable: expected an async iterable, got "
-                f"{type(iterable).__name__}"
-            )
-        label = name_arg(name, f"from_async_iterable({type(iterable).__name__})")
-        return cls._of((StageSpec("async_iterable", label, iterable),))
+        return cls._of((async_iterable_source(iterable, name),))
 
     @classmethod
     def from_queue(cls, queue: AsyncQueue[U], *, name: str | None = None) -> Pipeline[U]:
         """Elements dequeued from an aqueue queue until it is closed and drained."""
-        if not isinstance(queue, AsyncQueue):
-            raise TypeError(
-                f"Pipeline.from_queue: expected an aqueue queue, got {type(queue).__name__}"
-            )
-        label = name_arg(name, f"from_queue({queue.name})")
-        return cls._of((StageSpec("queue", label, queue),))
+        return cls._of((queue_source(queue, name),))
 
     @classmethod
     def from_producer(
@@ -187,9 +150,7 @@ class Pipeline(Generic[T]):
         """Items returned by calling ``fn()`` repeatedly (an async one in a task, a sync
         one on a worker thread) until it raises StopIteration, StopAsyncIteration or
         OutOfRangeError."""
-        _callable_arg(fn, "from_producer")
-        label = name_arg(name, f"from_producer({_describe(fn)})")
-        return cls._of((StageSpec("producer", label, fn),))
+        return cls._of((producer_source(fn, name),))
 
     # -- stages --------------------------------------------------------------------------
 
@@ -245,32 +206,7 @@ class Pipeline(Generic[T]):
         Raises:
             ElementSpecError: A bad concurrency, capacity or executor.
         """
-        _callable_arg(fn, "map")
-        label = name_arg(name, f"map({_describe(fn)})")
-        conc = int_arg(concurrency, "concurrency", f"Pipeline.map {label!r}", 1)
-        is_async = is_async_callable(fn)
-        if executor not in (None, "thread", "process"):
-            raise ElementSpecError(
-                f"Pipeline.map {label!r}: executor must be None, 'thread' or 'process', "
-                f"got {executor!r}"
-            )
-        if is_async and executor is not None:
-            raise ElementSpecError(
-                f"Pipeline.map {label!r}: {_describe(fn)} is an async function; "
-                f"executor={executor!r} takes a sync function"
-            )
-        how = "task" if is_async else (executor or "thread")
-        return self._then(
-            StageSpec(
-                "map",
-                label,
-                fn,
-                concurrency=conc,
-                capacity=self._capacity_arg(capacity, label),
-                ordered=bool(ordered) and conc > 1,
-                executor=how,
-            )
-        )
+        return self._then(map_stage(fn, concurrency, ordered, executor, capacity, name))
 
     def filter(
         self, pred: Callable[[T], Any], *, capacity: int | None = None, name: str | None = None
@@ -280,17 +216,7 @@ class Pipeline(Generic[T]):
         A sync predicate runs on the event loop (keep it cheap; use ``map`` for heavy
         work); an async one is awaited. Dropped items are counted as ``items_dropped``.
         """
-        _callable_arg(pred, "filter")
-        label = name_arg(name, f"filter({_describe(pred)})")
-        return self._then(
-            StageSpec(
-                "filter",
-                label,
-                pred,
-                capacity=self._capacity_arg(capacity, label),
-                executor="task" if is_async_callable(pred) else "inline",
-            )
-        )
+        return self._then(filter_stage(pred, capacity, name))
 
     def shuffle(
         self,
@@ -310,23 +236,7 @@ class Pipeline(Generic[T]):
         Raises:
             ElementSpecError: ``capacity <= min_after_dequeue`` or a bad seed.
         """
-        label = name_arg(name, "shuffle")
-        owner = f"Pipeline.shuffle {label!r}"
-        cap = int_arg(capacity, "capacity", owner, 1)
-        mad = int_arg(min_after_dequeue, "min_after_dequeue", owner, 0)
-        if cap <= mad:
-            raise ElementSpecError(
-                f"{owner}: capacity ({cap}) must be greater than min_after_dequeue ({mad})"
-            )
-        return self._then(
-            StageSpec(
-                "shuffle",
-                label,
-                capacity=max(1, cap - mad - 1),
-                size=mad,
-                seed=seed_arg(seed, owner),
-            )
-        )
+        return self._then(shuffle_stage(capacity, min_after_dequeue, seed, name))
 
     @overload
     def batch(
@@ -373,25 +283,13 @@ class Pipeline(Generic[T]):
         leftovers are dropped unless ``allow_smaller_final_batch``. ``dynamic_pad``
         pads arrays of one rank to the largest shape in the batch (0 or ``""``).
         """
-        label = name_arg(name, f"batch({batch_size})")
-        size = int_arg(batch_size, "batch_size", f"Pipeline.batch {label!r}", 1)
         return self._then(
-            StageSpec(
-                "batch",
-                label,
-                capacity=self._capacity_arg(capacity, label),
-                size=size,
-                smaller=bool(allow_smaller_final_batch),
-                pad=bool(dynamic_pad),
-                executor="thread",
-            )
+            batch_stage(batch_size, allow_smaller_final_batch, dynamic_pad, capacity, name)
         )
 
     def prefetch(self, buffer_size: int, *, name: str | None = None) -> Pipeline[T]:
         """Keep up to ``buffer_size`` items ready ahead of the consumer."""
-        label = name_arg(name, f"prefetch({buffer_size})")
-        size = int_arg(buffer_size, "buffer_size", f"Pipeline.prefetch {label!r}", 1)
-        return self._then(StageSpec("prefetch", label, capacity=size))
+        return self._then(prefetch_stage(buffer_size, name))
 
     def repeat(self, num_epochs: int | None = None) -> Pipeline[T]:
         """Read the source ``num_epochs`` times (None: forever).
@@ -404,29 +302,7 @@ class Pipeline(Generic[T]):
             ElementSpecError: A bad ``num_epochs``, a source that cannot be re-read,
                 ``repeat`` after a shuffle or batch, or a second ``repeat``.
         """
-        owner = "Pipeline.repeat"
-        epochs = epochs_arg(num_epochs, owner)
-        source = self._specs[0]
-        late = [s.label for s in self._specs[1:] if s.kind not in _ELEMENTWISE]
-        if late:
-            raise ElementSpecError(
-                f"{owner}: must come before {late[0]} (only map, filter and prefetch may "
-                "precede it)"
-            )
-        if source.kind not in ("iterable", "async_iterable"):
-            raise ElementSpecError(f"{owner}: source {source.label} cannot be re-read")
-        if source.epochs != 1:
-            raise ElementSpecError(f"{owner}: the pipeline already repeats")
-        if epochs != 1:
-            obj = source.fn
-            one_shot = aiter(obj) is obj if source.kind == "async_iterable" else iter(obj) is obj
-            if one_shot:
-                raise ElementSpecError(
-                    f"{owner}: source {source.label} is a one-shot iterator; pass a "
-                    "re-iterable (e.g. a list) to read it more than once"
-                )
-        head = replace(source, epochs=epochs)
-        return Pipeline._of((head, *self._specs[1:]))
+        return Pipeline._of(repeated(self._specs, num_epochs))
 
     def to_queue(
         self, queue: AsyncQueue[Any], *, enqueue_many: bool = False, name: str | None = None
@@ -446,18 +322,7 @@ class Pipeline(Generic[T]):
         Raises:
             TypeError: ``queue`` is not an aqueue queue.
         """
-        if not isinstance(queue, AsyncQueue):
-            raise TypeError(
-                f"Pipeline.to_queue: expected an aqueue queue, got {type(queue).__name__}"
-            )
-        label = name_arg(name, f"to_queue({queue.name})")
-        return self._then(StageSpec("to_queue", label, queue, pad=bool(enqueue_many)))
-
-    @staticmethod
-    def _capacity_arg(capacity: Any, label: str) -> int | None:
-        if capacity is None:
-            return None
-        return int_arg(capacity, "capacity", f"Pipeline stage {label!r}", 1)
+        return self._then(to_queue_stage(queue, enqueue_many, name))
 
     # -- running -------------------------------------------------------------------------
 
@@ -525,20 +390,9 @@ class Pipeline(Generic[T]):
     def statistics(self) -> tuple[StageStatistics, ...]:
         """One StageStatistics per stage, in order, for the latest run (zeros before)."""
         if self._run is None:
-            zero = dict.fromkeys(ZERO_FIELDS, 0.0)
-            return tuple(
-                StageStatistics(
-                    name=s.label,
-                    items_in=0,
-                    items_out=0,
-                    items_dropped=0,
-                    concurrency=s.concurrency,
-                    **zero,
-                )
-                for s in self._specs
-            )
+            return zero_statistics(self._specs)
         return self._run.statistics()
 
     def describe(self) -> str:
         """A text report: one line per stage with its statistics, and the bottleneck."""
-        return describe_run(self.statistics(), self._run)
+        return describe_run(self.statistics(), None if self._run is None else self._run.elapsed)

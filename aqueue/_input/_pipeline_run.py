@@ -1,29 +1,39 @@
-"""One run of a Pipeline: its queues, runners, measurements and report.
+"""One run of a Pipeline: PipelineRun (its queues, runners and stage steps), and the
+public objects around it, OpenPipeline and PipelineItems.
 
-``Opened`` (what ``Pipeline.open`` returns) enters a Coordinator if none was given,
-builds a ``_Run`` and starts it; leaving the block finishes the run (every stage stops
-taking items, every queue is closed with ``cancel_pending_enqueues``, ordered-map
-workers waiting for their turn are woken) and then leaves the coordinator, which raises
-the first stage failure as itself.
+``OpenPipeline`` (what ``Pipeline.open`` returns) enters a Coordinator if none was
+given, builds a ``PipelineRun`` and starts it; leaving the block finishes the run
+(every stage stops taking items, every queue is closed with ``cancel_pending_enqueues``,
+ordered-map workers waiting for their turn are woken) and then leaves the coordinator,
+which raises the first stage failure as itself. ``PipelineItems`` reads the last
+stage's queue.
 
 Each stage ``i`` owns output queue ``i`` (a FIFOQueue of one object component holding
-the items themselves, named ``"<i>:<label>"``) and one QueueRunner of the same name
-whose producers are the stage's steps (``_sources.py``, ``_maps.py``, ``_stages.py``);
-stage ``i`` reads queue ``i - 1``. Every step returns a burst, which its runner
-enqueues in one ``enqueue_many``.
+the items themselves, named ``"<i>:<label>"``, of the capacity ``_stage_spec.capacity``
+gives) and one QueueRunner of the same name whose producers are the stage's steps
+(``_sources.py``, ``_maps.py``, ``_stages.py``), all started in one Coordinator (its
+own, or the one passed to ``open``); stage ``i`` reads queue ``i - 1``. Every step
+returns a burst, which its runner enqueues in one ``enqueue_many``. End of input
+travels down the chain as queue closes; a stage's exception ends the run: it leaves
+``async with pipe.open()`` as itself, with a note naming the stage, and every other
+stage stops. The run's measurements and report are in ``_report.py``.
 
-Default capacities: a queue holds at least ``_MIN_CAPACITY`` items, twice the
-concurrency of the stages on either side, and twice the batch size when a batch stage
-reads it (so its ``dequeue_many`` waits for its batch in one copy); a source's queue
-holds at least ``_SOURCE_CAPACITY`` items, so the next stage's workers take their
-items in bursts and the source refills rarely.
+Workers: an async function runs in ``concurrency`` tasks; a sync function on
+``concurrency`` long-lived threads that take and put items through the queues' blocking
+views (no event-loop round trip per item); ``executor="process"`` in worker processes
+through ``anyio.to_process`` (the function and the items must pickle, and each item
+costs a round trip of a few hundred microseconds plus pickling: use it for CPU-heavy work
+that holds the GIL). ``map`` delivers in completion order unless ``ordered=True``.
+Sources: lists, tuples and ranges are read on the event loop (they fill the first queue
+at once); other sync iterables and sync producers on a thread, since they may block.
+Thread stages start a few event-loop iterations after the async ones, so that creating
+threads does not delay the first items.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
@@ -40,62 +50,18 @@ from ._checkpoint import apply_positions, apply_state, take_checkpoint
 from ._control import Control, Stage
 from ._epochs import in_memory
 from ._maps import AsyncTurns, ThreadTurns, async_map_step, offloaded, thread_map_step
-from ._meter import Meter, StageStatistics, percentiles
+from ._meter import Meter, StageStatistics
+from ._report import sample_occupancy, stage_statistics
 from ._sources import AsyncSource, SequenceSource, SyncSource, producer_step, queue_step
+from ._stage_spec import StageSpec, capacity, threaded
 from ._stages import ShuffleStep, batch_step, filter_step, prefetch_step, send_step
 from ._state import PipelineState
 
-__all__ = [
-    "ZERO_FIELDS",
-    "OpenPipeline",
-    "PipelineItems",
-    "PipelineRun",
-    "StageSpec",
-    "bottleneck",
-    "describe_run",
-]
+__all__ = ["OpenPipeline", "PipelineItems", "PipelineRun"]
 
 T = TypeVar("T")
 
-_SAMPLE_INTERVAL_S = 0.005  # how often the run samples its queues' occupancy
 _MAX_DEFER_CHECKPOINTS = 256  # at most this many loop iterations before thread stages start
-_MIN_CAPACITY = 8  # default output queue capacity: max(this, 2 x neighbouring concurrency)
-_SOURCE_CAPACITY = 256  # default capacity of a source's output queue, at least
-_SOURCES = ("iterable", "async_iterable", "queue", "producer")
-ZERO_FIELDS = (
-    "items_per_s",
-    "busy_s",
-    "occupancy_mean",
-    "starved_fraction",
-    "put_wait_p50_s",
-    "put_wait_p99_s",
-    "get_wait_p50_s",
-    "get_wait_p99_s",
-    "elapsed_s",
-)
-
-
-@dataclass(frozen=True)
-class StageSpec:
-    """One stage of a Pipeline description."""
-
-    kind: str  # iterable | async_iterable | queue | producer | map | filter | shuffle | ...
-    label: str
-    fn: Any = None
-    concurrency: int = 1
-    capacity: int | None = None
-    ordered: bool = False
-    executor: str = "task"  # task | thread | process
-    epochs: int | None = 1
-    size: int = 0
-    smaller: bool = False
-    pad: bool = False
-    seed: int | None = None
-
-
-def threaded(spec: StageSpec) -> bool:
-    """Whether a (non-source) stage's workers are threads (see ``PipelineRun._steps``)."""
-    return spec.kind == "batch" or (spec.kind == "map" and spec.executor == "thread")
 
 
 class PipelineItems(Generic[T]):
@@ -230,21 +196,6 @@ class PipelineRun:
         self.t1: float | None = None
         self.sent = 0  # items a to_queue stage sent out (once it has ended)
 
-    def _capacity(self, i: int) -> int:
-        """Stage ``i``'s output queue capacity (see the module docstring)."""
-        spec = self.specs[i]
-        if spec.capacity is not None:
-            return spec.capacity
-        cap = max(_MIN_CAPACITY, 2 * spec.concurrency)
-        if spec.kind in _SOURCES:
-            cap = max(cap, _SOURCE_CAPACITY)
-        if i + 1 < len(self.specs):
-            after = self.specs[i + 1]
-            cap = max(cap, 2 * after.concurrency)
-            if after.kind == "batch":
-                cap = max(cap, 2 * after.size)
-        return cap
-
     def start(self, state: PipelineState | None = None) -> None:
         """Create every queue and runner and start them in the coordinator (from
         ``state``, when given: it was checked against the stages beforehand).
@@ -256,7 +207,7 @@ class PipelineRun:
         """
         for i, spec in enumerate(self.specs):
             label = f"{i}:{spec.label}"
-            self.queues.append(StageQueue(self._capacity(i), name=label))
+            self.queues.append(StageQueue(capacity(self.specs, i), name=label))
         if state is not None:
             apply_state(self, state)
         later: list[int] = []
@@ -275,7 +226,13 @@ class PipelineRun:
             self.coord.start_soon(self._start_later, later, delay, name="pipeline thread stages")
         else:
             self.started.set()
-        self.coord.start_soon(self._sample, name="pipeline occupancy sampler")
+        self.coord.start_soon(
+            sample_occupancy,
+            self.queues,
+            self.meters,
+            self._ended,
+            name="pipeline occupancy sampler",
+        )
 
     def _start_stage(self, i: int) -> int:
         """Build stage ``i``'s runner and start it; return its number of workers."""
@@ -349,18 +306,8 @@ class PipelineRun:
         assert k == "prefetch"
         return [prefetch_step(inq, stage)]
 
-    async def _sample(self) -> None:
-        while self.t1 is None:
-            live = False
-            for q, m in zip(self.queues, self.meters):
-                size = q.size()
-                if size or not q.closed:
-                    live = True
-                    m.occ_sum += size / q.capacity
-                    m.occ_n += 1
-            if not live:
-                return
-            await anyio.sleep(_SAMPLE_INTERVAL_S)
+    def _ended(self) -> bool:
+        return self.t1 is not None
 
     def finish(self) -> None:
         """Stop every stage: no new items are taken and every queue is closed."""
@@ -377,95 +324,5 @@ class PipelineRun:
         return (self.t1 if self.t1 is not None else time.monotonic()) - self.t0
 
     def statistics(self) -> tuple[StageStatistics, ...]:
-        elapsed = max(self.elapsed, 1e-9)
-        out: list[StageStatistics] = []
-        for i, spec in enumerate(self.specs):
-            if i >= len(self.queues):
-                break
-            st = self.queues[i].statistics()
-            items_in = (
-                self.queues[i - 1].statistics().dequeued_total if i > 0 else st.enqueued_total
-            )
-            items_out = items_in if spec.kind == "to_queue" else st.enqueued_total
-            m = self.meters[i]
-            g50, g99 = percentiles(m.get_waits)
-            p50, p99 = percentiles(m.put_waits)
-            out.append(
-                StageStatistics(
-                    name=spec.label,
-                    items_in=items_in,
-                    items_out=items_out,
-                    items_dropped=m.dropped,
-                    items_per_s=items_out / elapsed,
-                    busy_s=m.busy,
-                    concurrency=spec.concurrency,
-                    occupancy_mean=m.occ_sum / m.occ_n if m.occ_n else 0.0,
-                    starved_fraction=min(1.0, st.time_empty_s / elapsed),
-                    put_wait_p50_s=p50,
-                    put_wait_p99_s=p99,
-                    get_wait_p50_s=g50,
-                    get_wait_p99_s=g99,
-                    elapsed_s=elapsed,
-                )
-            )
-        return tuple(out)
-
-
-_BUSY = 0.5  # a stage this busy (fraction of its workers' time) can limit throughput
-_FULL = 0.5  # an output queue this full on average: the consumer is the limit
-
-
-def bottleneck(stats: tuple[StageStatistics, ...]) -> str:
-    """What limits the run's throughput, in one line.
-
-    - The consumer, when the pipeline keeps ahead of it: the last stage's output queue
-      was at least ``_FULL`` full on average and the consumer rarely waited.
-    - Else the busiest stage, when its workers were busy at least ``_BUSY`` of the
-      time: adding workers (or a faster function) there is what helps.
-    - Else no stage's own work limits the run: the hand-offs between stages (per-item
-      overhead) or a source that delivers slowly do.
-    """
-    last = stats[-1]
-    if last.occupancy_mean >= _FULL and last.starved_fraction < 0.1:
-        return (
-            f"the consumer — the pipeline keeps ahead of it (its output queue was "
-            f"{last.occupancy_mean:.0%} full on average, the consumer waited "
-            f"{last.starved_fraction:.0%} of the time)"
-        )
-    fractions = [s.busy_fraction for s in stats]
-    worst = max(range(len(stats)), key=fractions.__getitem__)
-    s = stats[worst]
-    if fractions[worst] >= _BUSY:
-        return (
-            f"{s.name} — its {s.concurrency} worker(s) were {fractions[worst]:.0%} busy; "
-            "more concurrency there (or a faster function) would help"
-        )
-    return (
-        f"per-item overhead — no stage was busy more than {fractions[worst]:.0%} of the "
-        f"time and the consumer waited {last.starved_fraction:.0%} of it: the hand-offs "
-        "between stages, not the stages' work, set the pace"
-    )
-
-
-def describe_run(stats: tuple[StageStatistics, ...], run: PipelineRun | None) -> str:
-    """The text of ``Pipeline.describe()``: one line per stage, then the bottleneck."""
-    elapsed = run.elapsed if run is not None else 0.0
-    head = (
-        f"{'#':>2} {'stage':<28} {'conc':>4} {'in':>8} {'out':>8} {'dropped':>7} {'items/s':>9} "
-        f"{'busy':>5} {'occ':>5} {'starved':>7} {'get p50/p99 ms':>15} {'put p50/p99 ms':>15}"
-    )
-    lines = [f"pipeline: {len(stats)} stages, {elapsed:.3f} s", head]
-    for i, s in enumerate(stats):
-        busy = s.busy_fraction
-        lines.append(
-            f"{i:>2} {s.name[:28]:<28} {s.concurrency:>4} {s.items_in:>8} "
-            f"{s.items_out:>8} {s.items_dropped:>7} {s.items_per_s:>9.1f} {busy:>5.0%} "
-            f"{s.occupancy_mean:>5.2f} {s.starved_fraction:>7.0%} "
-            f"{s.get_wait_p50_s * 1e3:>7.2f}/{s.get_wait_p99_s * 1e3:<7.2f} "
-            f"{s.put_wait_p50_s * 1e3:>7.2f}/{s.put_wait_p99_s * 1e3:<7.2f}"
-        )
-    if run is None or not stats:
-        lines.append("bottleneck: n/a (not run yet)")
-    else:
-        lines.append(f"bottleneck: {bottleneck(stats)}")
-    return "\n".join(lines)
+        """One StageStatistics per stage, so far (see ``_report.stage_statistics``)."""
+        return stage_statistics(self.specs, self.queues, self.meters, self.elapsed)

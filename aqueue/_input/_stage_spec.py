@@ -1,0 +1,286 @@
+"""What a Pipeline is made of: StageSpec, one stage's description, and the checks that build it.
+
+A Pipeline is a tuple of StageSpecs: its source first, then one per stage method, in
+order. A StageSpec is frozen and holds only validated arguments; the functions here
+(one per source kind and per stage method) check a method's arguments and return its
+spec, raising the errors its public docstring names, with the same messages. ``then``
+and ``repeated`` give the new chain; no function changes an existing one. At most one
+``to_queue`` stage, and only last.
+
+Default capacities (``capacity``): a queue holds at least ``_MIN_CAPACITY`` items,
+twice the concurrency of the stages on either side, and twice the batch size when a
+batch stage reads it (so its ``dequeue_many`` waits for its batch in one copy); a
+source's queue holds at least ``_SOURCE_CAPACITY`` items, so the next stage's workers
+take their items in bursts and the source refills rarely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .._errors import ElementSpecError, epochs_arg, int_arg, name_arg, seed_arg
+from .._queues._protocol import AsyncQueue
+from .._running._producers import is_async_callable
+
+__all__ = [
+    "StageSpec",
+    "async_iterable_source",
+    "batch_stage",
+    "callable_arg",
+    "capacity",
+    "describe_fn",
+    "filter_stage",
+    "iterable_source",
+    "map_stage",
+    "prefetch_stage",
+    "producer_source",
+    "queue_source",
+    "repeated",
+    "shuffle_stage",
+    "then",
+    "threaded",
+    "to_queue_stage",
+]
+
+_MIN_CAPACITY = 8  # default output queue capacity: max(this, 2 x neighbouring concurrency)
+_SOURCE_CAPACITY = 256  # default capacity of a source's output queue, at least
+_SOURCES = ("iterable", "async_iterable", "queue", "producer")
+_ELEMENTWISE = ("map", "filter", "prefetch")  # the stages that may precede ``repeat``
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One stage of a Pipeline description."""
+
+    kind: str  # iterable | async_iterable | queue | producer | map | filter | shuffle | ...
+    label: str
+    fn: Any = None
+    concurrency: int = 1
+    capacity: int | None = None
+    ordered: bool = False
+    executor: str = "task"  # task | thread | process
+    epochs: int | None = 1
+    size: int = 0
+    smaller: bool = False
+    pad: bool = False
+    seed: int | None = None
+
+
+def threaded(spec: StageSpec) -> bool:
+    """Whether a (non-source) stage's workers are threads (see ``PipelineRun._steps``)."""
+    return spec.kind == "batch" or (spec.kind == "map" and spec.executor == "thread")
+
+
+def capacity(specs: Sequence[StageSpec], i: int) -> int:
+    """Stage ``i``'s output queue capacity (see the module docstring)."""
+    spec = specs[i]
+    if spec.capacity is not None:
+        return spec.capacity
+    cap = max(_MIN_CAPACITY, 2 * spec.concurrency)
+    if spec.kind in _SOURCES:
+        cap = max(cap, _SOURCE_CAPACITY)
+    if i + 1 < len(specs):
+        after = specs[i + 1]
+        cap = max(cap, 2 * after.concurrency)
+        if after.kind == "batch":
+            cap = max(cap, 2 * after.size)
+    return cap
+
+
+def describe_fn(fn: Any) -> str:
+    """A function's name for a stage label."""
+    name = getattr(fn, "__name__", None) or getattr(fn, "__qualname__", None)
+    return name if isinstance(name, str) else type(fn).__name__
+
+
+def callable_arg(fn: Any, what: str) -> None:
+    if not callable(fn):
+        raise TypeError(f"Pipeline.{what}: expected a callable, got {type(fn).__name__}")
+
+
+def _capacity_arg(capacity: Any, label: str) -> int | None:
+    if capacity is None:
+        return None
+    return int_arg(capacity, "capacity", f"Pipeline stage {label!r}", 1)
+
+
+# -- sources ---------------------------------------------------------------------------
+
+
+def iterable_source(iterable: Any, name: str | None) -> StageSpec:
+    if isinstance(iterable, (str, bytes)) or not hasattr(iterable, "__iter__"):
+        hint = " (use from_async_iterable)" if hasattr(iterable, "__aiter__") else ""
+        raise TypeError(
+            f"Pipeline.from_iterable: expected an iterable of items, got "
+            f"{type(iterable).__name__}{hint}"
+        )
+    label = name_arg(name, f"from_iterable({type(iterable).__name__})")
+    return StageSpec("iterable", label, iterable)
+
+
+def async_iterable_source(iterable: Any, name: str | None) -> StageSpec:
+    if not hasattr(iterable, "__aiter__"):
+        raise TypeError(
+            "Pipeline.from_async_iterable: expected an async iterable, got "
+            f"{type(iterable).__name__}"
+        )
+    label = name_arg(name, f"from_async_iterable({type(iterable).__name__})")
+    return StageSpec("async_iterable", label, iterable)
+
+
+def queue_source(queue: Any, name: str | None) -> StageSpec:
+    if not isinstance(queue, AsyncQueue):
+        raise TypeError(
+            f"Pipeline.from_queue: expected an aqueue queue, got {type(queue).__name__}"
+        )
+    label = name_arg(name, f"from_queue({queue.name})")
+    return StageSpec("queue", label, queue)
+
+
+def producer_source(fn: Any, name: str | None) -> StageSpec:
+    callable_arg(fn, "from_producer")
+    label = name_arg(name, f"from_producer({describe_fn(fn)})")
+    return StageSpec("producer", label, fn)
+
+
+# -- stages ----------------------------------------------------------------------------
+
+
+def map_stage(
+    fn: Any,
+    concurrency: int,
+    ordered: bool,
+    executor: str | None,
+    capacity: int | None,
+    name: str | None,
+) -> StageSpec:
+    callable_arg(fn, "map")
+    label = name_arg(name, f"map({describe_fn(fn)})")
+    conc = int_arg(concurrency, "concurrency", f"Pipeline.map {label!r}", 1)
+    is_async = is_async_callable(fn)
+    if executor not in (None, "thread", "process"):
+        raise ElementSpecError(
+            f"Pipeline.map {label!r}: executor must be None, 'thread' or 'process', "
+            f"got {executor!r}"
+        )
+    if is_async and executor is not None:
+        raise ElementSpecError(
+            f"Pipeline.map {label!r}: {describe_fn(fn)} is an async function; "
+            f"executor={executor!r} takes a sync function"
+        )
+    how = "task" if is_async else (executor or "thread")
+    return StageSpec(
+        "map",
+        label,
+        fn,
+        concurrency=conc,
+        capacity=_capacity_arg(capacity, label),
+        ordered=bool(ordered) and conc > 1,
+        executor=how,
+    )
+
+
+def filter_stage(pred: Any, capacity: int | None, name: str | None) -> StageSpec:
+    callable_arg(pred, "filter")
+    label = name_arg(name, f"filter({describe_fn(pred)})")
+    return StageSpec(
+        "filter",
+        label,
+        pred,
+        capacity=_capacity_arg(capacity, label),
+        executor="task" if is_async_callable(pred) else "inline",
+    )
+
+
+def shuffle_stage(
+    capacity: int, min_after_dequeue: int, seed: int | None, name: str | None
+) -> StageSpec:
+    label = name_arg(name, "shuffle")
+    owner = f"Pipeline.shuffle {label!r}"
+    cap = int_arg(capacity, "capacity", owner, 1)
+    mad = int_arg(min_after_dequeue, "min_after_dequeue", owner, 0)
+    if cap <= mad:
+        raise ElementSpecError(
+            f"{owner}: capacity ({cap}) must be greater than min_after_dequeue ({mad})"
+        )
+    return StageSpec(
+        "shuffle",
+        label,
+        capacity=max(1, cap - mad - 1),
+        size=mad,
+        seed=seed_arg(seed, owner),
+    )
+
+
+def batch_stage(
+    batch_size: int,
+    allow_smaller_final_batch: bool,
+    dynamic_pad: bool,
+    capacity: int | None,
+    name: str | None,
+) -> StageSpec:
+    label = name_arg(name, f"batch({batch_size})")
+    size = int_arg(batch_size, "batch_size", f"Pipeline.batch {label!r}", 1)
+    return StageSpec(
+        "batch",
+        label,
+        capacity=_capacity_arg(capacity, label),
+        size=size,
+        smaller=bool(allow_smaller_final_batch),
+        pad=bool(dynamic_pad),
+        executor="thread",
+    )
+
+
+def prefetch_stage(buffer_size: int, name: str | None) -> StageSpec:
+    label = name_arg(name, f"prefetch({buffer_size})")
+    size = int_arg(buffer_size, "buffer_size", f"Pipeline.prefetch {label!r}", 1)
+    return StageSpec("prefetch", label, capacity=size)
+
+
+def to_queue_stage(queue: Any, enqueue_many: bool, name: str | None) -> StageSpec:
+    if not isinstance(queue, AsyncQueue):
+        raise TypeError(f"Pipeline.to_queue: expected an aqueue queue, got {type(queue).__name__}")
+    label = name_arg(name, f"to_queue({queue.name})")
+    return StageSpec("to_queue", label, queue, pad=bool(enqueue_many))
+
+
+# -- chains ----------------------------------------------------------------------------
+
+
+def then(specs: tuple[StageSpec, ...], spec: StageSpec) -> tuple[StageSpec, ...]:
+    """The chain ``specs`` followed by ``spec``."""
+    last = specs[-1]
+    if last.kind == "to_queue":
+        raise ElementSpecError(
+            f"Pipeline: no stage may follow {last.label}, which sends the items out"
+        )
+    return (*specs, spec)
+
+
+def repeated(specs: tuple[StageSpec, ...], num_epochs: int | None) -> tuple[StageSpec, ...]:
+    """The chain ``specs`` with its source read ``num_epochs`` times (``Pipeline.repeat``)."""
+    owner = "Pipeline.repeat"
+    epochs = epochs_arg(num_epochs, owner)
+    source = specs[0]
+    late = [s.label for s in specs[1:] if s.kind not in _ELEMENTWISE]
+    if late:
+        raise ElementSpecError(
+            f"{owner}: must come before {late[0]} (only map, filter and prefetch may precede it)"
+        )
+    if source.kind not in ("iterable", "async_iterable"):
+        raise ElementSpecError(f"{owner}: source {source.label} cannot be re-read")
+    if source.epochs != 1:
+        raise ElementSpecError(f"{owner}: the pipeline already repeats")
+    if epochs != 1:
+        obj = source.fn
+        one_shot = aiter(obj) is obj if source.kind == "async_iterable" else iter(obj) is obj
+        if one_shot:
+            raise ElementSpecError(
+                f"{owner}: source {source.label} is a one-shot iterator; pass a "
+                "re-iterable (e.g. a list) to read it more than once"
+            )
+    head = replace(source, epochs=epochs)
+    return (head, *specs[1:])
