@@ -16,11 +16,20 @@ file                     what it holds
 ``_snapshot.py``         QueueSnapshot: a queue's spec, elements, closed flag and random
                          state at one moment (``snapshot``/``from_snapshot``)
 ``_requests.py``         PutRequest and GetRequest: what a waiting operation leaves behind
-``_engine.py``           Engine: the synchronous steps of one queue (lock, request lists,
-                         fast paths, ``try_put``/``try_get``, wake-up decisions)
+``_bookkeeping.py``      EngineCore: the engine's state (slots) and the steps all its
+                         operations share (admission, claims, readiness, wake-ups)
+``_fast.py``             FastPaths: the engine's fast paths (``*_now``: a whole operation
+                         under the lock, no request object)
+``_contents.py``         EngineContents: the engine's elements read or loaded whole
+                         (``dump``, ``load``) and its counters (``statistics``)
+``_engine.py``           Engine: the synchronous steps of one queue, assembled from the
+                         three above; the requests (``park``, ``try_put``/``try_get``,
+                         ``abandon``) and ``close``
 ``_drivers.py``          how requests wait: TaskDriver (tasks), ThreadDriver (threads),
                          ``get_nowait``/``put_nowait`` (never)
 ``_backend.py``          the event-loop primitives: checkpoint and wakers, asyncio and trio
+``_lifecycle.py``        QueueLifecycle: snapshots (``snapshot``/``from_snapshot``, the
+                         kinds' registry) and producer accounting, mixed into QueueBase
 ``_queue.py``            QueueBase: the public operations (convert, fast path, driver)
 ``_views.py``            BlockingQueue (the thread view) and the async iterators
 ``_fifo.py``             FIFOQueue, PaddingFIFOQueue, StageQueue (between pipeline stages)

@@ -3,8 +3,18 @@
 Every queue owns one engine. Nothing here awaits or blocks: a queue operation first
 tries ``*_now`` (a fast path that needs no request object), and when that cannot
 complete, a driver (``_drivers.py``) runs a request through ``try_put``/``try_get``,
-parking it and retrying when notified. Both paths change state only here, under
-``lock``.
+parking it and retrying when notified. Both paths change state only through the
+engine, under ``lock``.
+
+``Engine`` is assembled from mixins, one module each, which share its state:
+
+- this module: the constructor, which sets the state, and the requests a driver
+  runs (``park``, ``try_get``, ``try_put``, ``abandon``), and ``close``;
+- ``_fast.py``: FastPaths, the ``*_now`` fast paths;
+- ``_contents.py``: EngineContents, the elements read or loaded whole (``dump``,
+  ``load``) and the counters (``quiet_*``, ``statistics``);
+- ``_bookkeeping.py``: EngineCore, the steps all of them share (admission, claims,
+  the lists, readiness, wake-ups) and the state's slots and declarations.
 
 Invariants (all state is guarded by ``lock``, a ``threading.Lock``, so threads and the
 event loop can both change it; nothing awaits while holding it):
@@ -51,50 +61,23 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from .._errors import OutOfRangeError, QueueClosedError
-from ._declare import Components
-from ._protocol import QueueStatistics
-from ._requests import MANY, ONE, SOME, UP_TO, WAIT, GetRequest, PutRequest, Request, fire_all
+from ._contents import EngineContents
+from ._fast import FastPaths
+from ._requests import MANY, ONE, SOME, UP_TO, WAIT, GetRequest, PutRequest, Request
 from ._storage import FillableStorage, Storage
 
 __all__ = ["Engine"]
 
 _monotonic = time.monotonic
-X = TypeVar("X")
 
 
-def _rows_of(cols: Components) -> list[Components]:
-    """Per-element tuples (private copies) of batch columns."""
-    copies = [c.copy() for c in cols]
-    return [tuple(c[j] for c in copies) for j in range(len(copies[0]))]
-
-
-class Engine:
+class Engine(FastPaths, EngineContents):
     """The state of one queue and the synchronous steps that change it."""
 
-    __slots__ = (
-        "_empty_since",
-        "_full_since",
-        "_time_empty",
-        "_time_full",
-        "capacity",
-        "closed",
-        "deferred",
-        "dequeued_total",
-        "enqueued_total",
-        "fill",
-        "getters",
-        "lock",
-        "min_after",
-        "name",
-        "one_copy_limit",
-        "peak",
-        "putters",
-        "storage",
-    )
+    __slots__ = ()  # (the state's slots are EngineCore's)
 
     def __init__(
         self,
@@ -114,8 +97,8 @@ class Engine:
         self.one_copy_limit = capacity - min_after_dequeue
         self.lock = threading.Lock()
         self.closed = False
-        self.putters: deque[PutRequest] = deque()
-        self.getters: deque[GetRequest] = deque()
+        self.putters = deque()
+        self.getters = deque()
         self.enqueued_total = 0
         self.dequeued_total = 0
         self.peak = 0
@@ -123,140 +106,12 @@ class Engine:
         self._time_empty = 0.0
         self._full_since = 0.0
         self._empty_since = 0.0
-        self.deferred: list[Request] | None = None
+        self.deferred = None
 
     def get_request(self, mode: int, n: int) -> GetRequest:
         """A dequeue request for ``n`` elements (progressive if it could never be served
         in one take)."""
         return GetRequest(mode, n, mode in (MANY, UP_TO) and n > self.one_copy_limit)
-
-    # -- fast paths: the whole operation under the lock, no request object ---------------
-
-    def put_one_now(self, comps: Components, deferred: list[Request] | None = None) -> bool:
-        """Admit one element if there is room now and nobody is queued ahead; False
-        (nothing changed) otherwise. A thread passes ``deferred``: its wake-ups are then
-        sent after the lock is released."""
-        lock = self.lock
-        lock.acquire()  # (acquire/release: half the cost of `with` here)
-        if deferred is not None:
-            self.deferred = deferred
-        try:
-            st = self.storage
-            size = st.size
-            if size < self.capacity and not self.closed and not self.putters:
-                if self.getters:  # a waiting batch dequeue may take it directly
-                    self._admit_one(comps)
-                    self._admitted(1)
-                    self._notify()
-                    return True
-                st.put_one(comps)
-                self.enqueued_total += 1
-                if size >= self.peak:
-                    self.peak = size + 1
-                return True
-            return False
-        finally:
-            if deferred is not None:
-                self.deferred = None
-                lock.release()
-                fire_all(deferred)
-            else:
-                lock.release()
-
-    def put_many_now(self, comps: Components, count: int) -> bool:
-        """Admit a whole batch if it fits now and nobody is queued ahead; else False."""
-        lock = self.lock
-        lock.acquire()
-        try:
-            st = self.storage
-            if self.closed or self.putters or st.size + count > self.capacity:
-                return False
-            if self.getters:  # a waiting batch dequeue may take rows directly
-                g = self.getters[0]
-                if g.out is not None and g.claimed + count <= g.n:
-                    # It fills that batch: the only request this can make ready.
-                    self._fill(g, comps, 0, count)
-                    self.enqueued_total += count
-                    if g.claimed == g.n and not g.notified:
-                        self._wake(g)
-                    return True
-                self._admit_rows(comps, 0, count)
-                self._admitted(count)
-                self._notify()
-                return True
-            st.put_rows(comps, 0, count)
-            self._admitted(count)
-            return True
-        finally:
-            lock.release()
-
-    def take_one_now(self, deferred: list[Request] | None = None) -> Any:
-        """Take one element if one can be taken now and nobody is queued ahead: its
-        components, or ``WAIT`` (nothing changed). ``deferred`` as for put_one_now."""
-        lock = self.lock
-        lock.acquire()
-        if deferred is not None:
-            self.deferred = deferred
-        try:
-            st = self.storage
-            if not self.getters and st.size > (0 if self.closed else self.min_after):
-                comps = st.take_one()
-                self.dequeued_total += 1
-                if self.putters:
-                    self._notify()
-                return comps
-            return WAIT
-        finally:
-            if deferred is not None:
-                self.deferred = None
-                lock.release()
-                fire_all(deferred)
-            else:
-                lock.release()
-
-    def take_many_now(self, n: int) -> Any:
-        """Take exactly ``n`` in one copy if they are there now and nobody is queued
-        ahead: the batch components, or ``WAIT`` (nothing changed)."""
-        lock = self.lock
-        lock.acquire()
-        try:
-            st = self.storage
-            if not self.getters and st.size - (0 if self.closed else self.min_after) >= n:
-                comps = st.take_batch(n)
-                self.dequeued_total += n
-                if self.putters:
-                    self._notify()
-                return comps
-            return WAIT
-        finally:
-            lock.release()
-
-    def take_some_now(self, n: int, deferred: list[Request] | None = None) -> Any:
-        """Take 1..n (as many as can be taken, at most ``n``) if at least one can be
-        taken now and nobody is queued ahead: the batch components, or ``WAIT``.
-        ``deferred`` as for put_one_now."""
-        lock = self.lock
-        lock.acquire()
-        if deferred is not None:
-            self.deferred = deferred
-        try:
-            st = self.storage
-            avail = st.size - (0 if self.closed else self.min_after)
-            if not self.getters and avail > 0:
-                k = n if avail >= n else avail
-                comps = st.take_batch(k)
-                self.dequeued_total += k
-                if self.putters:
-                    self._notify()
-                return comps
-            return WAIT
-        finally:
-            if deferred is not None:
-                self.deferred = None
-                lock.release()
-                fire_all(deferred)
-            else:
-                lock.release()
 
     # -- requests (lock held) ---------------------------------------------------------
 
@@ -419,250 +274,3 @@ class Engine:
                         p.rejected = True
                         self._wake(p)
             self._notify()
-
-    def dump(self, pending: bool = False) -> list[Components]:
-        """Every element the queue holds, in the order takes would see them, claims
-        of a waiting batch dequeue first (they would go back there on close); with
-        ``pending``, then the elements waiting enqueues have still to admit, in the
-        order they will be admitted. Nothing changes (consistent: taken under the
-        lock)."""
-        with self.lock:
-            held = self._dump()
-            if pending:
-                for p in self.putters:
-                    if p.rejected:
-                        continue
-                    if p.mode == ONE:  # an element: as a batch of one, so in dump's form
-                        if p.pos == 0:
-                            held.extend(_rows_of(tuple(c.reshape(1, *c.shape) for c in p.comps)))
-                    else:
-                        held.extend(_rows_of(tuple(c[p.pos : p.count] for c in p.comps)))
-            return held
-
-    def dump_with(self, read: Callable[[], X]) -> tuple[list[Components], bool, X]:
-        """``dump()``, the closed flag and ``read()`` (state the storage's takes change,
-        such as a random generator's), all under one acquisition of the lock."""
-        with self.lock:
-            return self._dump(), self.closed, read()
-
-    def load_rows(self, comps: Components, count: int) -> None:
-        """Store the ``count`` rows of batch ``comps`` after the queue's, in order,
-        whatever the capacity (``load`` for a converted batch: one copy, no Python
-        object per element for fixed shapes)."""
-        with self.lock:
-            self.storage.put_rows(comps, 0, count)
-            if self.storage.size > self.peak:
-                self.peak = self.storage.size
-            self._notify()
-
-    def _dump(self) -> list[Components]:
-        claimed: list[Components] = []
-        if self.getters:
-            g = self.getters[0]
-            if g.out is not None and g.claimed:
-                claimed = _rows_of(tuple(o[: g.claimed] for o in g.out))
-            for chunk in g.claims:
-                claimed.extend(self.storage.chunk_elements(chunk))
-        return claimed + self.storage.dump()
-
-    def load(self, elements: list[Components]) -> None:
-        """Store ``elements`` after the queue's, in order, whatever the capacity."""
-        with self.lock:
-            self.storage.load(elements)
-            if self.storage.size > self.peak:
-                self.peak = self.storage.size
-            self._notify()
-
-    def quiet_getters(self) -> int:
-        """Waiting dequeues that were not woken (they cannot progress until the queue
-        changes: every change wakes a head that can)."""
-        with self.lock:
-            return sum(1 for g in self.getters if not g.notified)
-
-    def quiet_putters(self) -> int:
-        """Waiting enqueues that were not woken (they cannot progress until the queue
-        changes)."""
-        with self.lock:
-            return sum(1 for p in self.putters if not p.notified)
-
-    def statistics(self) -> QueueStatistics:
-        """A consistent snapshot of the counters."""
-        with self.lock:
-            now = _monotonic()
-            full = self._time_full + (now - self._full_since if self.putters else 0.0)
-            empty = self._time_empty + (now - self._empty_since if self.getters else 0.0)
-            return QueueStatistics(
-                size=self.storage.size,
-                capacity=self.capacity,
-                closed=self.closed,
-                enqueued_total=self.enqueued_total,
-                dequeued_total=self.dequeued_total,
-                peak_size=self.peak,
-                tasks_waiting_enqueue=len(self.putters),
-                tasks_waiting_dequeue=len(self.getters),
-                time_full_s=full,
-                time_empty_s=empty,
-            )
-
-    # -- bookkeeping (lock held) ------------------------------------------------------
-
-    def _claim_for_head(self) -> None:
-        """A filling getter that reaches the head claims what the ring holds, so the
-        ring is empty while it waits and enqueues may copy straight into its batch."""
-        g = self.getters[0]
-        if g.out is not None:
-            k = min(self.storage.size, g.n - g.claimed)
-            if k > 0:
-                assert self.fill is not None
-                self.fill.take_into(g.out, g.claimed, k)
-                g.claimed += k
-
-    def _admit_one(self, comps: Components) -> None:
-        """Admit one element: into the head getter's batch if it is filling, else the storage."""
-        if self.getters:
-            g = self.getters[0]
-            out = g.out
-            if out is not None and g.claimed < g.n:
-                for o, c in zip(out, comps):
-                    o[g.claimed, ...] = c
-                g.claimed += 1
-                return
-        self.storage.put_one(comps)
-
-    def _admit_rows(self, comps: Components, start: int, stop: int) -> None:
-        """Admit rows ``start:stop`` of a batch, the head getter's batch first (see above)."""
-        if self.getters:
-            g = self.getters[0]
-            if g.out is not None and g.claimed < g.n:
-                k = min(stop - start, g.n - g.claimed)
-                self._fill(g, comps, start, start + k)
-                start += k
-        if start < stop:
-            self.storage.put_rows(comps, start, stop)
-
-    @staticmethod
-    def _fill(g: GetRequest, comps: Components, start: int, stop: int) -> None:
-        """Copy rows ``start:stop`` of a batch into filling getter ``g``'s batch."""
-        out = g.out
-        assert out is not None
-        a = g.claimed
-        k = stop - start
-        whole = k == len(comps[0])  # the whole batch: no slice of it needed
-        for o, c in zip(out, comps):
-            o[a : a + k] = c if whole else c[start:stop]
-        g.claimed = a + k
-
-    def _remove(self, req: Request) -> None:
-        if not req.registered:
-            return
-        req.registered = False
-        if isinstance(req, GetRequest):
-            getters = self.getters
-            was_head = getters[0] is req
-            getters.remove(req)
-            if not getters:
-                self._time_empty += _monotonic() - self._empty_since
-            elif was_head:
-                self._claim_for_head()
-        else:
-            assert isinstance(req, PutRequest)
-            self.putters.remove(req)
-            if not self.putters:
-                self._time_full += _monotonic() - self._full_since
-
-    def _give_back(self, req: GetRequest) -> None:
-        out = req.out
-        if out is not None:
-            if req.claimed:
-                self.storage.restore([tuple(o[: req.claimed] for o in out)])
-                req.claimed = 0
-        elif req.claims:
-            self.storage.restore(req.claims)
-            req.claims = []
-            req.claimed = 0
-        else:
-            return
-        if self.storage.size > self.peak:  # restores may exceed the capacity
-            self.peak = self.storage.size
-
-    def _final(self) -> bool:
-        return self.closed and not self.putters
-
-    def _available(self) -> int:
-        return self.storage.size - (0 if self.closed else self.min_after)
-
-    def _getter_ready(self, g: GetRequest) -> bool:
-        # _final() and _available() inlined: this runs on every notify.
-        if self.closed:
-            if not self.putters:
-                return True
-            avail = self.storage.size
-        else:
-            avail = self.storage.size - self.min_after
-        return avail >= g.n - g.claimed or (g.eager and avail > 0)
-
-    def _putter_ready(self, p: PutRequest) -> bool:
-        if p.rejected:
-            return True
-        free = self.capacity - self.storage.size
-        if p.mode == MANY and p.atomic:
-            return free >= p.count - p.pos or self._getter_makes_room(p.count - p.pos)
-        return free >= 1
-
-    def _getter_makes_room(self, k: int) -> bool:
-        """Whether an all-or-nothing batch of ``k`` may go in although it does not fit.
-
-        It may when the waiting head dequeue will then take enough to bring the size
-        back within capacity. Otherwise a timed thread enqueue_many (all-or-nothing) and
-        a batch dequeue that waits for its ``n`` would each wait for the other until the
-        timeout. If that dequeue leaves before taking (cancelled, timed out), the size
-        stays above capacity for a while, as after restored claims.
-        """
-        if not self.getters:
-            return False
-        g = self.getters[0]
-        need = g.n - g.claimed
-        # (rows a filling getter takes never reach the storage, so this holds for it too)
-        return self.storage.size + k - need <= self.capacity and self._available() + k >= need
-
-    def _may_pass_putters(self, req: PutRequest) -> bool:
-        """Whether new request ``req`` may be admitted ahead of the queued enqueues.
-
-        Only when the queue has room for ``req`` *and* for everything the queued
-        enqueues still need, and none of them has started (so a pending enqueue_many's
-        elements stay contiguous). The queued requests keep their room, so none of them
-        waits longer because of ``req``; without this, producer threads that find the
-        queue full form a convoy in which every element waits for a thread wake-up and
-        a GIL hand-off.
-        """
-        reserved = 0
-        for p in self.putters:
-            if p.pos:
-                return False
-            reserved += p.count
-        free = self.capacity - self.storage.size - reserved
-        return free >= req.count - req.pos
-
-    def _notify(self) -> None:
-        """Wake the head of each list if it can progress now."""
-        if self.getters:
-            g = self.getters[0]
-            if not g.notified and self._getter_ready(g):
-                self._wake(g)
-        if self.putters:
-            p = self.putters[0]
-            if not p.notified and self._putter_ready(p):
-                self._wake(p)
-
-    def _wake(self, req: Request) -> None:
-        req.notified = True
-        deferred = self.deferred
-        if deferred is None:
-            req.fire()
-        else:  # a thread's step: sent by fire_all once the lock is released
-            deferred.append(req)
-
-    def _admitted(self, k: int) -> None:
-        self.enqueued_total += k
-        if self.storage.size > self.peak:
-            self.peak = self.storage.size
