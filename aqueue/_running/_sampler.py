@@ -199,6 +199,9 @@ class Sampler:
         shared_ids = {id(q) for q in shared}
         remote = await self._read_shared(shared)
         stages = self._read_stages()
+        local = {id(w.queue): local_statistics(w.queue) for w in watched}
+        # `now` after every reading: a waited time read after `now` could exceed the
+        # interval and be clipped, and the overall share would come out low.
         now = time.monotonic()
         dt = max(now - self._last_t, 1e-9)
         inputs = {id(q) for q in input_queues(self._queues)}
@@ -209,7 +212,7 @@ class Sampler:
         for w in watched:
             q = w.queue
             is_shared = id(q) in shared_ids
-            st = remote.get(id(q)) if is_shared else local_statistics(q)
+            st = remote.get(id(q)) if is_shared else local[id(q)]
             key = self._key(q)
             if st is None:
                 if is_shared:
