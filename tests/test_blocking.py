@@ -529,4 +529,3 @@ async def test_thread_dequeue_burst_takes_what_arrived_and_times_out_cleanly() -
     with pytest.raises(TimeoutError):
         await t2.join_async()
     assert q.statistics().tasks_waiting_dequeue == 0
-
