@@ -121,9 +121,7 @@ class Source:
 
     def __post_init__(self) -> None:
         self.rows = list(self.elems)
-        self.batches = [
-            self.elems[k : k + ENQ_BATCH] for k in range(0, len(self.elems), ENQ_BATCH)
-        ]
+        self.batches = [self.elems[k : k + ENQ_BATCH] for k in range(0, len(self.elems), ENQ_BATCH)]
 
     @classmethod
     def make(cls) -> Source:
@@ -172,8 +170,9 @@ def check_fifo(src: Source, n: int, run: Run) -> None:
     want = src.expected_tags(n)
     if not np.array_equal(tags, want):
         first = int(np.flatnonzero(tags != want)[0])
-        raise CheckError(f"order broken at element {first}: got tag {tags[first]}, "
-                         f"expected {want[first]}")
+        raise CheckError(
+            f"order broken at element {first}: got tag {tags[first]}, expected {want[first]}"
+        )
     if not np.array_equal(lasts, src.elems[want.astype(np.int64), -1, -1]):
         raise CheckError("payload mismatch: element [-1, -1] differs from the source")
 
@@ -207,8 +206,10 @@ def check_threads(src: Source, n: int, run: Run) -> None:
     for t in range(THREADS):
         got = seq[thread == t]
         if not np.array_equal(got, np.arange(per)):
-            raise CheckError(f"thread {t}: expected its {per} elements in order, got "
-                             f"{got.size} elements (ordered={bool(np.all(np.diff(got) > 0))})")
+            raise CheckError(
+                f"thread {t}: expected its {per} elements in order, got "
+                f"{got.size} elements (ordered={bool(np.all(np.diff(got) > 0))})"
+            )
     if not np.array_equal(lasts, thread.astype(np.float32) + 0.5):
         raise CheckError("payload mismatch: element [-1, -1] differs from the thread's buffer")
 
@@ -253,8 +254,10 @@ def _on(backend: str, fn: Callable[[Source, int], Awaitable[Run]]) -> Callable[[
 
 
 async def _w1_pair(
-    put: Callable[[np.ndarray], Awaitable[Any]], get: Callable[[], Awaitable[Any]],
-    src: Source, n: int,
+    put: Callable[[np.ndarray], Awaitable[Any]],
+    get: Callable[[], Awaitable[Any]],
+    src: Source,
+    n: int,
 ) -> Run:
     """W1's producer and consumer tasks around one queue's put and get."""
     rows, m = src.rows, len(src.rows)
@@ -298,8 +301,9 @@ async def aqueue_w1_threads(src: Source, n: int) -> Run:
             errors.append(exc)
 
     async def consumer() -> None:
-        threads = [threading.Thread(target=producer, args=(t,), daemon=True)
-                   for t in range(THREADS)]
+        threads = [
+            threading.Thread(target=producer, args=(t,), daemon=True) for t in range(THREADS)
+        ]
         for th in threads:
             th.start()
         for _ in range(per * THREADS):
@@ -734,8 +738,7 @@ def tf_w2(src: Source, n: int) -> Run:
 
 
 def tf_w3(src: Source, n: int) -> Run:
-    q = tf.queue.RandomShuffleQueue(RS_CAPACITY, RS_MIN_AFTER, [tf.float32], shapes=[SHAPE],
-                                    seed=0)
+    q = tf.queue.RandomShuffleQueue(RS_CAPACITY, RS_MIN_AFTER, [tf.float32], shapes=[SHAPE], seed=0)
     batches, nb = src.batches, len(src.batches)
     tags: list[Any] = []
     lasts: list[Any] = []
@@ -849,40 +852,85 @@ class Ratio:
 
 RATIOS = [
     Ratio("W1 aqueue / anyio stream", "W1/aqueue/asyncio", "W1/anyio-stream/asyncio", 1.0),
-    Ratio("W1 aqueue / asyncio.Queue+sleep(0)", "W1/aqueue/asyncio",
-          "W1/asyncio.Queue+sleep0/asyncio", 0.8),
-    Ratio("W2 aqueue / asyncio.Queue+np.stack", "W2/aqueue/asyncio",
-          "W2/asyncio.Queue+np.stack/asyncio", 4.0),
+    Ratio(
+        "W1 aqueue / asyncio.Queue+sleep(0)",
+        "W1/aqueue/asyncio",
+        "W1/asyncio.Queue+sleep0/asyncio",
+        0.8,
+    ),
+    Ratio(
+        "W2 aqueue / asyncio.Queue+np.stack",
+        "W2/aqueue/asyncio",
+        "W2/asyncio.Queue+np.stack/asyncio",
+        4.0,
+    ),
     Ratio("W2 aqueue / memcpy 1-pass", "W2/aqueue/asyncio", "memcpy/1-pass/numpy", 0.5),
     Ratio("W2 aqueue / tf.queue.FIFOQueue", "W2/aqueue/asyncio", "W2/tf.queue/threads", 7.0),
-    Ratio("W3 aqueue / tf.queue.RandomShuffleQueue", "W3/aqueue/asyncio",
-          "W3/tf.queue/threads", 6.0),
-    Ratio("W2 aqueue / memcpy in+out (ideal ring)", "W2/aqueue/asyncio",
-          "memcpy/in+out/numpy", None),
-    Ratio("W1 aqueue / asyncio.Queue+sleep(0)+copy", "W1/aqueue/asyncio",
-          "W1/asyncio.Queue+sleep0+copy/asyncio", None),
-    Ratio("W1 aqueue / bare ring (2 copies, nothing else)", "W1/aqueue/asyncio",
-          "W1/bare ring/asyncio", None),
-    Ratio("W1 bare ring / asyncio.Queue+sleep(0)", "W1/bare ring/asyncio",
-          "W1/asyncio.Queue+sleep0/asyncio", None),
-    Ratio("W1 aqueue / checked ring (bare ring + check + lock)", "W1/aqueue/asyncio",
-          "W1/checked ring/asyncio", None),
-    Ratio("W1 checked ring / asyncio.Queue+sleep(0)", "W1/checked ring/asyncio",
-          "W1/asyncio.Queue+sleep0/asyncio", None),
-    Ratio("W1 aqueue / asyncio.Queue (no sleep)", "W1/aqueue/asyncio",
-          "W1/asyncio.Queue/asyncio", None),
+    Ratio(
+        "W3 aqueue / tf.queue.RandomShuffleQueue", "W3/aqueue/asyncio", "W3/tf.queue/threads", 6.0
+    ),
+    Ratio(
+        "W2 aqueue / memcpy in+out (ideal ring)", "W2/aqueue/asyncio", "memcpy/in+out/numpy", None
+    ),
+    Ratio(
+        "W1 aqueue / asyncio.Queue+sleep(0)+copy",
+        "W1/aqueue/asyncio",
+        "W1/asyncio.Queue+sleep0+copy/asyncio",
+        None,
+    ),
+    Ratio(
+        "W1 aqueue / bare ring (2 copies, nothing else)",
+        "W1/aqueue/asyncio",
+        "W1/bare ring/asyncio",
+        None,
+    ),
+    Ratio(
+        "W1 bare ring / asyncio.Queue+sleep(0)",
+        "W1/bare ring/asyncio",
+        "W1/asyncio.Queue+sleep0/asyncio",
+        None,
+    ),
+    Ratio(
+        "W1 aqueue / checked ring (bare ring + check + lock)",
+        "W1/aqueue/asyncio",
+        "W1/checked ring/asyncio",
+        None,
+    ),
+    Ratio(
+        "W1 checked ring / asyncio.Queue+sleep(0)",
+        "W1/checked ring/asyncio",
+        "W1/asyncio.Queue+sleep0/asyncio",
+        None,
+    ),
+    Ratio(
+        "W1 aqueue / asyncio.Queue (no sleep)",
+        "W1/aqueue/asyncio",
+        "W1/asyncio.Queue/asyncio",
+        None,
+    ),
     Ratio("W1 aqueue / tf.queue.FIFOQueue", "W1/aqueue/asyncio", "W1/tf.queue/threads", None),
-    Ratio("W1-threads aqueue / W1 aqueue", "W1-threads/aqueue/asyncio", "W1/aqueue/asyncio",
-          None),
+    Ratio("W1-threads aqueue / W1 aqueue", "W1-threads/aqueue/asyncio", "W1/aqueue/asyncio", None),
     Ratio("W1 trio: aqueue / anyio stream", "W1/aqueue/trio", "W1/anyio-stream/trio", None),
     Ratio("W1 aqueue: trio / asyncio", "W1/aqueue/trio", "W1/aqueue/asyncio", None),
     Ratio("W2 aqueue: trio / asyncio", "W2/aqueue/trio", "W2/aqueue/asyncio", None),
-    Ratio("W3 aqueue / bare pool (1 copy in, 1 gather out, nothing else)",
-          "W3/aqueue/asyncio", "W3/bare pool/asyncio", None),
-    Ratio("W3 bare pool / tf.queue.RandomShuffleQueue", "W3/bare pool/asyncio",
-          "W3/tf.queue/threads", None),
-    Ratio("W3 aqueue / asyncio.Queue+pool+np.stack", "W3/aqueue/asyncio",
-          "W3/asyncio.Queue+pool+np.stack/asyncio", None),
+    Ratio(
+        "W3 aqueue / bare pool (1 copy in, 1 gather out, nothing else)",
+        "W3/aqueue/asyncio",
+        "W3/bare pool/asyncio",
+        None,
+    ),
+    Ratio(
+        "W3 bare pool / tf.queue.RandomShuffleQueue",
+        "W3/bare pool/asyncio",
+        "W3/tf.queue/threads",
+        None,
+    ),
+    Ratio(
+        "W3 aqueue / asyncio.Queue+pool+np.stack",
+        "W3/aqueue/asyncio",
+        "W3/asyncio.Queue+pool+np.stack/asyncio",
+        None,
+    ),
 ]
 
 
@@ -896,20 +944,37 @@ def build_cases(scale: float, with_tf: bool, with_trio: bool) -> list[Case]:
         ("memcpy", "in+out", "numpy", n2, memcpy_in_out, check_fifo),
         ("W1", "aqueue", "asyncio", n1, _on("asyncio", aqueue_w1), check_fifo),
         ("W1", "asyncio.Queue", "asyncio", n1, _on("asyncio", asyncio_w1), check_fifo),
-        ("W1", "asyncio.Queue+sleep0", "asyncio", n1, _on("asyncio", asyncio_w1_sleep0),
-         check_fifo),
-        ("W1", "asyncio.Queue+sleep0+copy", "asyncio", n1,
-         _on("asyncio", asyncio_w1_sleep0_copy), check_fifo),
+        (
+            "W1",
+            "asyncio.Queue+sleep0",
+            "asyncio",
+            n1,
+            _on("asyncio", asyncio_w1_sleep0),
+            check_fifo,
+        ),
+        (
+            "W1",
+            "asyncio.Queue+sleep0+copy",
+            "asyncio",
+            n1,
+            _on("asyncio", asyncio_w1_sleep0_copy),
+            check_fifo,
+        ),
         ("W1", "anyio-stream", "asyncio", n1, _on("asyncio", anyio_w1), check_fifo),
         ("W1", "bare ring", "asyncio", n1, _on("asyncio", ring_w1(BareRing)), check_fifo),
         ("W1", "checked ring", "asyncio", n1, _on("asyncio", ring_w1(CheckedRing)), check_fifo),
-        ("W1-threads", "aqueue", "asyncio", n1, _on("asyncio", aqueue_w1_threads),
-         check_threads),
+        ("W1-threads", "aqueue", "asyncio", n1, _on("asyncio", aqueue_w1_threads), check_threads),
         ("W2", "aqueue", "asyncio", n2, _on("asyncio", aqueue_w2), check_fifo),
         ("W2", "asyncio.Queue+np.stack", "asyncio", n2, _on("asyncio", asyncio_w2), check_fifo),
         ("W3", "aqueue", "asyncio", n3, _on("asyncio", aqueue_w3), check_shuffle),
-        ("W3", "asyncio.Queue+pool+np.stack", "asyncio", n3, _on("asyncio", asyncio_w3),
-         check_shuffle),
+        (
+            "W3",
+            "asyncio.Queue+pool+np.stack",
+            "asyncio",
+            n3,
+            _on("asyncio", asyncio_w3),
+            check_shuffle,
+        ),
         ("W3", "bare pool", "asyncio", n3, _on("asyncio", bare_pool_w3), check_shuffle),
     ]
     if with_trio:
@@ -961,18 +1026,34 @@ def _fmt_ratio(v: float | None) -> str:
 
 
 def render_table(cases: list[Case]) -> str:
-    head = ("workload", "implementation", "backend", "elements", "median el/s", "median MB/s",
-            "best el/s", "spread", "status")
+    head = (
+        "workload",
+        "implementation",
+        "backend",
+        "elements",
+        "median el/s",
+        "median MB/s",
+        "best el/s",
+        "spread",
+        "status",
+    )
     rows = []
     for c in cases:
         med, best = c.median(), c.best()
         spread = (max(c.rates()) / min(c.rates()) - 1) if c.times_s and not c.error else None
-        rows.append((
-            c.workload, c.impl, c.backend, f"{c.elements:,}", _fmt_rate(med),
-            "-" if med is None else f"{med * ELEMENT_BYTES / 1e6:,.0f}",
-            _fmt_rate(best), "-" if spread is None else f"{spread:.0%}",
-            "ok" if c.error is None else "FAILED",
-        ))
+        rows.append(
+            (
+                c.workload,
+                c.impl,
+                c.backend,
+                f"{c.elements:,}",
+                _fmt_rate(med),
+                "-" if med is None else f"{med * ELEMENT_BYTES / 1e6:,.0f}",
+                _fmt_rate(best),
+                "-" if spread is None else f"{spread:.0%}",
+                "ok" if c.error is None else "FAILED",
+            )
+        )
     return _markdown(head, rows)
 
 
@@ -986,25 +1067,48 @@ def render_ratios(cases: dict[str, Case]) -> str:
         elif med is None:
             verdict = "n/a"
         else:
-            verdict = "yes" if med >= r.target else ("no" if (best or 0) < r.target
-                                                      else "best only")
-        rows.append((r.name, "-" if r.target is None else f">= {r.target:g}x",
-                     _fmt_ratio(med), _fmt_ratio(best), verdict))
+            verdict = (
+                "yes" if med >= r.target else ("no" if (best or 0) < r.target else "best only")
+            )
+        rows.append(
+            (
+                r.name,
+                "-" if r.target is None else f">= {r.target:g}x",
+                _fmt_ratio(med),
+                _fmt_ratio(best),
+                verdict,
+            )
+        )
     return _markdown(head, rows)
 
 
 def _markdown(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(head)]
-    right = {i for i, h in enumerate(head) if any(w in h for w in ("el/s", "MB/s", "elements",
-                                                                   "spread", "median", "best"))}
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)
+    ]
+    right = {
+        i
+        for i, h in enumerate(head)
+        if any(w in h for w in ("el/s", "MB/s", "elements", "spread", "median", "best"))
+    }
 
     def line(cells: tuple[str, ...]) -> str:
-        return "| " + " | ".join(c.rjust(w) if i in right else c.ljust(w)
-                                 for i, (c, w) in enumerate(zip(cells, widths, strict=True))) + " |"
+        return (
+            "| "
+            + " | ".join(
+                c.rjust(w) if i in right else c.ljust(w)
+                for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+            )
+            + " |"
+        )
 
-    sep = "|" + "|".join(("-" * (w + 1) + ":") if i in right else ("-" * (w + 2))
-                         for i, w in enumerate(widths)) + "|"
+    sep = (
+        "|"
+        + "|".join(
+            ("-" * (w + 1) + ":") if i in right else ("-" * (w + 2)) for i, w in enumerate(widths)
+        )
+        + "|"
+    )
     return "\n".join([line(head), sep, *(line(r) for r in rows)])
 
 
@@ -1027,8 +1131,13 @@ def _cpu_model() -> str:
 
 def _git_rev() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, cwd=Path(__file__).resolve().parent, timeout=10)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parent,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None
@@ -1046,39 +1155,59 @@ def report(args: argparse.Namespace, cases: list[Case], meta: dict[str, Any]) ->
     ratios = []
     for r in RATIOS:
         med, best = ratio_values(by_key, r)
-        ratios.append({
-            "name": r.name, "numerator": r.num, "denominator": r.den, "target": r.target,
-            "median": med, "best": best,
-            "meets_target": None if r.target is None or med is None else med >= r.target,
-        })
+        ratios.append(
+            {
+                "name": r.name,
+                "numerator": r.num,
+                "denominator": r.den,
+                "target": r.target,
+                "median": med,
+                "best": best,
+                "meets_target": None if r.target is None or med is None else med >= r.target,
+            }
+        )
     results = []
     for c in cases:
         med, best = c.median(), c.best()
-        results.append({
-            "key": c.key, "workload": c.workload, "implementation": c.impl,
-            "backend": c.backend, "elements": c.elements, "element_bytes": ELEMENT_BYTES,
-            "times_s": [round(t, 6) for t in c.times_s],
-            "median_elements_per_s": med, "best_elements_per_s": best,
-            "median_MB_per_s": None if med is None else med * ELEMENT_BYTES / 1e6,
-            "best_MB_per_s": None if best is None else best * ELEMENT_BYTES / 1e6,
-            "error": c.error,
-        })
+        results.append(
+            {
+                "key": c.key,
+                "workload": c.workload,
+                "implementation": c.impl,
+                "backend": c.backend,
+                "elements": c.elements,
+                "element_bytes": ELEMENT_BYTES,
+                "times_s": [round(t, 6) for t in c.times_s],
+                "median_elements_per_s": med,
+                "best_elements_per_s": best,
+                "median_MB_per_s": None if med is None else med * ELEMENT_BYTES / 1e6,
+                "best_MB_per_s": None if best is None else best * ELEMENT_BYTES / 1e6,
+                "error": c.error,
+            }
+        )
     return {"meta": meta, "results": results, "ratios": ratios}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    p.add_argument("--quick", action="store_true",
-                   help="smoke run: 2 repetitions of 1/10 of the elements")
+    p.add_argument(
+        "--quick", action="store_true", help="smoke run: 2 repetitions of 1/10 of the elements"
+    )
     p.add_argument("--reps", type=int, default=None, help="repetitions per case (default 5)")
-    p.add_argument("--scale", type=float, default=None,
-                   help="multiply the element counts (default 1.0)")
-    p.add_argument("--only", default=None, metavar="REGEX",
-                   help="run only cases whose key (e.g. 'W2/aqueue/asyncio') matches")
+    p.add_argument(
+        "--scale", type=float, default=None, help="multiply the element counts (default 1.0)"
+    )
+    p.add_argument(
+        "--only",
+        default=None,
+        metavar="REGEX",
+        help="run only cases whose key (e.g. 'W2/aqueue/asyncio') matches",
+    )
     p.add_argument("--no-tf", action="store_true", help="skip tf.queue even if importable")
     p.add_argument("--no-trio", action="store_true", help="skip the trio backend")
-    p.add_argument("--json", type=Path, default=None, metavar="PATH",
-                   help="also write the JSON report to PATH")
+    p.add_argument(
+        "--json", type=Path, default=None, metavar="PATH", help="also write the JSON report to PATH"
+    )
     args = p.parse_args(argv)
     args.reps = args.reps or (2 if args.quick else 5)
     args.scale = args.scale or (0.1 if args.quick else 1.0)
@@ -1107,44 +1236,62 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     meta: dict[str, Any] = {
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "python": platform.python_version(), "platform": platform.platform(),
-        "cpu": _cpu_model(), "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
         "versions": {d: _version(d) for d in ("aqueue", "numpy", "anyio", "trio")},
-        "tensorflow": tf_note, "git_rev": _git_rev(),
-        "reps": args.reps, "scale": args.scale, "only": args.only,
+        "tensorflow": tf_note,
+        "git_rev": _git_rev(),
+        "reps": args.reps,
+        "scale": args.scale,
+        "only": args.only,
         "loadavg_start": _loadavg(),
         # glibc heap tuning changes the cost of fresh 1 MB batches (page faults): record it.
         "malloc_env": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
         "element": f"{DTYPE}{list(SHAPE)} ({ELEMENT_BYTES} bytes)",
     }
-    print(f"bench_queues: {len(cases)} cases x {args.reps} reps; tensorflow: {tf_note}; "
-          f"trio: {'yes' if with_trio else 'no'}", file=sys.stderr)
+    print(
+        f"bench_queues: {len(cases)} cases x {args.reps} reps; tensorflow: {tf_note}; "
+        f"trio: {'yes' if with_trio else 'no'}",
+        file=sys.stderr,
+    )
     for case in cases:  # warm-up: imports, first-touch page faults, lazily built code paths
-        warm = dataclasses.replace(case, elements=max(256, case.elements // 10 // 256 * 256),
-                                   times_s=[])
+        warm = dataclasses.replace(
+            case, elements=max(256, case.elements // 10 // 256 * 256), times_s=[]
+        )
         run_once(warm, src)
         case.error = warm.error
-        print(f"  warm-up {case.key:<45} {'ok' if warm.error is None else warm.error}",
-              file=sys.stderr)
+        print(
+            f"  warm-up {case.key:<45} {'ok' if warm.error is None else warm.error}",
+            file=sys.stderr,
+        )
     for rep in range(args.reps):
         for case in cases:
             if case.error:
                 continue
             t_case = time.perf_counter()
             run_once(case, src)
-            last = f"{case.elements / case.times_s[-1]:>14,.0f} el/s" if not case.error and \
-                len(case.times_s) == rep + 1 else f"FAILED {case.error}"
+            last = (
+                f"{case.elements / case.times_s[-1]:>14,.0f} el/s"
+                if not case.error and len(case.times_s) == rep + 1
+                else f"FAILED {case.error}"
+            )
             wall = time.perf_counter() - t_case
-            print(f"  rep {rep + 1}/{args.reps} {case.key:<45} {last}  ({wall:.2f} s wall)",
-                  file=sys.stderr)
+            print(
+                f"  rep {rep + 1}/{args.reps} {case.key:<45} {last}  ({wall:.2f} s wall)",
+                file=sys.stderr,
+            )
             time.sleep(0.02)  # let other threads (TF's pools, stopped producers) settle
     meta["duration_s"] = round(time.time() - started, 1)
     meta["loadavg_end"] = _loadavg()
 
     doc = report(args, cases, meta)
-    print(f"aqueue core-queue benchmark ({meta['started_utc']}, Python {meta['python']}, "
-          f"{meta['cpu']} x{meta['cpu_count']}, element {meta['element']}, "
-          f"{args.reps} reps, {meta['duration_s']} s)\n")
+    print(
+        f"aqueue core-queue benchmark ({meta['started_utc']}, Python {meta['python']}, "
+        f"{meta['cpu']} x{meta['cpu_count']}, element {meta['element']}, "
+        f"{args.reps} reps, {meta['duration_s']} s)\n"
+    )
     print(render_table(cases))
     print()
     print(render_ratios({c.key: c for c in cases}))
