@@ -13,11 +13,11 @@ file                 what it holds
 ``_registry.py``     ``add_queue_runner`` (TF's QUEUE_RUNNERS collection) and the watch
                      for registered runners that were never started
 ``_coordinator.py``  Coordinator: one task group and its cancel scope; entry, exit and
-                     the grace period; ``watch``, ``report()``, ``input_bound``
+                     the grace period; ``watch``, ``report()``, ``input_bound``; which
+                     exception leaves the block, with which notes
 ``_supervision.py``  the Coordinator's starting of runners and tasks, waiting for tasks
                      and threads, clean and failed stops, recorded exceptions; the
                      ``RunnerSupervisor``, the ``Supervisor`` it hands runners
-``_outcome.py``      which exception leaves a coordinator's block, with which notes
 ``_watchdog.py``     QueueMonitor: the queues a coordinator has seen; stall warnings;
                      ``coord.report()``: the queue table and the input-bound fraction
 ``_monitor.py``      Monitor (``Coordinator(monitor=...)``): settings, stage providers,

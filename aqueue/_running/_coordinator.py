@@ -13,12 +13,14 @@ running by the end of the grace period are abandoned (they are daemon threads). 
 raises, in this order of precedence: the host task's own cancellation (never
 swallowed), the first recorded exception itself (not wrapped in an exception group;
 later ones are attached as notes), RuntimeError naming abandoned threads (unless
-``ignore_live_threads``). The decision is ``block_outcome``'s (``_outcome.py``).
+``ignore_live_threads``). The decision is ``block_outcome``'s, at the end of this
+module.
 
 With ``monitor=`` (an ``aqueue.Monitor``), the monitor's sampling task starts at entry
 in the task group (it is not one of the tasks waited for at exit; its failure, a
-callback's exception, is reported like a supervised task's) and takes a final sample
-after the producer threads have been waited for, just before the outcome is decided.
+callback's exception, is reported like a supervised task's) and takes its final sample
+when the body ends, before the stop: its samples cover the body's time, as
+``report()`` does.
 
 Invariants:
 
@@ -34,24 +36,27 @@ everything else belongs to the event-loop thread that entered the block.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
 import anyio
 
-from .._errors import OutOfRangeError
+from .._errors import OutOfRangeError, add_note
 from .._queues._backend import soon_threadsafe
 from .._queues._protocol import AsyncQueue
 from . import _alive
 from ._monitor import Monitor, begin_monitor
-from ._outcome import block_outcome
 from ._sampler import Sampler
 from ._supervision import _DONE, _EXITING, _NEW, _RUNNING, RunnerSupervisor, Supervision
 from ._watchdog import QueueMonitor, input_wait, report
 
 __all__ = ["Coordinator"]
+
+logger = logging.getLogger("aqueue")
 
 
 class Coordinator(Supervision):
@@ -252,3 +257,104 @@ class Coordinator(Supervision):
     def _body_seconds(self) -> float:
         end = self._t_body_end if self._t_body_end is not None else time.monotonic()
         return end - self._t_enter if self._state != _NEW else 0.0
+
+
+# -- how the block ends ------------------------------------------------------------------
+# How a Coordinator's block ends: which exception leaves ``async with``, with which notes.
+#
+# Called once, at the very end of ``Coordinator.__aexit__``, with what escaped the task
+# group. The order of precedence:
+#
+# 1. the host task's own cancellation (never swallowed; recorded errors and abandoned
+#    threads are logged);
+# 2. ``BaseException``s that are not ``Exception`` (KeyboardInterrupt, SystemExit);
+# 3. the first recorded exception itself, not wrapped in an exception group; later ones
+#    are attached as notes, and so are producer threads that outlived the grace period;
+# 4. RuntimeError naming the threads that outlived the grace period (unless
+#    ``ignore_live_threads``, which only logs them);
+# 5. otherwise the block ends normally, suppressing the body's exception only when it
+#    was a clean-stop one (``quiet``).
+
+
+def block_outcome(
+    escaped: BaseException | None,
+    stragglers: list[str],
+    quiet: bool,
+    *,
+    handling: bool,
+    record: Callable[[BaseException], None],
+    recorded: tuple[BaseException, ...],
+    ignore_live_threads: bool,
+) -> bool:
+    """Raise what leaves the block, or return whether to suppress the body's exception.
+
+    Args:
+        escaped: What the task group's exit raised (an exception group is unwrapped
+            when it holds one real error besides cancellations).
+        stragglers: Names of producer threads still running after the grace period.
+        quiet: A clean-stop exception left the body.
+        handling: The block is being left with an exception (so a raised error is not
+            chained to it: it is usually the cancellation that error caused).
+        record: Records an exception as the coordinator's.
+        recorded: The exceptions recorded before ``escaped``, first first.
+        ignore_live_threads: Log stragglers instead of raising RuntimeError.
+    """
+    cancelled = anyio.get_cancelled_exc_class()
+    exceptions = recorded
+    if is_group(escaped):
+        group: Any = escaped
+        rest = group.split(cancelled)[1]
+        if rest is None:
+            escaped = group.exceptions[0]
+        elif len(rest.exceptions) == 1 and not is_group(rest.exceptions[0]):
+            escaped = rest.exceptions[0]
+    straggler_text = ", ".join(stragglers)
+    if isinstance(escaped, cancelled):
+        # The host task itself is being cancelled: propagate that, never swallow it.
+        for e in exceptions:
+            logger.error("Coordinator cancelled from outside after recording: %r", e)
+        if stragglers:
+            logger.warning(
+                "Coordinator cancelled from outside; producers still running after the "
+                "grace period were abandoned: %s",
+                straggler_text,
+            )
+        raise escaped
+    if escaped is not None and not isinstance(escaped, Exception):
+        raise escaped  # KeyboardInterrupt, SystemExit, ...
+    if escaped is not None:
+        record(escaped)
+        if not any(e is escaped for e in exceptions):
+            exceptions = (*exceptions, escaped)
+    if exceptions:
+        first = exceptions[0]
+        for other in exceptions[1:]:
+            add_note(first, f"the Coordinator also caught: {other!r}" + _notes_suffix(other))
+        if stragglers:
+            add_note(
+                first,
+                f"producer threads still running after the grace period: {straggler_text}",
+            )
+        if not handling:
+            raise first
+        # Raised while the body's exception (often the cancellation this error caused)
+        # is being handled: do not chain it as the context, it is noise.
+        if first.__cause__ is not None:
+            raise first from first.__cause__
+        raise first from None
+    if stragglers:
+        message = f"Coordinator stopped with producers still running: {straggler_text}"
+        if not ignore_live_threads:
+            raise RuntimeError(message)
+        logger.warning("%s (abandoned; ignore_live_threads=True)", message)
+    return quiet
+
+
+def is_group(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is a (Base)ExceptionGroup (Python 3.11+ or the backport)."""
+    return exc is not None and any(c.__name__ == "BaseExceptionGroup" for c in type(exc).__mro__)
+
+
+def _notes_suffix(exc: BaseException) -> str:
+    notes = getattr(exc, "__notes__", None)
+    return f" ({'; '.join(notes)})" if notes else ""
