@@ -4,14 +4,16 @@
 -- aq_version differs from the client's). Keys (P = "aq:{name}:", KEYS[1] = P.."meta"):
 --   meta        hash: gen kind capacity mad dtypes shapes names format closed cancel
 --               enq deq peak
---   e:<ref>     one element's payload (a string), stored once; it does not pass
---               through Lua. A producer writes it with MSET in the same MULTI/EXEC as
+--   e:<ref>     the payload (a string) of one element of 1 KiB or more, stored once;
+--               it does not pass through Lua. A producer writes it with MSET in the same MULTI/EXEC as
 --               the aq_put call that admits it or deletes it, so a crashed producer
 --               leaves no payload key behind. A take renames it to e:<L>.<j> (the j-th
 --               element of lease L), where the consumer's MGET, pipelined behind the
 --               take, reads it; the ack deletes it.
---   items       FIFO only: list of refs, head first
---   slots       shuffle only: hash 0..size-1 -> ref, the pool a take picks from
+--   items       FIFO only: list of entries, head first: a ref, or a payload shorter
+--               than 1 KiB itself (it starts with "AQ"; refs are hex): below that
+--               size a key per element costs the server more than Lua does
+--   slots       shuffle only: hash 0..size-1 -> entry, the pool a take picks from
 --   lease:<L>   number of elements lease L holds (e:<L>.1 .. e:<L>.<count>), until ack
 --               or requeue
 --   leases      zset L -> deadline (ms, server clock)
@@ -27,7 +29,9 @@
 -- Why payloads stay out of Lua: every Lua string is interned, and the Lua of the
 -- server measured (Debian's Redis 7.0.15) hashes every byte of it, so a 28 KB payload
 -- passed in ARGV or read with redis.call cost more server CPU than all the rest of
--- its element's handling; each such pass also copies it twice. Refs are short.
+-- its element's handling; each such pass also copies it twice. Refs are short. Below
+-- 1 KiB the key per element (its MSET, RENAME and DEL) costs more than Lua does, so
+-- small payloads are entries themselves (the client decides, INLINE_MAX).
 -- Invariants: size = LLEN items (FIFO) or HLEN slots (shuffle); every ref in items,
 -- slots or a lease names an existing payload key, and every payload key is named by
 -- exactly one of them (or is staged by the transaction whose aq_put admits or deletes
@@ -83,10 +87,16 @@ local function size(q)
   return redis.call('HLEN', q.P .. 'slots')
 end
 
+-- An entry of items/slots is a ref, or a small payload itself (AQ1 starts with "AQ";
+-- refs are hex).
+local function inline(entry) return string.sub(entry, 1, 2) == 'AQ' end
+
 -- Payload keys of refs args[first..]: staged by the caller's transaction, not admitted.
 local function drop_staged(P, args, first)
   local ks = {}
-  for i = first, #args do ks[#ks + 1] = P .. 'e:' .. args[i] end
+  for i = first, #args do
+    if not inline(args[i]) then ks[#ks + 1] = P .. 'e:' .. args[i] end
+  end
   del_all(ks)
 end
 
@@ -217,8 +227,9 @@ local function begin(keys, args)
 end
 
 -- Move k elements of the pool into lease L as its elements from+1 .. from+k: their
--- payload keys are renamed to e:<L>.<j>. A ref whose payload key is missing (deleted
--- around aqueue) gets an empty payload, which the consumer refuses (PayloadError).
+-- payload keys are renamed to e:<L>.<j> (a small inline payload is written there). A
+-- ref whose payload key is missing (deleted around aqueue) gets an empty payload,
+-- which the consumer refuses (PayloadError).
 local function move(q, L, from, k, args, ridx)
   if k <= 0 then return end
   local P = q.P
@@ -244,7 +255,11 @@ local function move(q, L, from, k, args, ridx)
   end
   for i, ref in ipairs(refs) do
     local dst = P .. 'e:' .. L .. '.' .. (from + i)
-    if redis.pcall('RENAME', P .. 'e:' .. ref, dst).err then redis.call('SET', dst, '') end
+    if inline(ref) then
+      redis.call('SET', dst, ref)
+    elseif redis.pcall('RENAME', P .. 'e:' .. ref, dst).err then
+      redis.call('SET', dst, '')
+    end
   end
   redis.call('SET', P .. 'lease:' .. L, from + k)
 end
@@ -310,8 +325,9 @@ local function aq_ack(keys, args)
   return n
 end
 
--- aq_put: ARGV gen wid atomic total wait_ms ref...  The payloads e:<ref> were written
--- by the caller's MSET in the same transaction; what is not admitted is deleted.
+-- aq_put: ARGV gen wid atomic total wait_ms entry...  Each entry is a ref, whose
+-- payload e:<ref> the caller's MSET wrote in the same transaction (deleted if not
+-- admitted), or a small payload itself.
 -- (total counts the refs sent and the elements the caller still holds)
 -- -> {'ok', admitted, free} | {'closed', cancel} | {'gone'}
 local function aq_put(keys, args)
@@ -494,7 +510,9 @@ local function aq_delete(keys, args)
     redis.call('DEL', lease)
   end
   local ks = {}
-  for i, ref in ipairs(refs) do ks[i] = P .. 'e:' .. ref end
+  for _, ref in ipairs(refs) do
+    if not inline(ref) then ks[#ks + 1] = P .. 'e:' .. ref end
+  end
   del_all(ks)
   redis.call('DEL', meta, P .. 'items', P .. 'slots', P .. 'leases', P .. 'ev:data',
              P .. 'ev:space', P .. 'pending', P .. 'producers')

@@ -46,3 +46,14 @@ def url(redis_server: RedisProc) -> str:
 def qname() -> str:
     """A unique queue name."""
     return f"t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(params=["keys", "inline"])
+def payload_storage(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with every payload stored under its own key, then with every payload
+    inline in the queue's list or hash (in this process; the size threshold decides
+    otherwise)."""
+    from aqueue.redis import _protocol
+
+    monkeypatch.setattr(_protocol, "INLINE_MAX", 0 if request.param == "keys" else 1 << 30)
+    return str(request.param)

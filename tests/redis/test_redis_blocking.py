@@ -13,7 +13,11 @@ import pytest
 import aqueue
 import aqueue.redis
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.timeout(60),
+    pytest.mark.usefixtures("payload_storage"),
+]
 
 
 @pytest.fixture

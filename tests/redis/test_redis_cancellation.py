@@ -25,7 +25,7 @@ from redis_util import RedisProc, payload_keys
 import aqueue
 import aqueue.redis
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.usefixtures("payload_storage")]
 
 DELAYS = [0.0, 0.0002, 0.0005, 0.001, 0.002, 0.004, 0.5]
 

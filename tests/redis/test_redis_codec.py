@@ -123,7 +123,7 @@ async def srv(url: str) -> AsyncIterator[aqueue.redis.RedisServer]:
 @pytest.mark.parametrize("kind", ["fifo", "shuffle"])
 @pytest.mark.parametrize("what", ["foreign", "missing"])
 async def test_injected_payload_gives_a_clear_error_and_stays(
-    srv: Any, redis_server: RedisProc, qname: str, kind: str, what: str
+    srv: Any, redis_server: RedisProc, qname: str, kind: str, what: str, payload_storage: str
 ) -> None:
     """A raw client adds an element to the queue's storage whose payload is garbage
     (foreign) or absent (a ref to no key): the dequeue that meets it raises

@@ -18,7 +18,11 @@ from redis_util import until
 import aqueue
 import aqueue.redis
 
-pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.timeout(60),
+    pytest.mark.usefixtures("payload_storage"),
+]
 
 
 @pytest.fixture

@@ -50,10 +50,10 @@ async def open_q(srv: Any, kind: str, name: str, cap: int, shape: Any = (2,)) ->
 async def test_payload_keys_follow_the_elements(
     srv: Any, redis_server: RedisProc, qname: str, kind: str
 ) -> None:
-    """One payload key per stored or leased element; an ack deletes its batch's keys;
-    delete_queue removes every key, leased payloads included."""
-    q = await open_q(srv, kind, qname, 16)
-    await q.enqueue_many(np.arange(20).reshape(10, 2))
+    """One payload key per stored or leased element of 1 KiB or more; an ack deletes
+    its batch's keys; delete_queue removes every key, leased payloads included."""
+    q = await open_q(srv, kind, qname, 16, (128,))  # 1 KiB + the header
+    await q.enqueue_many(np.arange(1280).reshape(10, 128))
     assert len(payload_keys(redis_server, qname)) == 10
     await q.dequeue_many(4)
     assert len(payload_keys(redis_server, qname)) == 6
@@ -198,6 +198,40 @@ async def test_sigkilled_producer_leaves_no_orphan_payloads(
                 await q.dequeue_many(s.size)
         assert payload_keys(redis_server, qname) == []
         assert await srv.delete_queue(qname)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "shuffle"])
+async def test_small_payloads_travel_inline(
+    srv: Any, redis_server: RedisProc, qname: str, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Payloads under INLINE_MAX are stored in the queue's list or hash, larger ones
+    under keys; a queue holding both keeps its order, and a lease holding both goes
+    back whole (here: expired and reaped)."""
+    from aqueue.redis import _protocol
+
+    q = await open_q(srv, kind, qname, 16, (16,))
+    rows = np.arange(8 * 16).reshape(8, 16)
+    size = len(q._h.codec.encode_batch([rows[:1]], 1)[0])
+    monkeypatch.setattr(_protocol, "INLINE_MAX", size + 1)  # inline
+    await q.enqueue_many(rows[:2])
+    monkeypatch.setattr(_protocol, "INLINE_MAX", size)  # under keys
+    await q.enqueue_many(rows[2:4])
+    monkeypatch.setattr(_protocol, "INLINE_MAX", size + 1)
+    await q.enqueue_many(rows[4:6])
+    assert len(payload_keys(redis_server, qname)) == 2
+    h = q._h  # a take of 5 without its ack, then its lease expires
+    args = [h.gen, "held", "held", "many", 5, "1", h.reg_ms, "0", *h.rands(5)]
+    reply, _ = await q._t.take("aq_take", h.key, args, [])
+    assert reply == [b"ok", 5]
+    # the 5 taken are under the lease's keys now, the one left is a key if it was one
+    assert len(payload_keys(redis_server, qname)) in ((5,) if kind == "fifo" else (5, 6))
+    await anyio.sleep(0.01)
+    got = await q.dequeue_many(6)  # the first call reaps the lease
+    if kind == "fifo":
+        assert got[:, 0].tolist() == [0, 16, 32, 48, 64, 80]
+    else:
+        assert sorted(got[:, 0].tolist()) == [0, 16, 32, 48, 64, 80]
+    assert payload_keys(redis_server, qname) == []
 
 
 async def test_woken_enqueues_split_the_room(srv: Any, redis_server: RedisProc, qname: str) -> None:
