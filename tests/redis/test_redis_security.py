@@ -100,8 +100,11 @@ async def test_wrong_password_is_a_clear_error(redis_server: RedisProc) -> None:
             pass
 
 
-def test_docstring_quotes_the_acl_line() -> None:
+def test_docstring_and_readme_quote_the_acl_line() -> None:
+    """The line users copy is the one the ACL test runs (a stale copy locks actors out)."""
     assert ACL_SETUSER in (aqueue.redis.__doc__ or "")
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    assert ACL_SETUSER in readme.read_text()
 
 
 def test_without_the_extra_the_import_error_says_what_to_install() -> None:
