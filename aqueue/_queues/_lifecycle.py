@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from .._errors import CheckpointError, ElementSpecError
+from .._errors import CheckpointError, ElementSpecError, QueueClosedError
 from ._declare import Components
 from ._engine import Engine
 from ._snapshot import QueueSnapshot, checked_contents, frozen_elements
@@ -159,7 +159,12 @@ class QueueLifecycle(Generic[T]):
 
         With producers registered, the queue closes after the last one has ended (see
         ``producer_done``), as a QueueRunner's producers do. Completes without waiting.
+
+        Raises:
+            QueueClosedError: The queue is closed (a producer would have nothing to do).
         """
+        if self._engine.closed:
+            raise QueueClosedError(f"queue '{self._name}' is closed: cannot register a producer")
         self._producer_seq += 1
         producer_id = str(self._producer_seq)
         self._producers.add(producer_id)

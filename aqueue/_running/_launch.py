@@ -84,15 +84,24 @@ class RunsProducers:
     exceptions_raised: list[BaseException]
 
     async def _register_and_start(self, supervisor: Supervisor, launch: Launch) -> None:
-        """Register every producer with the queue, then start them all."""
+        """Register every producer with the queue, then start them all. A queue that is
+        closed already (``register_producer`` raises QueueClosedError) ends them all
+        cleanly at once, as their first enqueue would have."""
+        ids: list[str] = []
         try:
-            ids = [await self._queue.register_producer() for _ in launch.producers]
-        except BaseException:  # cancelled (or the queue's server failed) before any started
+            for _ in launch.producers:
+                ids.append(await self._queue.register_producer())
+        except BaseException as exc:  # cancelled, closed, or the queue's server failed
             for p in launch.producers:
                 p.state = "done"
             launch.live = 0
             launch.ended.set()
-            raise
+            if not isinstance(exc, self._clean_types):
+                raise
+            with anyio.CancelScope(shield=True):
+                for pid in ids:  # (registered before the close: drop them)
+                    await self._queue.producer_done(pid, clean=True)
+            return
         async_fetch, sync_fetch = fetchers(launch.producers)
         threads: list[tuple[threading.Thread, ThreadRecord]] = []
         for p, pid in zip(launch.producers, ids):

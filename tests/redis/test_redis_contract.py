@@ -1,8 +1,15 @@
-"""The in-process queue contract, on both Redis queue kinds, on asyncio and trio.
+"""The queue contract on both backends: Redis queues and in-process ones, asyncio and trio.
 
-FIFO order, blocking at capacity, exact-n, dequeue_up_to after close, close waking
-every waiter, errors on a closed queue, bad input changing nothing, and the
-shared-name rule (a reopen with another spec names the field).
+The contract tests take ``srv``, which is a Redis server (payloads stored under their own
+keys, then inline) or a stand-in that builds in-process FIFOQueue and RandomShuffleQueue
+with the same arguments; the in-process queues are seen through the few calls that need
+a server on Redis (``await q.size()``, ``await q.statistics()``, ``await
+q.is_closed()``; see README's table of differences). So one body of tests checks both:
+FIFO order, blocking at capacity, exact-n, progressive batch dequeues, dequeue_up_to
+after close, close waking every waiter, errors on a closed queue, pending enqueues at
+close, bad input changing nothing, element forms, iteration. Tests of what only a shared
+queue has (the shared-name rule, a second connection, producer accounting across
+processes, delete_queue, wake-ups through the server) take ``rsrv``, a Redis server only.
 """
 
 from __future__ import annotations
@@ -18,15 +25,67 @@ from redis_util import until
 import aqueue
 import aqueue.redis
 
-pytestmark = [
-    pytest.mark.anyio,
-    pytest.mark.timeout(60),
-    pytest.mark.usefixtures("payload_storage"),
-]
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 
-@pytest.fixture
-async def srv(url: str) -> AsyncIterator[aqueue.redis.RedisServer]:
+class InProcess:
+    """An in-process queue through the calls that are awaited on a shared queue."""
+
+    def __init__(self, q: Any) -> None:
+        self._q = q
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._q, name)
+
+    def __aiter__(self) -> Any:
+        return self._q.__aiter__()
+
+    async def size(self) -> int:
+        return int(self._q.size())
+
+    async def statistics(self) -> aqueue.QueueStatistics:
+        return self._q.statistics()  # type: ignore[no-any-return]
+
+    async def is_closed(self) -> bool:
+        return bool(self._q.closed)
+
+
+class InProcessServer:
+    """Builds in-process queues with a Redis server's arguments (the name is the label)."""
+
+    async def fifo_queue(self, name: str, capacity: int, *args: Any, **kw: Any) -> InProcess:
+        return InProcess(aqueue.FIFOQueue(capacity, *args, name=name, **kw))
+
+    async def random_shuffle_queue(
+        self, name: str, capacity: int, min_after: int, *args: Any, **kw: Any
+    ) -> InProcess:
+        return InProcess(aqueue.RandomShuffleQueue(capacity, min_after, *args, name=name, **kw))
+
+
+def _inline(monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """Every payload under its own key, or every payload inline (in this process)."""
+    from aqueue.redis import _protocol
+
+    monkeypatch.setattr(_protocol, "INLINE_MAX", 0 if how == "keys" else 1 << 30)
+
+
+@pytest.fixture(params=["redis-keys", "redis-inline", "in-process"])
+async def srv(
+    request: pytest.FixtureRequest, url: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Any]:
+    if request.param == "in-process":
+        yield InProcessServer()
+        return
+    _inline(monkeypatch, request.param.removeprefix("redis-"))
+    async with aqueue.redis.connect(url, lease_time=2.0, wait_timeout=0.1) as server:
+        yield server
+
+
+@pytest.fixture(params=["keys", "inline"])
+async def rsrv(
+    request: pytest.FixtureRequest, url: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[aqueue.redis.RedisServer]:
+    _inline(monkeypatch, request.param)
     async with aqueue.redis.connect(url, lease_time=2.0, wait_timeout=0.1) as server:
         yield server
 
@@ -36,7 +95,7 @@ def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-async def open_q(srv: aqueue.redis.RedisServer, kind: str, name: str, cap: int) -> Any:
+async def open_q(srv: Any, kind: str, name: str, cap: int) -> Any:
     if kind == "fifo":
         return await srv.fifo_queue(name, cap, np.int64, ())
     return await srv.random_shuffle_queue(name, cap, 0, np.int64, (), seed=3)
@@ -100,7 +159,10 @@ async def test_dequeue_many_takes_exactly_n(srv: Any, kind: str, qname: str) -> 
     async with anyio.create_task_group() as tg:
         tg.start_soon(take)
         await waiting(q, get=1)
-        assert await q.size() == 3
+        # A waiting batch dequeue on an in-process FIFO claims what is queued (claimed
+        # elements have left the queue, as in TF); a shared queue's takes nothing yet.
+        claims = kind == "fifo" and isinstance(q, InProcess)
+        assert await q.size() == (0 if claims else 3)
         await q.enqueue_many(np.arange(3, 7))
     assert len(out) == 5
     if kind == "fifo":
@@ -232,40 +294,40 @@ async def test_bad_input_changes_nothing(srv: Any, kind: str, qname: str) -> Non
     assert await q.size() == 2
 
 
-async def test_reopen_with_another_spec_names_the_field(srv: Any, qname: str) -> None:
+async def test_reopen_with_another_spec_names_the_field(rsrv: Any, qname: str) -> None:
     """TF's shared_name rule: the same name must come with the same spec."""
-    await srv.random_shuffle_queue(qname, 10, 2, np.int64, (3,), names=["x"])
+    await rsrv.random_shuffle_queue(qname, 10, 2, np.int64, (3,), names=["x"])
     cases: list[tuple[str, Any]] = [
-        ("kind", srv.fifo_queue(qname, 10, np.int64, (3,), names=["x"])),
-        ("capacity", srv.random_shuffle_queue(qname, 11, 2, np.int64, (3,), names=["x"])),
-        ("min_after_dequeue", srv.random_shuffle_queue(qname, 10, 1, np.int64, (3,), names=["x"])),
-        ("dtypes", srv.random_shuffle_queue(qname, 10, 2, np.int32, (3,), names=["x"])),
-        ("shapes", srv.random_shuffle_queue(qname, 10, 2, np.int64, (4,), names=["x"])),
-        ("names", srv.random_shuffle_queue(qname, 10, 2, np.int64, (3,), names=["y"])),
+        ("kind", rsrv.fifo_queue(qname, 10, np.int64, (3,), names=["x"])),
+        ("capacity", rsrv.random_shuffle_queue(qname, 11, 2, np.int64, (3,), names=["x"])),
+        ("min_after_dequeue", rsrv.random_shuffle_queue(qname, 10, 1, np.int64, (3,), names=["x"])),
+        ("dtypes", rsrv.random_shuffle_queue(qname, 10, 2, np.int32, (3,), names=["x"])),
+        ("shapes", rsrv.random_shuffle_queue(qname, 10, 2, np.int64, (4,), names=["x"])),
+        ("names", rsrv.random_shuffle_queue(qname, 10, 2, np.int64, (3,), names=["y"])),
     ]
     for field, coro in cases:
         with pytest.raises(aqueue.ElementSpecError, match=field) as info:
             await coro
         assert "already exists" in str(info.value)
-    again = await srv.random_shuffle_queue(qname, 10, 2, np.int64, (3,), names=["x"], seed=9)
+    again = await rsrv.random_shuffle_queue(qname, 10, 2, np.int64, (3,), names=["x"], seed=9)
     assert (again.capacity, again.min_after_dequeue, again.names) == (10, 2, ("x",))
 
 
-async def test_constructor_arguments_are_checked(srv: Any, qname: str) -> None:
+async def test_constructor_arguments_are_checked(rsrv: Any, qname: str) -> None:
     with pytest.raises(aqueue.ElementSpecError, match="capacity"):
-        await srv.fifo_queue(qname, 0, np.int64)
+        await rsrv.fifo_queue(qname, 0, np.int64)
     with pytest.raises(aqueue.ElementSpecError, match="min_after_dequeue"):
-        await srv.random_shuffle_queue(qname, 5, 5, np.int64)
+        await rsrv.random_shuffle_queue(qname, 5, 5, np.int64)
     with pytest.raises(aqueue.ElementSpecError, match="cannot be stored"):
-        await srv.fifo_queue(qname, 5, object)
+        await rsrv.fifo_queue(qname, 5, object)
     with pytest.raises(aqueue.ElementSpecError, match="cannot be stored"):
-        await srv.fifo_queue(qname, 5, "datetime64[s]")
+        await rsrv.fifo_queue(qname, 5, "datetime64[s]")
     with pytest.raises(aqueue.ElementSpecError, match="cannot be stored"):
-        await srv.fifo_queue(qname, 5, np.dtype([("a", "i4")]))
+        await rsrv.fifo_queue(qname, 5, np.dtype([("a", "i4")]))
     with pytest.raises(aqueue.ElementSpecError, match="queue name"):
-        await srv.fifo_queue("a{b}", 5, np.int64)
+        await rsrv.fifo_queue("a{b}", 5, np.int64)
     with pytest.raises(aqueue.ElementSpecError, match="not fully defined"):
-        await srv.fifo_queue(qname, 5, np.int64, (None,))
+        await rsrv.fifo_queue(qname, 5, np.int64, (None,))
 
 
 async def test_element_forms_named_and_tuple(srv: Any, kind: str, qname: str) -> None:
@@ -341,8 +403,8 @@ async def test_iteration(srv: Any, kind: str, qname: str) -> None:
     assert sizes == [2, 2, 1]
 
 
-async def test_two_connections_share_the_queue(srv: Any, url: str, kind: str, qname: str) -> None:
-    q1 = await open_q(srv, kind, qname, 10)
+async def test_two_connections_share_the_queue(rsrv: Any, url: str, kind: str, qname: str) -> None:
+    q1 = await open_q(rsrv, kind, qname, 10)
     async with aqueue.redis.connect(url) as other:
         q2 = await open_q(other, kind, qname, 10)
         await q1.enqueue_many(np.arange(4))
@@ -350,10 +412,10 @@ async def test_two_connections_share_the_queue(srv: Any, url: str, kind: str, qn
     assert not await q1.is_closed()  # leaving `async with` never closes a queue
 
 
-async def test_producer_accounting(srv: Any, url: str, qname: str) -> None:
+async def test_producer_accounting(rsrv: Any, url: str, qname: str) -> None:
     """The queue closes when its last registered producer ends cleanly; clean=False
     closes it at once with cancel_pending_enqueues."""
-    q = await srv.fifo_queue(qname, 10, np.int64, ())
+    q = await rsrv.fifo_queue(qname, 10, np.int64, ())
     a = await q.register_producer()
     async with aqueue.redis.connect(url) as other:
         q2 = await other.fifo_queue(qname, 10, np.int64, ())
@@ -364,7 +426,7 @@ async def test_producer_accounting(srv: Any, url: str, qname: str) -> None:
     await q.producer_done(a)
     assert await q.is_closed()
     assert int(await q.dequeue()) == 1
-    r = await srv.fifo_queue(qname + "x", 1, np.int64, ())
+    r = await rsrv.fifo_queue(qname + "x", 1, np.int64, ())
     await r.register_producer()
     c = await r.register_producer()
     await r.enqueue(0)
@@ -384,8 +446,8 @@ async def test_producer_accounting(srv: Any, url: str, qname: str) -> None:
     assert await r.is_closed()
 
 
-async def test_delete_queue(srv: Any, qname: str) -> None:
-    q = await srv.fifo_queue(qname, 10, np.int64, ())
+async def test_delete_queue(rsrv: Any, qname: str) -> None:
+    q = await rsrv.fifo_queue(qname, 10, np.int64, ())
     errors: list[BaseException] = []
 
     async def get() -> None:
@@ -397,12 +459,12 @@ async def test_delete_queue(srv: Any, qname: str) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(get)
         await waiting(q, get=1)
-        assert await srv.delete_queue(qname)
+        assert await rsrv.delete_queue(qname)
     assert len(errors) == 1
-    assert not await srv.delete_queue(qname)
+    assert not await rsrv.delete_queue(qname)
     with pytest.raises(aqueue.QueueClosedError, match="deleted"):
         await q.enqueue(1)
-    fresh = await srv.fifo_queue(qname, 5, np.float32)  # the name is free again
+    fresh = await rsrv.fifo_queue(qname, 5, np.float32)  # the name is free again
     assert fresh.capacity == 5
 
 
@@ -428,3 +490,32 @@ async def test_waiters_are_woken_not_polled(url: str, kind: str, qname: str) -> 
                 got.append(int(await q.dequeue()))
             got.append(int(await q.dequeue()))
         assert got == [1, 2, 3]
+
+
+async def test_a_runner_on_a_closed_queue_ends_cleanly(srv: Any, kind: str, qname: str) -> None:
+    """Registering a producer on a closed queue raises QueueClosedError, and a runner
+    started on one ends cleanly, its producers never run (a thread and a task)."""
+    q = await open_q(srv, kind, qname, 4)
+    await q.aclose()
+    with pytest.raises(aqueue.QueueClosedError, match="closed"):
+        await q.register_producer()
+    calls: list[str] = []
+
+    def from_thread() -> int:
+        calls.append("thread")
+        return 1
+
+    async def from_task() -> int:
+        calls.append("task")
+        return 2
+
+    target = q._q if isinstance(q, InProcess) else q
+    runner = aqueue.QueueRunner(target, [from_thread, from_task])
+    with anyio.fail_after(10):
+        async with aqueue.Coordinator() as coord:
+            coord.start(runner)
+            await runner.join()
+    assert calls == []
+    assert runner.exceptions_raised == []
+    assert [state for _, state in runner.producer_states()] == ["done", "done"]
+    assert await q.size() == 0
