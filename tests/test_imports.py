@@ -323,3 +323,33 @@ def test_each_layer_docstring_maps_all_its_files(layer: str) -> None:
     )
     assert len(files) > 3
     assert [f for f in files if f"``{f}``" not in doc] == []
+
+
+def _private_names_imported(name: str) -> list[str]:
+    """``from M import _x`` in module ``name`` where ``_x`` is not a module of the package
+    (a private module is fine to import; a private name of another module is not)."""
+    path = _source(name)
+    tree = ast.parse(path.read_text())
+    here = name if name in PACKAGES else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            base = here.split(".")[: len(here.split(".")) - (node.level - 1)]
+            target = ".".join(base + ([node.module] if node.module else []))
+        else:
+            target = node.module or ""
+        for alias in node.names:
+            private = alias.name.startswith("_") and not alias.name.startswith("__")
+            if private and f"{target}.{alias.name}" not in MODULES:
+                found.append(f"{target}.{alias.name} (line {node.lineno})")
+    return found
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    """Modules talk through what they declare (``__all__``, protocols), never through
+    another module's private names."""
+    assert _private_names_imported("aqueue._running._coordinator") == []
+    bad = {n: hits for n in MODULES if (hits := _private_names_imported(n))}
+    assert bad == {}

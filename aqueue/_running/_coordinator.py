@@ -51,7 +51,7 @@ from .._queues._protocol import AsyncQueue
 from . import _alive
 from ._monitor import Monitor, begin_monitor
 from ._sampler import Sampler
-from ._supervision import _DONE, _EXITING, _NEW, _RUNNING, RunnerSupervisor, Supervision
+from ._supervision import DONE, EXITING, NEW, RUNNING, RunnerSupervisor, Supervision
 from ._watchdog import QueueMonitor, input_wait, report
 
 __all__ = ["Coordinator"]
@@ -116,7 +116,7 @@ class Coordinator(Supervision):
         self._watchdog = None if watchdog is None else float(watchdog)
         self._user_monitor = monitor
         self._monitor_run: Sampler | None = None
-        self._state = _NEW
+        self._state = NEW
         self._stop_flag = threading.Event()
         self._lock = threading.Lock()
         self._exceptions = []
@@ -142,7 +142,7 @@ class Coordinator(Supervision):
     # -- the block -----------------------------------------------------------------------
 
     async def __aenter__(self) -> Coordinator:
-        if self._state != _NEW:
+        if self._state != NEW:
             raise RuntimeError("a Coordinator can be entered only once; create a new one")
         if self._user_monitor is not None:
             self._monitor_run = begin_monitor(self._user_monitor, self._monitor)
@@ -152,7 +152,7 @@ class Coordinator(Supervision):
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
-        self._state = _RUNNING
+        self._state = RUNNING
         _alive.coordinator_entered(self)
         self._t_enter = time.monotonic()
         if self._watchdog is not None:
@@ -169,8 +169,8 @@ class Coordinator(Supervision):
     ) -> bool:
         tg = self._tg
         assert tg is not None
-        assert self._state == _RUNNING
-        self._state = _EXITING
+        assert self._state == RUNNING
+        self._state = EXITING
         self._t_body_end = time.monotonic()
         deadline = self._t_body_end + self._grace
         cancelled = anyio.get_cancelled_exc_class()
@@ -208,7 +208,7 @@ class Coordinator(Supervision):
             del passed
             self._tg = None  # its scope is closed: nothing may cancel it any more
         stragglers = await self._wait_threads(deadline)
-        self._state = _DONE
+        self._state = DONE
         _alive.coordinator_exited(self)
         return block_outcome(
             escaped,
@@ -256,7 +256,7 @@ class Coordinator(Supervision):
 
     def _body_seconds(self) -> float:
         end = self._t_body_end if self._t_body_end is not None else time.monotonic()
-        return end - self._t_enter if self._state != _NEW else 0.0
+        return end - self._t_enter if self._state != NEW else 0.0
 
 
 # -- how the block ends ------------------------------------------------------------------

@@ -47,11 +47,12 @@ from ._registry import take_registered_runners
 from ._runner import QueueRunner
 from ._watchdog import QueueMonitor
 
-__all__ = ["RunnerSupervisor", "Supervision"]
+__all__ = ["DONE", "EXITING", "NEW", "RUNNING", "RunnerSupervisor", "Supervision"]
 
 logger = logging.getLogger("aqueue")
 
-_NEW, _RUNNING, _EXITING, _DONE = "new", "running", "exiting", "done"
+# A coordinator's life: entered once, left once.
+NEW, RUNNING, EXITING, DONE = "new", "running", "exiting", "done"
 
 
 class Supervision:
@@ -123,7 +124,7 @@ class Supervision:
         self._spawn(self._supervise, fn, args, label, name=label)
 
     def _check_running(self, what: str) -> None:
-        if self._state not in (_RUNNING, _EXITING):
+        if self._state not in (RUNNING, EXITING):
             raise RuntimeError(
                 f"Coordinator.{what}() needs a running coordinator: call it inside "
                 "`async with Coordinator() as coord:`"
@@ -194,13 +195,13 @@ class Supervision:
                 f"Coordinator.request_stop: exc must be an exception, got {type(exc).__name__}"
             )
         failed = exc is not None and not isinstance(exc, self._clean_types)
-        if self._state == _DONE:
+        if self._state == DONE:
             if failed:
                 assert exc is not None
                 raise exc
             return
         self._stop_flag.set()
-        if self._state == _NEW:
+        if self._state == NEW:
             if failed:
                 assert exc is not None
                 self._record(exc)

@@ -27,10 +27,10 @@ import numpy as np
 
 import aqueue
 
+from ._blocking import BlockingRedisQueue
 from ._protocol import DONE, WAIT, Handle, Producers, PutOp, TakeOp
 
 if TYPE_CHECKING:
-    from ._blocking import BlockingRedisQueue
     from ._transport import AsyncioTransport, SyncCalls, ThreadTransport
 
 __all__ = ["RedisFIFOQueue", "RedisQueue", "RedisRandomShuffleQueue"]
@@ -334,8 +334,6 @@ class RedisQueue:
     def blocking(self) -> BlockingRedisQueue:
         """A view whose blocking methods threads may call; it uses the synchronous
         client, so threads never need the event loop."""
-        from ._blocking import BlockingRedisQueue
-
         return BlockingRedisQueue(self._h, self._sync, self)
 
 
