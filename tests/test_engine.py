@@ -286,6 +286,41 @@ def test_atomic_putter_is_notified_only_when_all_of_it_fits() -> None:
     assert take_all(e) == [2, 3, 4]
 
 
+def test_whole_rest_parks_a_short_rest_until_all_of_it_fits() -> None:
+    """With ``whole_rest`` (the queues between pipeline stages), a waiting enqueue_many
+    first admits what fits; a rest of at most ``whole_rest`` rows then wakes once, when
+    all of it fits, instead of at every freed row. A longer rest still goes in row by
+    row, and a plain queue (``whole_rest`` 0) wakes at the first freed row."""
+    e = ring_engine(4)
+    e.whole_rest = 2
+    e.put_many_now(rows(0, 1), 2)
+    p = put_req([2, 3, 4, 5])
+    assert try_put(e, p) is False
+    assert p.pos == 2  # what fitted went in
+    park(e, p)
+    assert vals(e.take_one_now()) == [0]
+    assert fired(p) == [False]  # one row free, two to admit
+    assert vals(e.take_one_now()) == [1]
+    assert fired(p) == [True]
+    assert try_put(e, p) is True
+    assert take_all(e) == [2, 3, 4, 5]
+
+    long_rest = put_req([6, 7, 8, 9, 10, 11, 12])
+    e.put_many_now(rows(0, 1, 2, 3), 4)
+    assert try_put(e, long_rest) is False
+    park(e, long_rest)
+    e.take_one_now()
+    assert fired(long_rest) == [True]  # seven to admit: row by row
+
+    plain = ring_engine(4)
+    plain.put_many_now(rows(0, 1, 2, 3), 4)
+    q = put_req([4, 5])
+    assert try_put(plain, q) is False
+    park(plain, q)
+    plain.take_one_now()
+    assert fired(q) == [True]
+
+
 def test_non_atomic_enqueue_many_admits_what_fits_and_waits_for_the_rest() -> None:
     """A waiting enqueue_many admits as much as fits at each step, keeping its order."""
     e = ring_engine(2)

@@ -105,7 +105,7 @@ class Meter:
         self.put_waits: collections.deque[float] = collections.deque(maxlen=_WAIT_SAMPLES)
         self.dropped = 0
         self.occ_sum = 0.0
-        self.occ_n = 0
+        self.occ_n = 0.0  # seconds the occupancy samples stand for
 
     def worker(self) -> Worker:
         w = Worker()

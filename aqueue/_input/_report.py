@@ -2,8 +2,11 @@
 
 Statistics are measured per stage: the workers record into the stage's ``Meter``
 (``_meter.py``), the queues count what went through them, and ``sample_occupancy``, a
-task of the run, samples every queue's occupancy every ``_SAMPLE_INTERVAL_S`` until the
-run ends or every queue is closed and empty. ``stage_statistics`` turns these into one
+task of the run, samples every queue's occupancy until the run ends or every queue is
+closed and empty: every ``_SAMPLE_MIN_S`` at first, then less often as the run ages (a
+hundredth of its age, at most every ``_SAMPLE_MAX_S``), so a short run still gets about
+a hundred samples and a long one wakes the event loop rarely; each sample is weighted
+by the interval it stands for. ``stage_statistics`` turns these into one
 StageStatistics per stage; it only reads, so it may be called at any time, during the
 run or after it. Before a run, every stage reports zeros (``zero_statistics``).
 
@@ -14,6 +17,7 @@ whose items leave the pipeline: there, items out equal items in.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 import anyio
@@ -30,7 +34,9 @@ __all__ = [
     "zero_statistics",
 ]
 
-_SAMPLE_INTERVAL_S = 0.005  # how often the run samples its queues' occupancy
+_perf = time.perf_counter
+_SAMPLE_MIN_S = 0.005  # the shortest interval between occupancy samples
+_SAMPLE_MAX_S = 0.05  # the longest
 _BUSY = 0.5  # a stage this busy (fraction of its workers' time) can limit throughput
 _FULL = 0.5  # an output queue this full on average: the consumer is the limit
 _ZERO_FIELDS = (
@@ -49,19 +55,22 @@ _ZERO_FIELDS = (
 async def sample_occupancy(
     queues: Sequence[StageQueue], meters: Sequence[Meter], ended: Callable[[], bool]
 ) -> None:
-    """Add each live queue's occupancy to its stage's meter every
-    ``_SAMPLE_INTERVAL_S``, until ``ended()`` or no queue is live any more."""
+    """Add each live queue's occupancy to its stage's meter, weighted by the interval
+    until the next sample (see the module docstring), until ``ended()`` or no queue is
+    live any more."""
+    start = _perf()
     while not ended():
+        dt = min(_SAMPLE_MAX_S, max(_SAMPLE_MIN_S, (_perf() - start) / 100))
         live = False
         for q, m in zip(queues, meters):
             size = q.size()
             if size or not q.closed:
                 live = True
-                m.occ_sum += size / q.capacity
-                m.occ_n += 1
+                m.occ_sum += dt * size / q.capacity
+                m.occ_n += dt
         if not live:
             return
-        await anyio.sleep(_SAMPLE_INTERVAL_S)
+        await anyio.sleep(dt)
 
 
 def zero_statistics(specs: Sequence[StageSpec]) -> tuple[StageStatistics, ...]:

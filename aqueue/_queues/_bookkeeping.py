@@ -68,6 +68,7 @@ class EngineCore:
         "peak",
         "putters",
         "storage",
+        "whole_rest",
     )
 
     capacity: int
@@ -88,6 +89,7 @@ class EngineCore:
     _full_since: float
     _empty_since: float
     deferred: list[Request] | None
+    whole_rest: int
 
     def _claim_for_head(self) -> None:
         """A filling getter that reaches the head claims what the ring holds, so the

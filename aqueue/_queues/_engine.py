@@ -52,6 +52,11 @@ event loop can both change it; nothing awaits while holding it):
 - The queue is *final* when it is closed and no enqueue is pending: nothing can arrive
   any more, so a dequeue that cannot be satisfied raises OutOfRangeError (without
   consuming anything) and dequeue_up_to returns what is left.
+- A pending enqueue_many admits what fits at each step. On a queue with
+  ``whole_rest`` > 0 (the queues between pipeline stages), once it parks with a rest of
+  at most ``whole_rest`` rows, that rest goes in whole: it is woken when all of it
+  fits, so a full queue wakes its producer once per burst instead of once per freed
+  row.
 - While a thread runs a step, ``deferred`` is a list: wake-ups are collected there and
   sent by the thread once it has released the lock (``fire_all``).
 """
@@ -107,6 +112,10 @@ class Engine(FastPaths, EngineContents):
         self._full_since = 0.0
         self._empty_since = 0.0
         self.deferred = None
+        # A parked enqueue_many whose rest is at most this many rows waits until all of
+        # the rest fits (one wake-up for it, not one per freed row). 0: rows are admitted
+        # one by one as room frees, as TF does; queues between pipeline stages set it.
+        self.whole_rest = 0
 
     def get_request(self, mode: int, n: int) -> GetRequest:
         """A dequeue request for ``n`` elements (progressive if it could never be served
@@ -138,6 +147,8 @@ class Engine(FastPaths, EngineContents):
             assert isinstance(req, PutRequest)
             if not self.putters:
                 self._full_since = _monotonic()
+            if req.mode == MANY and req.count - req.pos <= self.whole_rest:
+                req.atomic = True  # the rest goes in whole (see ``whole_rest``)
             req.registered = True
             self.putters.append(req)
         self._notify()
