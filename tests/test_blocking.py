@@ -529,3 +529,23 @@ async def test_thread_dequeue_burst_takes_what_arrived_and_times_out_cleanly() -
     with pytest.raises(TimeoutError):
         await t2.join_async()
     assert q.statistics().tasks_waiting_dequeue == 0
+
+
+def test_a_view_may_be_created_before_any_loop_runs_or_in_the_thread_itself() -> None:
+    """``q.blocking()`` may be created anywhere: here one view is made before the event
+    loop starts and another inside the producer thread; both feed an async consumer."""
+    q = _fifo(2)
+    early = q.blocking()
+
+    def produce() -> None:
+        early.enqueue_many(np.arange(0, 5))
+        q.blocking().enqueue_many(np.arange(5, 10))  # made in this thread
+        early.close()
+
+    async def consume() -> list[int]:
+        t = _start(produce)
+        got = [int(x) async for x in q]
+        await t.join_async()
+        return got
+
+    assert anyio.run(consume) == list(range(10))
