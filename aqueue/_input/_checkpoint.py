@@ -58,7 +58,7 @@ __all__ = [
     "take_checkpoint",
 ]
 
-_QUICK_POLLS = 200  # event-loop turns to look for rest before polling every millisecond
+_QUICK_POLLS = 10  # event-loop turns to look for rest before polling every half millisecond
 
 
 def _has_protocol(obj: Any) -> bool:
@@ -172,7 +172,7 @@ async def take_checkpoint(run: PipelineRun) -> PipelineState:
                     return state
             run.stop.check()
             polls += 1
-            await anyio.sleep(0 if polls < _QUICK_POLLS else 0.001)
+            await anyio.sleep(0 if polls < _QUICK_POLLS else 0.0005)
     finally:
         run.stop.resume()
 
