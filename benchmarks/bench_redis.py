@@ -16,7 +16,12 @@ Rows (all in one run, same server, same frames):
   one ack (deleting the payload keys) per batch; raw bytes, no header, no wait
   registry (a producer that finds the queue full sleeps 0.5 ms and retries).
 - aqueue.redis FIFO and RandomShuffle (min_after_dequeue 0): the real thing.
-- Ray's queue and Reverb when importable (skipped otherwise).
+- Ray: ``ray.util.queue.Queue(maxsize=2000)`` (an actor), 4 producer tasks each
+  putting batches of 32 with ``put_nowait_batch`` (0.5 ms sleep when full), the driver
+  taking ``get_nowait_batch(32)`` (0.5 ms sleep when short) and stacking each batch;
+  run with the interpreter that imports ray (``--ray-python``, ``--peer-python`` or
+  ``$AQUEUE_PEER_PYTHON``), skipped otherwise. Only wall time: Ray's own processes are
+  not counted in the CPU columns. Reverb has no wheel for this Python; it is not run.
 
 Each row runs 4 producer processes and 1 consumer process, all started and connected
 before the clock starts. Besides elements/s it reports the CPU seconds per 1,000
@@ -25,7 +30,7 @@ rusage while the clock runs): on this 2-core box they share the cores, so CPU, n
 the network, bounds every row.
 
 Usage: python benchmarks/bench_redis.py [--url redis://...] [--frames N] [--repeat R]
-       [--rows raw,floor,...] [--baseline TREE]
+       [--rows raw,floor,...] [--baseline TREE] [--peer-python PY | --ray-python PY]
 Without --url it starts a private redis-server (from PATH or $AQUEUE_REDIS_SERVER).
 ``--repeat`` runs R rounds, rows interleaved, and reports each row's median.
 ``--baseline TREE`` also runs the aqueue rows with the aqueue package of another source
@@ -37,7 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
+import json
 import multiprocessing
 import os
 import resource
@@ -52,6 +57,7 @@ import time
 from typing import Any, NamedTuple
 
 import numpy as np
+from _peers import add_peer_arguments, find_python
 
 SHAPE = (84, 84, 4)
 FRAME = int(np.prod(SHAPE))
@@ -323,6 +329,74 @@ def run_row(kind: str, tree: str | None, url: str, per_producer: int) -> Row:
     return Row(seconds, srv, prod_cpu, cons_cpu)
 
 
+def ray_worker(per_producer: int) -> None:
+    """The Ray row, in an interpreter that imports ray: prints its wall seconds (JSON)."""
+    import ray
+    from ray.util.queue import Empty, Full, Queue
+
+    ray.init(
+        num_cpus=PRODUCERS + 1,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="ERROR",
+    )
+    q, ready, go = Queue(maxsize=CAPACITY), Queue(), Queue()
+
+    @ray.remote
+    def producer(q: Any, ready: Any, go: Any, pid: int, count: int) -> int:
+        data = frames(pid, count)
+        ready.put(pid)
+        go.get()
+        for i in range(0, count, BATCH):
+            chunk = list(data[i : i + BATCH])
+            while True:
+                try:
+                    q.put_nowait_batch(chunk)
+                    break
+                except Full:
+                    time.sleep(0.0005)
+        return count
+
+    tasks = [producer.remote(q, ready, go, p, per_producer) for p in range(PRODUCERS)]
+    for _ in range(PRODUCERS):
+        ready.get(timeout=300)  # every producer started, its frames made
+    total = per_producer * PRODUCERS
+    go.put_nowait_batch([True] * PRODUCERS)
+    t0 = time.perf_counter()
+    got = 0
+    while got < total:
+        try:
+            batch = np.stack(q.get_nowait_batch(BATCH))
+        except Empty:
+            time.sleep(0.0005)
+            continue
+        if batch.shape != (BATCH, *SHAPE):
+            raise AssertionError(f"bad batch {batch.shape}")
+        got += len(batch)
+    seconds = time.perf_counter() - t0
+    if sum(ray.get(tasks)) != total:
+        raise AssertionError("producers did not put every frame")
+    ray.shutdown()
+    print(json.dumps({"seconds": seconds, "ray": ray.__version__}))
+
+
+def run_ray_row(python: str, per_producer: int) -> Row | None:
+    """One Ray run in a subprocess of ``python``; None (with a message) if it failed."""
+    done = subprocess.run(
+        [python, os.path.abspath(__file__), "--peer-worker", "ray", "--frames", str(per_producer)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if done.returncode != 0:
+        print(f"(ray row failed: {done.stderr.strip()[-500:]})", file=sys.stderr)
+        return None
+    seconds = json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
+    nan = float("nan")
+    return Row(seconds, nan, nan, nan)
+
+
 def start_server() -> tuple[subprocess.Popen[bytes], str]:
     binary = os.environ.get("AQUEUE_REDIS_SERVER") or shutil.which("redis-server")
     if binary is None:
@@ -367,6 +441,7 @@ ROWS = {
     "staged": "floor, staged: MULTI put, take+MGET, ack",
     "fifo": "aqueue.redis FIFO",
     "shuffle": "aqueue.redis RandomShuffle",
+    "ray": "Ray util.queue.Queue (wall time only)",
 }
 
 
@@ -389,10 +464,18 @@ def main() -> None:
         help="also run the aqueue rows with the package of this source tree "
         "(e.g. a git worktree of another revision), interleaved",
     )
+    add_peer_arguments(ap, ["ray"])
+    ap.add_argument("--peer-worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.peer_worker == "ray":
+        ray_worker(args.frames)
+        return
     kinds = [k.strip() for k in args.rows.split(",") if k.strip()]
     if unknown := set(kinds) - set(ROWS):
         raise SystemExit(f"unknown rows: {sorted(unknown)}")
+    ray_python = find_python("ray", args) if "ray" in kinds else None
+    if "ray" in kinds and ray_python is None:
+        kinds.remove("ray")
     runs: list[tuple[str, str | None]] = []
     for kind in kinds:
         if args.baseline and kind in ("fifo", "shuffle"):
@@ -409,10 +492,14 @@ def main() -> None:
         results: dict[tuple[str, str | None], list[Row]] = {r: [] for r in runs}
         for _ in range(args.repeat):
             for kind, tree in runs:
-                results[(kind, tree)].append(run_row(kind, tree, url, args.frames))
-        for peer in ("ray", "reverb"):
-            if importlib.util.find_spec(peer) is None:
-                print(f"({peer} is not importable here: its row is skipped)")
+                if kind == "ray":
+                    assert ray_python is not None
+                    row = run_ray_row(ray_python, args.frames)
+                    if row is not None:
+                        results[(kind, tree)].append(row)
+                else:
+                    results[(kind, tree)].append(run_row(kind, tree, url, args.frames))
+        results = {key: rs for key, rs in results.items() if rs}
         total = args.frames * PRODUCERS
         print(
             f"\nW5: {total} frames of {FRAME} B, {PRODUCERS} producer processes, "
@@ -435,11 +522,14 @@ def main() -> None:
 
             label = ROWS[kind] + (" (baseline)" if tree else "")
             eps = total / sec
-            print(
-                f"| {label:46} | {eps:10,.0f} | {eps * FRAME / 1e6:6.1f} | "
-                f"{per('server_cpu'):10.3f} | {per('producers_cpu'):9.3f} | "
-                f"{per('consumer_cpu'):8.3f} |"
-            )
+            if kind == "ray":  # Ray's own processes are not measured
+                cpu = f"{'-':>10} | {'-':>9} | {'-':>8}"
+            else:
+                cpu = (
+                    f"{per('server_cpu'):10.3f} | {per('producers_cpu'):9.3f} | "
+                    f"{per('consumer_cpu'):8.3f}"
+                )
+            print(f"| {label:46} | {eps:10,.0f} | {eps * FRAME / 1e6:6.1f} | {cpu} |")
         print()
         for tree in ([os.path.abspath(args.baseline)] if args.baseline else []) + [None]:
             tag = " (baseline)" if tree else ""
@@ -455,6 +545,8 @@ def main() -> None:
                         f"vs {ROWS[floor].split(':')[0]}: "
                         f"{med[(floor, None)] / med[('fifo', tree)]:.2f}x"
                     )
+            if ("fifo", tree) in med and ("ray", None) in med:
+                parts.append(f"FIFO{tag} vs Ray: {med[('ray', None)] / med[('fifo', tree)]:.2f}x")
             if ("fifo", tree) in med and ("shuffle", tree) in med:
                 parts.append(
                     f"RandomShuffle{tag} vs FIFO{tag}: "
