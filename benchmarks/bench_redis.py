@@ -21,7 +21,13 @@ Rows (all in one run, same server, same frames):
   taking ``get_nowait_batch(32)`` (0.5 ms sleep when short) and stacking each batch;
   run with the interpreter that imports ray (``--ray-python``, ``--peer-python`` or
   ``$AQUEUE_PEER_PYTHON``), skipped otherwise. Only wall time: Ray's own processes are
-  not counted in the CPU columns. Reverb has no wheel for this Python; it is not run.
+  not counted in the CPU columns.
+- Reverb: a ``reverb.Table.queue("q", 2000)`` server in the consumer's process, 4
+  producer processes writing one item per frame through a trajectory writer flushed
+  every 32, the consumer taking ``client.sample("q", num_samples=32)`` and stacking each
+  batch; run with the interpreter that imports reverb (``--reverb-python``; Reverb
+  0.14 needs TensorFlow 2.15, so usually an environment of its own), skipped
+  otherwise. Wall time only.
 
 Each row runs 4 producer processes and 1 consumer process, all started and connected
 before the clock starts. Besides elements/s it reports the CPU seconds per 1,000
@@ -30,7 +36,8 @@ rusage while the clock runs): on this 2-core box they share the cores, so CPU, n
 the network, bounds every row.
 
 Usage: python benchmarks/bench_redis.py [--url redis://...] [--frames N] [--repeat R]
-       [--rows raw,floor,...] [--baseline TREE] [--peer-python PY | --ray-python PY]
+       [--rows raw,floor,...] [--baseline TREE] [--peer-python PY]
+       [--ray-python PY] [--reverb-python PY]
 Without --url it starts a private redis-server (from PATH or $AQUEUE_REDIS_SERVER).
 ``--repeat`` runs R rounds, rows interleaved, and reports each row's median.
 ``--baseline TREE`` also runs the aqueue rows with the aqueue package of another source
@@ -380,17 +387,69 @@ def ray_worker(per_producer: int) -> None:
     print(json.dumps({"seconds": seconds, "ray": ray.__version__}))
 
 
-def run_ray_row(python: str, per_producer: int) -> Row | None:
-    """One Ray run in a subprocess of ``python``; None (with a message) if it failed."""
+def _reverb_produce(addr: str, pid: int, count: int, ready: Any, go: Any) -> None:
+    """A Reverb producer process: one item per frame, flushed every BATCH frames."""
+    import reverb
+
+    client = reverb.Client(addr)
+    data = frames(pid, count)
+    ready.put(pid)
+    go.wait()
+    with client.trajectory_writer(num_keep_alive_refs=1) as w:
+        for i in range(count):
+            w.append({"f": data[i]})
+            w.create_item("q", 1.0, {"f": w.history["f"][-1]})
+            if (i + 1) % BATCH == 0:
+                w.flush()
+        w.flush()
+
+
+def reverb_worker(per_producer: int) -> None:
+    """The Reverb row, in an interpreter that imports reverb: prints its wall seconds."""
+    import reverb
+
+    server = reverb.Server(tables=[reverb.Table.queue("q", CAPACITY)], port=None)
+    addr = f"localhost:{server.port}"
+    ctx = multiprocessing.get_context("spawn")
+    ready, go = ctx.Queue(), ctx.Event()
+    procs = [
+        ctx.Process(target=_reverb_produce, args=(addr, p, per_producer, ready, go))
+        for p in range(PRODUCERS)
+    ]
+    for p in procs:
+        p.start()
+    for _ in range(PRODUCERS):
+        ready.get(timeout=300)  # every producer connected, its frames made
+    client = reverb.Client(addr)
+    total = per_producer * PRODUCERS
+    go.set()
+    t0 = time.perf_counter()
+    got = 0
+    while got < total:
+        samples = client.sample("q", num_samples=BATCH, emit_timesteps=False)
+        batch = np.stack([s.data[0] for s in samples])
+        if batch.shape != (BATCH, *SHAPE):
+            raise AssertionError(f"bad batch {batch.shape}")
+        got += len(batch)
+    seconds = time.perf_counter() - t0
+    for p in procs:
+        p.join(60)
+    server.stop()
+    print(json.dumps({"seconds": seconds}))
+
+
+def run_peer_row(peer: str, python: str, per_producer: int) -> Row | None:
+    """One run of ``peer`` ("ray", "reverb") in a subprocess of ``python``; None (with a
+    message) if it failed."""
     done = subprocess.run(
-        [python, os.path.abspath(__file__), "--peer-worker", "ray", "--frames", str(per_producer)],
+        [python, os.path.abspath(__file__), "--peer-worker", peer, "--frames", str(per_producer)],
         capture_output=True,
         text=True,
         timeout=600,
         check=False,
     )
     if done.returncode != 0:
-        print(f"(ray row failed: {done.stderr.strip()[-500:]})", file=sys.stderr)
+        print(f"({peer} row failed: {done.stderr.strip()[-500:]})", file=sys.stderr)
         return None
     seconds = json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
     nan = float("nan")
@@ -442,6 +501,7 @@ ROWS = {
     "fifo": "aqueue.redis FIFO",
     "shuffle": "aqueue.redis RandomShuffle",
     "ray": "Ray util.queue.Queue (wall time only)",
+    "reverb": "Reverb Table.queue (wall time only)",
 }
 
 
@@ -464,18 +524,26 @@ def main() -> None:
         help="also run the aqueue rows with the package of this source tree "
         "(e.g. a git worktree of another revision), interleaved",
     )
-    add_peer_arguments(ap, ["ray"])
+    add_peer_arguments(ap, ["ray", "reverb"])
     ap.add_argument("--peer-worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.peer_worker == "ray":
         ray_worker(args.frames)
         return
+    if args.peer_worker == "reverb":
+        reverb_worker(args.frames)
+        return
     kinds = [k.strip() for k in args.rows.split(",") if k.strip()]
     if unknown := set(kinds) - set(ROWS):
         raise SystemExit(f"unknown rows: {sorted(unknown)}")
-    ray_python = find_python("ray", args) if "ray" in kinds else None
-    if "ray" in kinds and ray_python is None:
-        kinds.remove("ray")
+    peer_python: dict[str, str] = {}
+    for peer in ("ray", "reverb"):
+        if peer in kinds:
+            python = find_python(peer, args)
+            if python is None:
+                kinds.remove(peer)
+            else:
+                peer_python[peer] = python
     runs: list[tuple[str, str | None]] = []
     for kind in kinds:
         if args.baseline and kind in ("fifo", "shuffle"):
@@ -492,9 +560,8 @@ def main() -> None:
         results: dict[tuple[str, str | None], list[Row]] = {r: [] for r in runs}
         for _ in range(args.repeat):
             for kind, tree in runs:
-                if kind == "ray":
-                    assert ray_python is not None
-                    row = run_ray_row(ray_python, args.frames)
+                if kind in peer_python:
+                    row = run_peer_row(kind, peer_python[kind], args.frames)
                     if row is not None:
                         results[(kind, tree)].append(row)
                 else:
@@ -522,7 +589,7 @@ def main() -> None:
 
             label = ROWS[kind] + (" (baseline)" if tree else "")
             eps = total / sec
-            if kind == "ray":  # Ray's own processes are not measured
+            if kind in ("ray", "reverb"):  # the peers' own processes are not measured
                 cpu = f"{'-':>10} | {'-':>9} | {'-':>8}"
             else:
                 cpu = (
@@ -545,8 +612,10 @@ def main() -> None:
                         f"vs {ROWS[floor].split(':')[0]}: "
                         f"{med[(floor, None)] / med[('fifo', tree)]:.2f}x"
                     )
-            if ("fifo", tree) in med and ("ray", None) in med:
-                parts.append(f"FIFO{tag} vs Ray: {med[('ray', None)] / med[('fifo', tree)]:.2f}x")
+            for peer in ("ray", "reverb"):
+                if ("fifo", tree) in med and (peer, None) in med:
+                    ratio = med[(peer, None)] / med[("fifo", tree)]
+                    parts.append(f"FIFO{tag} vs {peer}: {ratio:.2f}x")
             if ("fifo", tree) in med and ("shuffle", tree) in med:
                 parts.append(
                     f"RandomShuffle{tag} vs FIFO{tag}: "
