@@ -217,19 +217,23 @@ async def test_an_array_source_resumes_exactly(tmp_path: Path) -> None:
     assert int(m.group(2)) == state.items_held > 0
 
 
-class SlowSource:
-    """A checkpointable source that yields one number every 2 ms (a slow reader)."""
+class Counter:
+    """A user's source that is checkpointable: it says where it is and goes back there.
+    With ``delay_s`` it sleeps that long before each number (a slow reader)."""
 
-    def __init__(self, n: int) -> None:
-        self.n, self.i = n, 0
+    def __init__(self, n: int, delay_s: float = 0.0) -> None:
+        self.n = n
+        self.i = 0
+        self.delay_s = delay_s
 
-    def __iter__(self) -> SlowSource:
+    def __iter__(self) -> Iterator[int]:
         return self
 
     def __next__(self) -> int:
         if self.i >= self.n:
             raise StopIteration
-        time.sleep(0.002)
+        if self.delay_s:
+            time.sleep(self.delay_s)
         self.i += 1
         return self.i - 1
 
@@ -256,7 +260,8 @@ async def test_an_ordered_map_whose_input_runs_dry_checkpoints_and_resumes(fn: A
     for that lock. They hold nothing, so the checkpoint returns (it used to wait for
     ever), and the resumed run goes on with exactly the items that came next."""
     got: list[int] = []
-    async with Pipeline(SlowSource(150)).map(fn, concurrency=4, ordered=True).open() as items:
+    slow = Pipeline(Counter(150, delay_s=0.002)).map(fn, concurrency=4, ordered=True)
+    async with slow.open() as items:
         for _ in range(3):
             for _ in range(20):
                 got.append(await items.get())
@@ -264,7 +269,7 @@ async def test_an_ordered_map_whose_input_runs_dry_checkpoints_and_resumes(fn: A
                 state = await items.checkpoint()
         rest = [x async for x in items]
     assert got + rest == [2 * x for x in range(150)]
-    resumed = Pipeline(SlowSource(150)).map(fn, concurrency=4, ordered=True)
+    resumed = Pipeline(Counter(150, delay_s=0.002)).map(fn, concurrency=4, ordered=True)
     async with resumed.open(state=state) as items:
         assert [x async for x in items] == rest
 
@@ -286,29 +291,6 @@ async def test_frequent_checkpoints_add_nothing_to_the_queues() -> None:
             await batches.get()
             held.append((await batches.checkpoint()).items_held)
     assert max(held) < 700, held  # source queue 256 + a refill, map queue 8, batches
-
-
-class Counter:
-    """A user's source that is checkpointable: it says where it is and goes back there."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.i = 0
-
-    def __iter__(self) -> Iterator[int]:
-        return self
-
-    def __next__(self) -> int:
-        if self.i >= self.n:
-            raise StopIteration
-        self.i += 1
-        return self.i - 1
-
-    def state(self) -> dict[str, int]:
-        return {"i": self.i}
-
-    def restore(self, state: dict[str, int]) -> None:
-        self.i = state["i"]
 
 
 async def test_a_source_with_state_and_restore_is_checkpointable(tmp_path: Path) -> None:
