@@ -1,6 +1,7 @@
 """Helpers shared by the test modules (``from support import ...``): background
-operations (``spawn``, ``Op``), ``settle`` and ``poll``, and the queue kinds of the
-contract suite (``Kind``, ``KINDS``).
+operations (``spawn``, ``Op``), ``settle`` and ``poll``, the queue kinds of the
+contract suite (``Kind``, ``KINDS``), and running the example scripts (``EXAMPLES``,
+``run_example``, ``example_main``, ``one_line``).
 
 They live here rather than in ``conftest.py``: the Redis tests have a ``conftest.py`` of
 their own, and ``import conftest`` would find whichever was imported first.
@@ -8,8 +9,12 @@ their own, and ``import conftest`` would find whichever was imported first.
 
 from __future__ import annotations
 
+import runpy
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -301,3 +306,34 @@ def drain_nowait(q: Any, kind: Kind) -> list[int]:
             out.append(kind.value(q.dequeue_nowait()))
         except (aqueue.QueueEmpty, aqueue.OutOfRangeError):
             return out
+
+
+# --------------------------------------------------------------------------------------
+# Example scripts
+# --------------------------------------------------------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def run_example(
+    name: str, *args: str, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``examples/<name>.py`` with ``args`` as a user would; its output as text."""
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / f"{name}.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=env,
+    )
+
+
+def example_main(name: str) -> Any:
+    """The ``main(argv)`` function of examples/<name>.py, loaded without running it."""
+    return runpy.run_path(str(EXAMPLES / f"{name}.py"), run_name=f"example_{name}")["main"]
+
+
+def one_line(text: str) -> str:
+    """The output with its wrapped lines joined, so claims can be matched across breaks."""
+    return " ".join(text.split())

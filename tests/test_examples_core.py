@@ -4,13 +4,10 @@ answers ``--help`` and is listed in examples/README.md."""
 from __future__ import annotations
 
 import runpy
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from support import EXAMPLES, one_line, run_example
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 # The examples whose --help is checked here (the others have tests of their own).
 TOUR = [
     "quickstart",
@@ -22,26 +19,11 @@ TOUR = [
 ]
 
 
-def run_script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(EXAMPLES / f"{name}.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-def one_line(text: str) -> str:
-    """The output with its wrapped lines joined, so claims can be matched across breaks."""
-    return " ".join(text.split())
-
-
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_quickstart_says_every_number_arrived_once_in_order(backend: str) -> None:
     """53 numbers in batches of 8: six batches, five left over, all once and in order,
     and both loops ended because the queue was closed."""
-    done = run_script("quickstart", "--elements", "53", "--batch", "8", "--backend", backend)
+    done = run_example("quickstart", "--elements", "53", "--batch", "8", "--backend", backend)
     assert done.returncode == 0, done.stderr
     out = one_line(done.stdout)
     assert "queue.batches(8): took 6 batches of 8" in out
@@ -63,7 +45,7 @@ def test_quickstart_main_returns_the_numbers_in_order() -> None:
 def test_example_help_describes_every_option(name: str) -> None:
     """``--help`` exits 0, starts with a whole sentence, and gives each option a help text
     with its default."""
-    done = run_script(name, "--help")
+    done = run_example(name, "--help")
     assert done.returncode == 0, done.stderr
     out = done.stdout
     description = one_line(out.split("\n\n")[1])

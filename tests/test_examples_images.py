@@ -5,26 +5,19 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support import EXAMPLES, run_example
 
 pytestmark = pytest.mark.timeout(120)
 
-SCRIPT = Path(__file__).resolve().parent.parent / "examples" / "image_pipeline.py"
+SCRIPT = EXAMPLES / "image_pipeline.py"
 SMALL = ["--images", "40", "--size", "64", "--crop", "48", "--batch-size", "16", "--threads", "2"]
 
 
 def run(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args],
-        capture_output=True,
-        text=True,
-        timeout=100,
-        check=False,
-        env=env,
-    )
+    return run_example("image_pipeline", *args, timeout=100, env=env)
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import re
-import runpy
-import subprocess
-import sys
-from pathlib import Path
-from typing import Any
 
 import pytest
+from support import example_main, one_line, run_example
 
 pytestmark = pytest.mark.timeout(60)
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SMALL = [
     "--files", "3",
     "--records", "40",
@@ -23,16 +18,6 @@ SMALL = [
     "--threads", "3",
     "--epochs", "2",
 ]  # fmt: skip
-
-
-def example_main(name: str) -> Any:
-    """The ``main(argv)`` function of examples/<name>.py, loaded without running it."""
-    return runpy.run_path(str(EXAMPLES / f"{name}.py"), run_name=f"example_{name}")["main"]
-
-
-def one_line(text: str) -> str:
-    """The output with its wrapped lines joined, so claims can be matched across breaks."""
-    return " ".join(text.split())
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
@@ -78,13 +63,7 @@ def test_pipeline_example_reports_stages(backend: str, capsys: pytest.CaptureFix
 
 def test_pipeline_example_runs_as_a_script() -> None:
     """``python examples/pipeline.py`` with small flags exits 0 and says what it showed."""
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLES / "pipeline.py"), *SMALL, "--read-ms", "0.1"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_example("pipeline", *SMALL, "--read-ms", "0.1")
     assert done.returncode == 0, done.stderr
     out = one_line(done.stdout)
     assert "bottleneck:" in out
@@ -93,12 +72,6 @@ def test_pipeline_example_runs_as_a_script() -> None:
 
 
 def test_input_pipeline_runs_as_a_script() -> None:
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLES / "input_pipeline.py"), *SMALL, "--backend", "trio"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_example("input_pipeline", *SMALL, "--backend", "trio")
     assert done.returncode == 0, done.stderr
     assert "What this showed:" in done.stdout

@@ -4,15 +4,13 @@ the batches of an uninterrupted run, ending with the same model."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support import run_example
 
 pytestmark = pytest.mark.timeout(60)
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "resume_training.py"
 SMALL = ["--steps", "60", "--every", "10", "--crash-at", "35", "--buffer", "300"]
 
 
@@ -20,13 +18,7 @@ SMALL = ["--steps", "60", "--every", "10", "--crash-at", "35", "--buffer", "300"
 def test_resume_training_sees_the_uninterrupted_batches(backend: str, tmp_path: Path) -> None:
     """The script exits 0 and says that the crashed run, the restarted run and the
     reference run trained on the same batches, and that the final models agree."""
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLE), *SMALL, "--backend", backend, "--dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_example("resume_training", *SMALL, "--backend", backend, "--dir", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert "crashing on purpose right after step 35" in out
@@ -50,12 +42,6 @@ def test_resume_training_refuses_a_used_folder(tmp_path: Path) -> None:
     """Run twice in one --dir, the second run stops with a message instead of mixing
     its checkpoints with the first run's."""
     (tmp_path / "job").mkdir()
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLE), *SMALL, "--dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_example("resume_training", *SMALL, "--dir", str(tmp_path))
     assert done.returncode != 0
     assert "left from an earlier run" in done.stderr

@@ -4,27 +4,12 @@ prefetching, async workers), on asyncio and on trio."""
 from __future__ import annotations
 
 import re
-import runpy
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from support import example_main, one_line, run_example
 
 pytestmark = pytest.mark.timeout(120)
-
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-
-
-def example_main(name: str) -> Any:
-    """The ``main(argv)`` function of examples/<name>.py, loaded without running it."""
-    return runpy.run_path(str(EXAMPLES / f"{name}.py"), run_name=f"example_{name}")["main"]
-
-
-def one_line(text: str) -> str:
-    """The output with its wrapped lines joined, so claims can be matched across breaks."""
-    return " ".join(text.split())
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
@@ -191,18 +176,12 @@ def test_experience_replay_plot_needs_the_runner_mode() -> None:
 
 def test_experience_replay_runs_as_a_script() -> None:
     """``python examples/experience_replay.py`` works as a command."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(EXAMPLES / "experience_replay.py"),
-            "--steps", "5",
-            "--capacity", "200",
-            "--min-after-dequeue", "20",
-            "--frame-ms", "0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = run_example(
+        "experience_replay",
+        "--steps", "5",
+        "--capacity", "200",
+        "--min-after-dequeue", "20",
+        "--frame-ms", "0",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     out = one_line(done.stdout)
