@@ -55,6 +55,16 @@ def _source(name: str) -> Path:
     return ROOT / rel / "__init__.py" if name in PACKAGES else (ROOT / rel).with_suffix(".py")
 
 
+def _from_target(node: ast.ImportFrom, package: str) -> str:
+    """The module a ``from ... import`` in ``package`` reads from, relative levels
+    resolved."""
+    if not node.level:
+        return node.module or ""
+    parts = package.split(".")
+    base = ".".join(parts[: len(parts) - (node.level - 1)])
+    return f"{base}.{node.module}" if node.module else base
+
+
 def resolve_imports(
     source: str, name: str, is_package: bool, known: frozenset[str] | set[str] = frozenset()
 ) -> set[str]:
@@ -67,12 +77,7 @@ def resolve_imports(
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - (node.level - 1)])
-                target = f"{base}.{node.module}" if node.module else base
-            else:
-                target = node.module or ""
+            target = _from_target(node, package)
             for alias in node.names:
                 sub = f"{target}.{alias.name}"
                 out.add(sub if sub in known else target)
@@ -328,18 +333,13 @@ def test_each_layer_docstring_maps_all_its_files(layer: str) -> None:
 def _private_names_imported(name: str) -> list[str]:
     """``from M import _x`` in module ``name`` where ``_x`` is not a module of the package
     (a private module is fine to import; a private name of another module is not)."""
-    path = _source(name)
-    tree = ast.parse(path.read_text())
-    here = name if name in PACKAGES else name.rpartition(".")[0]
+    tree = ast.parse(_source(name).read_text())
+    package = name if name in PACKAGES else name.rpartition(".")[0]
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.ImportFrom):
             continue
-        if node.level:
-            base = here.split(".")[: len(here.split(".")) - (node.level - 1)]
-            target = ".".join(base + ([node.module] if node.module else []))
-        else:
-            target = node.module or ""
+        target = _from_target(node, package)
         for alias in node.names:
             private = alias.name.startswith("_") and not alias.name.startswith("__")
             if private and f"{target}.{alias.name}" not in MODULES:
