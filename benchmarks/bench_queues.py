@@ -632,7 +632,7 @@ class BarePool:
         await _bare_yield()
         while self.size - (0 if self.closed else self.floor) < n:
             if self.closed:
-                raise aqueue.OutOfRangeError("bare pool", n, self.size)
+                raise aqueue.OutOfRangeError(queue_name="bare pool", requested=n, size=self.size)
             self.need = n
             self.getter = asyncio.get_running_loop().create_future()
             await self.getter
@@ -641,7 +641,7 @@ class BarePool:
     async def dequeue_up_to(self, n: int) -> np.ndarray:
         await _bare_yield()
         if not self.closed or self.size == 0:  # (only called once closed, for a remainder)
-            raise aqueue.OutOfRangeError("bare pool", n, self.size)
+            raise aqueue.OutOfRangeError(queue_name="bare pool", requested=n, size=self.size)
         return self._take(min(n, self.size))
 
     def _take(self, n: int) -> np.ndarray:
