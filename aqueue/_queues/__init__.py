@@ -28,6 +28,8 @@ file                     what it holds
 ``_drivers.py``          how requests wait: TaskDriver (tasks), ThreadDriver (threads),
                          ``get_nowait``/``put_nowait`` (never)
 ``_backend.py``          the event-loop primitives: checkpoint and wakers, asyncio and trio
+``_waiting.py``          how a parked request waits (tasks and threads); the ``Steps`` an
+                         engine offers for it
 ``_lifecycle.py``        QueueLifecycle: snapshots (``snapshot``/``from_snapshot``, the
                          kinds' registry) and producer accounting, mixed into QueueBase
 ``_queue.py``            QueueBase: the public operations (convert, fast path, driver)

@@ -1,47 +1,103 @@
 """The few event-loop primitives the queues need, for asyncio and trio.
 
-The queues park on one *waker* per wait: a one-shot object the waiter awaits and any
-thread may set. On asyncio it is a future, set directly on the loop's thread; other
-threads hand it to the loop's ``_Wakeups``, which delivers every wake-up sent while one
-delivery is pending in a single ``call_soon_threadsafe`` callback. On trio it is a
-``trio.Event``, set through the trio token from other threads. Setting a waker only
-*notifies*: the woken task re-checks the queue itself, so a waiter cancelled after
-being woken loses nothing (it passes the wake-up on instead).
+``checkpoint()`` is one cancellation and scheduling point; ``make_waker()`` creates the
+one-shot *waker* a parked task awaits and any thread may set. On asyncio a waker is a
+future, set directly on the loop's thread; other threads hand it to the loop's
+``_Wakeups``, which delivers every wake-up sent while one delivery is pending in a
+single ``call_soon_threadsafe`` callback. On trio it is a ``trio.Event``, set through
+the trio token from other threads. Setting a waker only *notifies*: the woken task
+re-checks the queue itself, so a waiter cancelled after being woken loses nothing (it
+passes the wake-up on instead).
+
+Which event loop drives the caller is detected once per task and remembered in a
+context variable (``_here``): every asyncio and trio task runs in a context of its
+own, so the value never leaks from one task, loop or backend to another. A value is
+trusted only on the thread that stored it (a context copied into a worker thread, as
+``anyio.to_thread`` does, is detected afresh there), and a wrong guess corrects itself:
+trio rejects asyncio's bare yield with TypeError, and asyncio rejects trio's
+checkpoint with RuntimeError, after which the caller is detected again. Nothing here
+is process-wide state but the per-loop ``_Wakeups``, held in a weak dictionary keyed by
+the loop (they go with their loop).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import sys
 import threading
 import types
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import Any, cast
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, Protocol, cast
 
 __all__ = ["Waker", "checkpoint", "in_event_loop", "make_waker", "soon_threadsafe"]
 
-_get_running_loop = asyncio._get_running_loop  # returns None instead of raising
 _get_ident = threading.get_ident
 
 
-def _current_trio_token() -> Any:
-    trio = sys.modules.get("trio")
-    if trio is None:  # trio cannot be running if it was never imported
-        return None
-    try:
-        return trio.lowlevel.current_trio_token()
-    except RuntimeError:
-        return None
+class Waker(Protocol):
+    """A one-shot notification a task awaits (``await waker.wait()``) and any thread may
+    set (``waker.set()``)."""
+
+    def wait(self) -> Awaitable[Any]:
+        """An awaitable that completes once ``set()`` was called."""
+        ...
+
+    def set(self) -> None:
+        """Notify the waiting task (from any thread)."""
+        ...
+
+
+class _Loop:
+    """What the tasks of one thread's running event loop need: asyncio's loop and its
+    wake-up channel, or trio's token (``trio`` is then the trio module)."""
+
+    __slots__ = ("loop", "thread", "token", "trio", "wakeups")
+
+    def __init__(self) -> None:
+        self.thread = _get_ident()
+        self.trio: Any = None
+        self.token: Any = None
+        self.wakeups: _Wakeups | None = None
+        try:
+            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
+            trio = sys.modules.get("trio")
+            if trio is not None and trio.lowlevel.in_trio_run():
+                self.trio = trio
+                self.token = trio.lowlevel.current_trio_token()
+        else:
+            self.wakeups = _loop_wakeups(self.loop)
+
+    @property
+    def running(self) -> bool:
+        return self.loop is not None or self.trio is not None
+
+
+_current: contextvars.ContextVar[_Loop] = contextvars.ContextVar("aqueue_event_loop")
+
+
+def _here() -> _Loop:
+    """The event loop driving the calling task (detected once per task and thread)."""
+    here = _current.get(None)
+    if here is None or here.thread != _get_ident():
+        here = _Loop()
+        if here.running:  # (outside a loop nothing is remembered)
+            _current.set(here)
+    return here
+
+
+def _redetect() -> _Loop:
+    here = _Loop()
+    _current.set(here)
+    return here
 
 
 def in_event_loop() -> bool:
     """True when called from a thread that is running an asyncio or trio event loop."""
-    return _get_running_loop() is not None or _current_trio_token() is not None
-
-
-_asyncio_first = True  # which backend checkpoint() tries first (see checkpoint)
-_trio_checkpoint: Callable[[], Coroutine[Any, Any, None]] | None = None
+    return _here().running
 
 
 @types.coroutine
@@ -50,49 +106,26 @@ def checkpoint() -> Generator[Any, Any, None]:
 
     On asyncio this is a bare ``yield``: the task is rescheduled for the next loop
     iteration, and a pending cancellation is thrown in there, exactly as with
-    ``asyncio.sleep(0)`` but without its two extra frames. Telling the backends apart
-    per call would cost more than the yield on Python 3.11 (``_get_running_loop()``
-    takes ~0.2 µs there), so the backend seen last is tried first: trio rejects a bare
-    yield by throwing TypeError in at once (after rescheduling the task), and that
-    switches this process to trio's checkpoint until an asyncio loop is seen again.
+    ``asyncio.sleep(0)`` but without its two extra frames. On trio it is
+    ``trio.lowlevel.checkpoint()``.
     """
-    global _asyncio_first
-    if _asyncio_first:
+    here = _current.get(None)
+    if here is None or here.thread != _get_ident():
+        here = _here()
+    if here.trio is None:
         try:
             yield
             return
         except TypeError:  # trio: "received unrecognized yield message None"
-            if _get_running_loop() is not None:
+            here = _redetect()
+            if here.trio is None:
                 raise
-            _asyncio_first = False
-    elif _get_running_loop() is not None:
-        _asyncio_first = True
+    try:
+        yield from here.trio.lowlevel.checkpoint().__await__()
+    except RuntimeError:  # not trio after all (a context carried across loops)
+        if _redetect().trio is not None:
+            raise
         yield
-        return
-    global _trio_checkpoint
-    if _trio_checkpoint is None:
-        import trio  # optional: only reached when trio drives the caller
-
-        _trio_checkpoint = trio.lowlevel.checkpoint
-    yield from _trio_checkpoint().__await__()
-
-
-class Waker:
-    """A one-shot notification a task awaits (``await waker.wait()``) and any thread may
-    set (``waker.set()``)."""
-
-    __slots__ = ("_thread",)
-
-    def __init__(self) -> None:
-        self._thread = threading.get_ident()
-
-    def wait(self) -> Awaitable[Any]:
-        """An awaitable that completes once ``set()`` was called."""
-        raise NotImplementedError
-
-    def set(self) -> None:
-        """Notify the waiting task (from any thread)."""
-        raise NotImplementedError
 
 
 class _Wakeups:
@@ -106,7 +139,7 @@ class _Wakeups:
     to be, by the thread that made it non-empty).
     """
 
-    __slots__ = ("_lock", "_loop", "_pending")
+    __slots__ = ("__weakref__", "_lock", "_loop", "_pending")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -137,34 +170,23 @@ class _Wakeups:
 _wakeups: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Wakeups] = (
     weakref.WeakKeyDictionary()
 )
-_last: tuple[asyncio.AbstractEventLoop | None, _Wakeups | None] = (None, None)
 
 
 def _loop_wakeups(loop: asyncio.AbstractEventLoop) -> _Wakeups:
-    """The ``_Wakeups`` of ``loop`` (called on the loop's own thread).
-
-    One per loop, kept in a weak dictionary; the last one used is cached, since a
-    process almost always runs one loop at a time (a dictionary lookup costs more than
-    the rest of creating a waker).
-    """
-    global _last
-    last_loop, last = _last
-    if last_loop is loop and last is not None:
-        return last
+    """The ``_Wakeups`` of ``loop`` (called on the loop's own thread, once per task)."""
     w = _wakeups.get(loop)
     if w is None:
         w = _wakeups[loop] = _Wakeups(loop)
-    _last = (loop, w)
     return w
 
 
-class _AsyncioWaker(Waker):
-    __slots__ = ("_fut", "_wakeups")
+class _AsyncioWaker:
+    __slots__ = ("_fut", "_thread", "_wakeups")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._thread = _get_ident()  # (Waker.__init__ inlined: one wait creates one)
+    def __init__(self, loop: asyncio.AbstractEventLoop, wakeups: _Wakeups, thread: int) -> None:
+        self._thread = thread
         self._fut: asyncio.Future[None] = loop.create_future()
-        self._wakeups = _loop_wakeups(loop)
+        self._wakeups = wakeups
 
     def wait(self) -> Awaitable[Any]:
         return self._fut
@@ -177,11 +199,11 @@ class _AsyncioWaker(Waker):
             self._wakeups.send(self._fut)
 
 
-class _TrioWaker(Waker):
-    __slots__ = ("_event", "_token")
+class _TrioWaker:
+    __slots__ = ("_event", "_thread", "_token")
 
-    def __init__(self, event: Any, token: Any) -> None:
-        super().__init__()
+    def __init__(self, event: Any, token: Any, thread: int) -> None:
+        self._thread = thread
         self._event = event
         self._token = token
 
@@ -189,7 +211,7 @@ class _TrioWaker(Waker):
         return cast("Awaitable[Any]", self._event.wait())
 
     def set(self) -> None:
-        if threading.get_ident() == self._thread:
+        if _get_ident() == self._thread:
             self._event.set()
         else:
             try:
@@ -198,37 +220,50 @@ class _TrioWaker(Waker):
                 pass
 
 
+def make_waker() -> Waker:
+    """Create a waker bound to the event loop driving the caller (asyncio or trio).
+
+    Raises:
+        RuntimeError: No asyncio or trio event loop runs in this thread.
+    """
+    here = _current.get(None)
+    if here is None or here.thread != _get_ident():
+        here = _here()
+    loop = here.loop
+    if loop is not None:
+        assert here.wakeups is not None
+        return _AsyncioWaker(loop, here.wakeups, here.thread)
+    if here.trio is None:
+        raise RuntimeError("aqueue: an await needs a running asyncio or trio event loop")
+    return _TrioWaker(here.trio.Event(), here.token, here.thread)
+
+
 def soon_threadsafe() -> Callable[[Callable[[], object]], None]:
-    """A function that schedules a callback on the current event loop from any thread."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        import trio
+    """A function that schedules a callback on the current event loop from any thread.
 
-        token = trio.lowlevel.current_trio_token()
+    Raises:
+        RuntimeError: No asyncio or trio event loop runs in this thread.
+    """
+    here = _here()
+    loop = here.loop
+    if loop is not None:
+        running = loop
 
-        def trio_soon(fn: Callable[[], object]) -> None:
+        def asyncio_soon(fn: Callable[[], object]) -> None:
             try:
-                token.run_sync_soon(fn)
-            except trio.RunFinishedError:
+                running.call_soon_threadsafe(fn)
+            except RuntimeError:  # the loop is closed: nobody is left to run it
                 pass
 
-        return trio_soon
+        return asyncio_soon
+    if here.trio is None:
+        raise RuntimeError("aqueue: needs a running asyncio or trio event loop")
+    token, finished = here.token, here.trio.RunFinishedError
 
-    def asyncio_soon(fn: Callable[[], object]) -> None:
+    def trio_soon(fn: Callable[[], object]) -> None:
         try:
-            loop.call_soon_threadsafe(fn)
-        except RuntimeError:  # the loop is closed: nobody is left to run it
+            token.run_sync_soon(fn)
+        except finished:
             pass
 
-    return asyncio_soon
-
-
-def make_waker() -> Waker:
-    """Create a waker bound to the running event loop (asyncio or trio)."""
-    loop = _get_running_loop()
-    if loop is not None:
-        return _AsyncioWaker(loop)
-    import trio
-
-    return _TrioWaker(trio.Event(), trio.lowlevel.current_trio_token())
+    return trio_soon
