@@ -276,7 +276,7 @@ def test_resolve_imports_handles_relative_and_absolute_forms() -> None:
 def test_layer_checks_see_real_imports() -> None:
     """The parsed imports of real modules include their known dependencies."""
     assert "aqueue._queues._protocol" in _imports_of("aqueue._running._runner")
-    assert "aqueue._queues._engine" in _imports_of("aqueue._queues._drivers")
+    assert "aqueue._queues._engine" in _imports_of("aqueue._queues._queue")
     assert "aqueue._running._runner" in _imports_of("aqueue._input._functions")
 
 

@@ -1,4 +1,4 @@
-"""The queues layer: elements, storage, the engine, the drivers and the queue classes.
+"""The queues layer: elements, storage, the engine, waiting and the queue classes.
 
 =======================  ========================================================================
 file                     what it holds
@@ -16,23 +16,22 @@ file                     what it holds
 ``_snapshot.py``         QueueSnapshot: a queue's spec, elements, closed flag and random
                          state at one moment (``snapshot``/``from_snapshot``)
 ``_requests.py``         PutRequest and GetRequest: what a waiting operation leaves behind
-``_bookkeeping.py``      EngineCore: the engine's state (slots) and the steps all its
-                         operations share (admission, claims, readiness, wake-ups)
-``_fast.py``             FastPaths: the engine's fast paths (``*_now``: a whole operation
-                         under the lock, no request object)
-``_contents.py``         EngineContents: the engine's elements read or loaded whole
-                         (``dump``, ``load``) and its counters (``statistics``)
-``_engine.py``           Engine: the synchronous steps of one queue, assembled from the
-                         three above; the requests (``park``, ``try_put``/``try_get``,
-                         ``abandon``) and ``close``
-``_drivers.py``          how requests wait: TaskDriver (tasks), ThreadDriver (threads),
-                         ``get_nowait``/``put_nowait`` (never)
+``_waiters.py``          Waiters: the parked requests of one direction, oldest first,
+                         and how long they waited
+``_rules.py``            Rules: capacity, floor, closed; the take rule, the put rule,
+                         and who can progress
+``_claims.py``           Claims: the elements waiting dequeues hold, and where enqueued
+                         elements go (a filling head's batch first)
+``_engine.py``           Engine: one queue's state (the parts above, held) and its
+                         synchronous steps (``put``, ``get``, ``retry``, ``leave``,
+                         ``close``), its contents and counters; the invariants, stated
+                         once and checked by ``check_invariants``
 ``_backend.py``          the event-loop primitives: checkpoint and wakers, asyncio and trio
 ``_waiting.py``          how a parked request waits (tasks and threads); the ``Steps`` an
                          engine offers for it
 ``_lifecycle.py``        QueueLifecycle: snapshots (``snapshot``/``from_snapshot``, the
                          kinds' registry) and producer accounting, mixed into QueueBase
-``_queue.py``            QueueBase: the public operations (convert, fast path, driver)
+``_queue.py``            QueueBase: the public operations (check, step, wait)
 ``_views.py``            BlockingQueue (the thread view) and the async iterators
 ``_fifo.py``             FIFOQueue, PaddingFIFOQueue, StageQueue (between pipeline stages)
 ``_reorder.py``          RandomShuffleQueue, PriorityQueue
@@ -42,8 +41,14 @@ file                     what it holds
 =======================  ========================================================================
 
 Dependencies point down the table's reverse order: storages know only specs; the
-engine knows storages and requests; drivers know the engine; the queue classes know
-all of them. Nothing here imports the running or input layers.
+engine knows storages, rules, claims, waiters and requests; waiting knows only the
+``Steps`` protocol; the queue classes know all of them. Nothing here imports the
+running or input layers.
+
+One ``dequeue_many``, from the public method to the storage: ``QueueBase.dequeue_many``
+(``_queue.py``: check ``n``, checkpoint or park first) → ``Engine.get`` (``_engine.py``:
+the take rule, ``Rules.take_count``, under the lock) → ``RingStorage.take_batch``
+(``_storage.py``); when it must wait, ``wait_task`` (``_waiting.py``) → ``Engine.retry``.
 
 The kinds differ only in their element spec and storage:
 

@@ -77,6 +77,8 @@ class _Loop:
 
 
 _current: contextvars.ContextVar[_Loop] = contextvars.ContextVar("aqueue_event_loop")
+_trio: contextvars.ContextVar[Any] = contextvars.ContextVar("aqueue_trio")  # (checkpoint's)
+_trio_get = _trio.get
 
 
 def _here() -> _Loop:
@@ -86,12 +88,14 @@ def _here() -> _Loop:
         here = _Loop()
         if here.running:  # (outside a loop nothing is remembered)
             _current.set(here)
+            _trio.set(here.trio)
     return here
 
 
 def _redetect() -> _Loop:
     here = _Loop()
     _current.set(here)
+    _trio.set(here.trio)
     return here
 
 
@@ -109,21 +113,20 @@ def checkpoint() -> Generator[Any, Any, None]:
     ``asyncio.sleep(0)`` but without its two extra frames. On trio it is
     ``trio.lowlevel.checkpoint()``.
     """
-    here = _current.get(None)
-    if here is None:
-        here = _here()
-    # (A value carried into another thread is still right about the backend, or the
-    # backend says so below: the yield needs no loop object.)
-    if here.trio is None:
+    # Tasks are on asyncio unless this task found trio (a value carried into another
+    # thread is still right about the backend, or the backend says so below: the yield
+    # needs no loop object).
+    trio = _trio_get(None)
+    if trio is None:
         try:
             yield
             return
         except TypeError:  # trio: "received unrecognized yield message None"
-            here = _redetect()
-            if here.trio is None:
+            trio = _redetect().trio
+            if trio is None:
                 raise
     try:
-        yield from here.trio.lowlevel.checkpoint().__await__()
+        yield from trio.lowlevel.checkpoint().__await__()
     except RuntimeError:  # not trio after all (a context carried across loops)
         if _redetect().trio is not None:
             raise

@@ -1,88 +1,86 @@
-"""Engine: the synchronous steps of one queue (admission, claims, wake-up decisions).
+"""Engine: one queue's state and the synchronous steps that change it.
 
-Every queue owns one engine. Nothing here awaits or blocks: a queue operation first
-tries ``*_now`` (a fast path that needs no request object), and when that cannot
-complete, a driver (``_drivers.py``) runs a request through ``try_put``/``try_get``,
-parking it and retrying when notified. Both paths change state only through the
-engine, under ``lock``.
+Every queue holds one engine, which holds the parts (each in its own file):
 
-``Engine`` is assembled from mixins, one module each, which share its state:
+- ``storage`` (``_storage.py``, ``_pool.py``, ``_tuples.py``): the stored elements;
+- ``rules`` (``_rules.py``): capacity, floor and closed flag, the take rule and the
+  put rule, and who can progress;
+- ``claims`` (``_claims.py``): the elements waiting dequeues hold, and where enqueued
+  elements go (a filling head getter's batch first);
+- ``putters`` and ``getters`` (``_waiters.py``): the parked requests, oldest first.
 
-- this module: the constructor, which sets the state, and the requests a driver
-  runs (``park``, ``try_get``, ``try_put``, ``abandon``), and ``close``;
-- ``_fast.py``: FastPaths, the ``*_now`` fast paths;
-- ``_contents.py``: EngineContents, the elements read or loaded whole (``dump``,
-  ``load``) and the counters (``quiet_*``, ``statistics``);
-- ``_bookkeeping.py``: EngineCore, the steps all of them share (admission, claims,
-  the lists, readiness, wake-ups) and the state's slots and declarations.
+Nothing here awaits or blocks. An operation is one step (``put``/``get``) that
+completes it or parks a request armed with the caller's waker; a parked request takes
+further steps (``retry``) when woken, and ``leave`` when it gives up. The ``_nowait``
+twins are the first step without a waker. Wait loops are in ``_waiting.py``.
 
-Invariants (all state is guarded by ``lock``, a ``threading.Lock``, so threads and the
-event loop can both change it; nothing awaits while holding it):
+Invariants (``check_invariants`` tests them; all state is guarded by ``lock``, a
+``threading.Lock``, so threads and the event loop can both take steps, and nothing
+awaits or blocks while holding it):
 
-- ``storage.size`` elements are stored; enqueuers may admit while
-  ``storage.size < capacity``. An all-or-nothing batch (``enqueue_many_nowait``, a
-  timed thread ``enqueue_many``) goes in whole when it fits, or when the waiting head
-  dequeue will then take enough to bring the size back within capacity
-  (``_getter_makes_room``), so the two never wait for each other. Elements claimed by
-  a waiting batch dequeue have left the storage (they are not counted by ``size``)
-  and are put back if that dequeue fails, is cancelled or times out. Both may push
-  ``size`` above ``capacity`` for a while; enqueuers then stay blocked until it falls
-  below.
-- A dequeue may take an element only while ``storage.size - floor >= taken``, where
-  ``floor`` is ``min_after_dequeue`` while the queue is open and 0 once it is closed.
-- ``putters`` and ``getters`` are the pending requests, oldest first. Only the head of
-  each list makes progress (head of line): a new dequeue queues behind the getters, and
-  one pending enqueue_many's elements are contiguous. A new enqueue may pass the
-  putters only if the queue has room for it and for all they still need and none of
-  them has started (``_may_pass_putters``), so the queued ones never wait longer.
-- Waiting never hands data to a waiter. Every change to the storage or to the lists
-  *notifies* the head of each list if (and only if) it can now progress; the woken task
-  or thread re-checks and takes or admits itself, synchronously, and returns without
-  awaiting again. A request that leaves for any reason (success, error, cancellation,
-  timeout) first puts back what it had claimed, then notifies the new heads, so a
-  wake-up is never lost and an element is never lost or duplicated.
-- A SOME dequeue (``dequeue_burst``) progresses as soon as one element can be taken
-  and returns 1..n: what it could take. A batch dequeue with
-  ``n <= capacity - min_after_dequeue`` waits until it can take all ``n`` in one copy;
-  a larger one claims progressively (it could never be satisfied at once) and returns
-  when it holds ``n``. On a ``FillableStorage`` (a FIFO ring with
-  no floor) a waiting batch dequeue instead *fills* its own output batch: whenever it
-  reaches the head it claims what the ring holds (the ring is then empty) and enqueues
-  copy straight into it (``_admit_rows``), one copy per element instead of two.
-- The queue is *final* when it is closed and no enqueue is pending: nothing can arrive
-  any more, so a dequeue that cannot be satisfied raises OutOfRangeError (without
-  consuming anything) and dequeue_up_to returns what is left.
-- A pending enqueue_many admits what fits at each step. On a queue with
-  ``whole_rest`` > 0 (the queues between pipeline stages), once it parks with a rest of
-  at most ``whole_rest`` rows, that rest goes in whole: it is woken when all of it
-  fits, so a full queue wakes its producer once per burst instead of once per freed
-  row.
-- While a thread runs a step, ``deferred`` is a list: wake-ups are collected there and
-  sent by the thread once it has released the lock (``fire_all``).
+1. Conservation: ``enqueued_total + loaded_total == dequeued_total + storage.size +``
+   the elements the head getter holds. Elements claimed by a waiting dequeue have left
+   the storage (``size`` does not count them) and go back if it fails or leaves.
+2. Head of line: only the head of each list progresses; only the head getter holds
+   claims; only the head putter may have admitted part of its batch. A new dequeue
+   never passes the getters; a new enqueue passes the putters only under
+   ``Rules.may_pass``.
+3. No lost wake-up: after every step, a head that can progress has been notified.
+   Notifying never hands data over (the woken side takes or admits in its own step)
+   and a request leaving for any reason first puts back what it held, then notifies
+   the new heads, so an element is never lost or duplicated.
+4. A filling head getter that is not complete has emptied the ring: enqueues copy
+   straight into its batch.
+5. ``peak >= size``: raised wherever the size can grow (admission, restored claims,
+   loads); sizes above the capacity included (restored claims, an all-or-nothing batch
+   the head getter makes room for, snapshots loaded whole).
+6. Final (closed, no putters): a dequeue that cannot be satisfied raises
+   OutOfRangeError without consuming anything; ``dequeue_up_to`` returns what is left.
+
+While a thread takes a step, ``deferred`` is a list: wake-ups are collected there and
+sent by that thread once it has released the lock (``fire_all``).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import deque
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from .._errors import OutOfRangeError, QueueClosedError
-from ._contents import EngineContents
-from ._fast import FastPaths
-from ._requests import MANY, ONE, SOME, UP_TO, WAIT, GetRequest, PutRequest, Request
+from .._errors import OutOfRangeError, QueueClosedError, QueueEmpty, QueueFull
+from ._claims import Claims, fill_rows, pending_elements
+from ._declare import Components
+from ._protocol import QueueStatistics
+from ._requests import MANY, ONE, UP_TO, WAIT, GetRequest, PutRequest, Request, fire_all
+from ._rules import Rules
 from ._storage import FillableStorage, Storage
+from ._waiters import Waiters
 
 __all__ = ["Engine"]
 
 _monotonic = time.monotonic
+X = TypeVar("X")
+Arm = Callable[[], Any]
 
 
-class Engine(FastPaths, EngineContents):
+class Engine:
     """The state of one queue and the synchronous steps that change it."""
 
-    __slots__ = ()  # (the state's slots are EngineCore's)
+    __slots__ = (
+        "claims",
+        "deferred",
+        "dequeued_total",
+        "enqueued_total",
+        "getters",
+        "loaded_total",
+        "lock",
+        "name",
+        "peak",
+        "putters",
+        "rules",
+        "storage",
+    )
 
     def __init__(
         self,
@@ -93,195 +91,473 @@ class Engine(FastPaths, EngineContents):
         fill: FillableStorage | None = None,
         min_after_dequeue: int = 0,
     ) -> None:
-        self.capacity = capacity
-        self.storage = storage
-        self.fill = fill if min_after_dequeue == 0 else None
         self.name = name
-        self.min_after = min_after_dequeue
-        # Batch dequeues larger than this claim progressively (see the module docstring).
-        self.one_copy_limit = capacity - min_after_dequeue
         self.lock = threading.Lock()
-        self.closed = False
-        self.putters = deque()
-        self.getters = deque()
+        self.storage = storage
+        self.rules = Rules(capacity, min_after_dequeue)
+        self.claims = Claims(storage, fill if min_after_dequeue == 0 else None)
+        self.putters: Waiters[PutRequest] = Waiters()
+        self.getters: Waiters[GetRequest] = Waiters()
         self.enqueued_total = 0
         self.dequeued_total = 0
+        self.loaded_total = 0  # loaded whole from snapshots, not enqueued
         self.peak = 0
-        self._time_full = 0.0
-        self._time_empty = 0.0
-        self._full_since = 0.0
-        self._empty_since = 0.0
-        self.deferred = None
-        # A parked enqueue_many whose rest is at most this many rows waits until all of
-        # the rest fits (one wake-up for it, not one per freed row). 0: rows are admitted
-        # one by one as room frees, as TF does; queues between pipeline stages set it.
-        self.whole_rest = 0
+        self.deferred: list[Request] | None = None
 
-    def get_request(self, mode: int, n: int) -> GetRequest:
-        """A dequeue request for ``n`` elements (progressive if it could never be served
-        in one take)."""
-        return GetRequest(mode, n, mode in (MANY, UP_TO) and n > self.one_copy_limit)
+    @property
+    def closed(self) -> bool:
+        return self.rules.closed
 
-    # -- requests (lock held) ---------------------------------------------------------
+    # -- enqueue -------------------------------------------------------------------------
 
-    def can_get_now(self, req: GetRequest) -> bool:
-        """Whether ``req`` would complete if tried now."""
-        return not self.getters and self._getter_ready(req)
-
-    def park(self, req: Request) -> None:
-        """Append ``req`` (given its waker or event already) to its list and notify."""
-        if isinstance(req, GetRequest):
-            getters = self.getters
-            if not getters:
-                self._empty_since = _monotonic()
-            req.registered = True
-            getters.append(req)
-            fill = self.fill
-            filling = fill is not None and req.mode in (MANY, UP_TO) and not req.progressive
-            if filling and req.out is None:
-                assert fill is not None
-                req.out = fill.empty_batch(req.n)
-            if len(getters) == 1:
-                self._claim_for_head()
-        else:
-            assert isinstance(req, PutRequest)
-            if not self.putters:
-                self._full_since = _monotonic()
-            if req.mode == MANY and req.count - req.pos <= self.whole_rest:
-                req.atomic = True  # the rest goes in whole (see ``whole_rest``)
-            req.registered = True
-            self.putters.append(req)
-        self._notify()
-
-    def try_get(self, req: GetRequest) -> Any:
-        """Try to complete dequeue request ``req``: its components, or ``WAIT``.
+    def put(
+        self,
+        mode: int,
+        comps: Components,
+        count: int,
+        arm: Arm | None = None,
+        atomic: bool = False,
+        deferred: list[Request] | None = None,
+    ) -> PutRequest | None:
+        """An enqueue's first step: None when it is done, else the PutRequest it parked
+        with a waker from ``arm`` (having admitted what fit, unless ``atomic``).
 
         Raises:
-            OutOfRangeError: The queue is final and cannot supply ``req``; what it had
-                claimed is back in the queue and it has left the list.
+            QueueClosedError: The queue is closed.
+            QueueFull: ``arm`` is None (a ``_nowait`` twin: all or nothing) and the
+                elements do not all fit now; nothing changed.
         """
-        getters = self.getters
-        if req.registered:
-            if getters[0] is not req:
-                return WAIT
-        elif getters:
-            return WAIT
-        st = self.storage
-        n = req.n
-        need = n - req.claimed
-        avail = self._available()
-        take = -1
-        if avail >= need:
-            take = need
-        elif avail > 0 and (req.mode == SOME or (req.nowait and req.mode == UP_TO)):
-            take = avail  # (a SOME request never fills a batch: it holds no claims)
-        elif self._final() and req.mode == UP_TO and req.claimed + max(avail, 0) > 0:
-            take = max(avail, 0)
-        if take >= 0:
-            out = req.out
-            total = req.claimed + take
-            if out is not None:
-                if take:
-                    assert self.fill is not None
-                    self.fill.take_into(out, req.claimed, take)
-                result = out if total == n else tuple(o[:total].copy() for o in out)
-                req.out = None
-            elif req.mode == ONE:
-                result = st.take_one()
-            elif req.claimed:
-                if take:
-                    req.claims.append(st.take_chunk(take))
-                try:
-                    result = st.assemble(req.claims)
-                except BaseException:  # the request fails: its claims go back first
-                    self._give_back(req)
-                    self._remove(req)
-                    self._notify()
-                    raise
-                req.claims = []
-            else:
-                result = st.take_batch(take)
-            self.dequeued_total += total
-            req.claimed = 0
-            self._remove(req)
-            self._notify()
-            return result
-        if self._final():
-            self._give_back(req)
+        lock = self.lock
+        lock.acquire()
+        if deferred is not None:
+            self.deferred = deferred
+        try:
+            rules = self.rules
+            st = self.storage
             size = st.size
-            self._remove(req)
+            if not self.putters and size + count <= rules.capacity and not rules.closed:
+                # All of it fits (Rules.put_count's first clause, inlined: this runs
+                # for every element).
+                if mode == ONE and not self.getters:  # nobody to serve or wake
+                    st.put_one(comps)
+                    self.enqueued_total += 1
+                    if size >= self.peak:
+                        self.peak = size + 1
+                else:
+                    self._admit(mode, comps, 0, count)
+                return None
+            return self._put_rest(mode, comps, count, arm, atomic or arm is None)
+        finally:
+            if deferred is not None:
+                self.deferred = None
+                lock.release()
+                fire_all(deferred)
+            else:
+                lock.release()
+
+    def _put_rest(
+        self, mode: int, comps: Components, count: int, arm: Arm | None, atomic: bool
+    ) -> PutRequest | None:
+        """``put`` where the elements do not simply fit (lock held)."""
+        rules = self.rules
+        if rules.closed:
+            raise QueueClosedError(f"queue '{self.name}' is closed")
+        putters = self.putters
+        size = self.storage.size
+        k = 0
+        if not putters or rules.may_pass(count, putters, size):
+            getters = self.getters
+            k = rules.put_count(count, size, atomic, getters[0] if getters else None)
+            if k == count:
+                self._admit(mode, comps, 0, count)
+                return None
+        if arm is None:
+            reason = (
+                "earlier enqueues are waiting"
+                if putters
+                else f"needs room for {count}, has {max(0, rules.capacity - size)}"
+            )
+            raise QueueFull(f"queue '{self.name}': {reason}")
+        req = PutRequest(mode, comps, count, atomic)
+        if k:
+            self._admit(mode, comps, 0, k)
+            req.pos = k
+        if mode == MANY and count - req.pos <= rules.whole_rest:
+            req.atomic = True  # the rest goes in whole (see Rules.whole_rest)
+        req.waker = arm()
+        putters.park(req)
+        self._notify()
+        return req
+
+    def _admit(self, mode: int, comps: Components, start: int, stop: int) -> None:
+        """Admit rows ``start:stop`` (an element for ONE), count them, notify."""
+        getters = self.getters
+        if not getters:  # nobody to serve or wake: store and count
+            if mode == ONE:
+                self.storage.put_one(comps)
+            else:
+                self.storage.put_rows(comps, start, stop)
+        else:
+            head = getters[0]
+            if mode == ONE:
+                self.claims.admit_one(head, comps)
+            elif head.out is not None and head.claimed + stop - start <= head.n:
+                # All of it fills the head's batch: the only request this can make ready.
+                fill_rows(head, comps, start, stop)
+                self.enqueued_total += stop - start
+                if head.claimed == head.n and not head.notified:
+                    self._wake(head)
+                return
+            else:
+                self.claims.admit_rows(head, comps, start, stop)
+        self.enqueued_total += stop - start if mode != ONE else 1
+        size = self.storage.size
+        if size > self.peak:
+            self.peak = size
+        if getters:
             self._notify()
-            raise OutOfRangeError(queue_name=self.name, requested=n, size=size)
-        if req.registered and req.progressive and avail > 0:
-            req.claims.append(st.take_chunk(avail))
-            req.claimed += avail
+
+    # -- dequeue -------------------------------------------------------------------------
+
+    def get(
+        self,
+        mode: int,
+        n: int,
+        arm: Arm | None = None,
+        park: bool = False,
+        deferred: list[Request] | None = None,
+    ) -> Any:
+        """A dequeue's first step: its components (None for a batch of 0), else the
+        GetRequest it parked with a waker from ``arm``. With ``park`` (a batch dequeue
+        that has not checkpointed yet) it takes nothing and parks in any case.
+
+        Raises:
+            OutOfRangeError: The queue is final and cannot supply it; nothing consumed.
+            QueueEmpty: ``arm`` is None (a ``_nowait`` twin) and it cannot complete now.
+        """
+        lock = self.lock
+        lock.acquire()
+        if deferred is not None:
+            self.deferred = deferred
+        try:
+            st = self.storage
+            if not self.getters and not park:
+                rules = self.rules
+                if st.size - (0 if rules.closed else rules.floor) >= n > 0:
+                    # All of it is there (Rules.take_count's first clause, inlined: this
+                    # runs for every element).
+                    result = st.take_one() if mode == ONE else st.take_batch(n)
+                    self.dequeued_total += n
+                    if self.putters:
+                        self._notify()
+                    return result
+            return self._get_rest(mode, n, arm, park)
+        finally:
+            if deferred is not None:
+                self.deferred = None
+                lock.release()
+                fire_all(deferred)
+            else:
+                lock.release()
+
+    def _get_rest(self, mode: int, n: int, arm: Arm | None, park: bool) -> Any:
+        """``get`` where the elements are not simply there (lock held)."""
+        if n == 0:
+            return None
+        getters = self.getters
+        rules = self.rules
+        st = self.storage
+        size = st.size
+        if not getters and not park:
+            final = rules.closed and not self.putters
+            take = rules.take_count(mode, n, 0, rules.available(size), final, arm is None)
+            if take > 0:
+                result = st.take_batch(take)  # (only batch modes take fewer than n)
+                self.dequeued_total += take
+                if self.putters:
+                    self._notify()
+                return result
+            if final:
+                raise OutOfRangeError(queue_name=self.name, requested=n, size=size)
+        if arm is None:
+            if getters:
+                message = f"queue '{self.name}': earlier dequeues are waiting"
+            else:
+                message = (
+                    f"queue '{self.name}' cannot supply {n} element(s) now "
+                    f"(size {size}, floor {0 if rules.closed else rules.floor})"
+                )
+            raise QueueEmpty(message)
+        req = GetRequest(mode, n, mode in (MANY, UP_TO) and n > rules.one_copy_limit)
+        req.waker = arm()
+        getters.park(req)
+        self.claims.start(req)
+        if len(getters) == 1:
+            self.claims.claim_for_head(req)
+        self._notify()
+        return req
+
+    def parks_first(self, n: int) -> bool:
+        """Whether a batch dequeue of ``n`` will have to wait, guessed without the lock:
+        it then parks before its checkpoint (see QueueBase). Either guess is safe: its
+        step under the lock decides, and takes nothing before the checkpoint."""
+        rules = self.rules
+        return not rules.closed and (bool(self.getters) or self.storage.size - rules.floor < n)
+
+    # -- parked requests -----------------------------------------------------------------
+
+    def retry(self, req: Request, arm: Arm, deferred: list[Request] | None = None) -> Any:
+        """One more step of parked request ``req`` (after a wake-up): a dequeue's
+        components or an enqueue's None, or ``WAIT`` after re-arming it from ``arm``.
+
+        Raises:
+            OutOfRangeError: (a dequeue) The queue is final and cannot supply it; what
+                it held is back in the queue and it has left.
+            QueueClosedError: (an enqueue) The queue was closed with
+                ``cancel_pending_enqueues``; it keeps what it admitted and has left.
+        """
+        lock = self.lock
+        lock.acquire()
+        if deferred is not None:
+            self.deferred = deferred
+        try:
+            if type(req) is GetRequest:
+                result = self._retry_get(req)
+            else:
+                assert isinstance(req, PutRequest)
+                result = None if self._retry_put(req) else WAIT
+            if result is WAIT:
+                req.notified = False
+                req.waker = arm()
+            return result
+        finally:
+            if deferred is not None:
+                self.deferred = None
+                lock.release()
+                fire_all(deferred)
+            else:
+                lock.release()
+
+    def _retry_get(self, g: GetRequest) -> Any:
+        getters = self.getters
+        if getters[0] is not g:
+            return WAIT
+        rules = self.rules
+        size = self.storage.size
+        final = rules.closed and not self.putters
+        avail = rules.available(size)
+        take = rules.take_count(g.mode, g.n - g.claimed, g.claimed, avail, final, False)
+        if take >= 0:
+            total = g.claimed + take
+            try:
+                result = self.claims.finish(g, take)
+            except BaseException:
+                self._leave_get(g)
+                raise
+            self.dequeued_total += total
+            self._leave_get(g)
+            return result
+        if final:
+            self._give_back(g)
+            size = self.storage.size
+            self._leave_get(g)
+            raise OutOfRangeError(queue_name=self.name, requested=g.n, size=size)
+        if g.progressive and avail > 0:
+            self.claims.claim_chunk(g, avail)
             self._notify()
         return WAIT
 
-    def try_put(self, req: PutRequest) -> bool:
-        """Try to complete enqueue request ``req``; True when done, False to wait.
-
-        Raises:
-            QueueClosedError: The queue is closed (a new request), or it was closed with
-                ``cancel_pending_enqueues`` (a pending one, which then leaves the list).
-        """
-        if req.rejected:
-            self._remove(req)
-            self._notify()
+    def _retry_put(self, p: PutRequest) -> bool:
+        if p.rejected:
+            self._leave_put(p)
             raise QueueClosedError(
                 f"queue '{self.name}' was closed with cancel_pending_enqueues=True: "
-                f"pending enqueue cancelled after {req.pos} of {req.count} elements "
+                f"pending enqueue cancelled after {p.pos} of {p.count} elements "
                 "were admitted"
             )
-        if req.registered:
-            if self.putters[0] is not req:
-                return False
-        else:
-            if self.closed:
-                raise QueueClosedError(f"queue '{self.name}' is closed")
-            if self.putters and not self._may_pass_putters(req):
-                return False
-        free = self.capacity - self.storage.size
-        if req.mode == ONE:
-            if free <= 0:
-                return False
-            self._admit_one(req.comps)
-            req.pos = 1
-            k = 1
-        else:
-            remaining = req.count - req.pos
-            if req.atomic:
-                if free < remaining and not self._getter_makes_room(remaining):
-                    return False
-                k = remaining
-            elif free <= 0:
-                return False
-            else:
-                k = min(free, remaining)
-            self._admit_rows(req.comps, req.pos, req.pos + k)
-            req.pos += k
-        self._admitted(k)
-        done = req.pos == req.count
-        if done:
-            self._remove(req)
-        self._notify()
-        return done
+        if self.putters[0] is not p:
+            return False
+        getters = self.getters
+        rest = p.count - p.pos
+        k = self.rules.put_count(rest, self.storage.size, p.atomic, getters[0] if getters else None)
+        if k == 0:
+            return False
+        self._admit(p.mode, p.comps, p.pos, p.pos + k)
+        p.pos += k
+        if k < rest:
+            return False
+        self._leave_put(p)
+        return True
 
-    def abandon(self, req: Request) -> None:
-        """``req`` leaves on an exception: restore its claims, pass the wake-up on."""
+    def leave(self, req: Request) -> None:
+        """``req`` leaves on an exception: restore what it held, pass wake-ups on."""
         with self.lock:
-            if isinstance(req, GetRequest):
-                self._give_back(req)
-            self._remove(req)
-            self._notify()
+            if type(req) is GetRequest:
+                self._leave_get(req)
+            else:
+                assert isinstance(req, PutRequest)
+                self._leave_put(req)
+
+    def _give_back(self, g: GetRequest) -> None:
+        if g.claimed:
+            self.claims.give_back(g)
+            size = self.storage.size
+            if size > self.peak:  # restores may exceed the capacity
+                self.peak = size
+
+    def _leave_get(self, g: GetRequest) -> None:
+        self._give_back(g)
+        getters = self.getters
+        if getters.leave(g) and getters:
+            self.claims.claim_for_head(getters[0])
+        self._notify()
+
+    def _leave_put(self, p: PutRequest) -> None:
+        self.putters.leave(p)
+        self._notify()
 
     def close(self, cancel_pending_enqueues: bool) -> None:
         """Close for new enqueues (idempotent); reject pending ones if asked; wake."""
         with self.lock:
-            self.closed = True
+            self.rules.closed = True
             if cancel_pending_enqueues:
                 for p in self.putters:
                     if not p.rejected:
                         p.rejected = True
                         self._wake(p)
             self._notify()
+
+    # -- wake-ups --------------------------------------------------------------------------
+
+    def _notify(self) -> None:
+        """Wake the head of each list if it can progress now."""
+        size = self.storage.size
+        getters = self.getters
+        putters = self.putters
+        rules = self.rules
+        if getters:
+            g = getters[0]
+            if not g.notified and rules.getter_ready(g, size, rules.closed and not putters):
+                self._wake(g)
+        if putters:
+            p = putters[0]
+            if not p.notified and rules.putter_ready(p, size, getters[0] if getters else None):
+                self._wake(p)
+
+    def _wake(self, req: Request) -> None:
+        req.notified = True
+        deferred = self.deferred
+        if deferred is None:
+            req.fire()
+        else:  # a thread's step: sent once it has released the lock
+            deferred.append(req)
+
+    # -- contents and counters -----------------------------------------------------------
+
+    def dump(self, pending: bool = False) -> list[Components]:
+        """Every element the queue holds, in the order takes would see them (what the
+        head getter holds first: it would go back there); with ``pending``, then the
+        elements waiting enqueues have still to admit (none of a rejected one).
+        Private copies; nothing changes."""
+        with self.lock:
+            held = self._dump()
+            if pending:
+                for p in self.putters:
+                    if not p.rejected:
+                        held.extend(pending_elements(p.mode, p.comps, p.pos, p.count))
+            return held
+
+    def _dump(self) -> list[Components]:
+        held = self.claims.held(self.getters[0]) if self.getters else []
+        return held + self.storage.dump()
+
+    def dump_with(self, read: Callable[[], X]) -> tuple[list[Components], bool, X]:
+        """``dump()``, the closed flag and ``read()`` (state the storage's takes change,
+        such as a random generator's), all under one acquisition of the lock."""
+        with self.lock:
+            return self._dump(), self.rules.closed, read()
+
+    def load(self, elements: list[Components]) -> None:
+        """Store ``elements`` after the queue's, in order, whatever the capacity."""
+        with self.lock:
+            self.storage.load(elements)
+            self._loaded(len(elements))
+
+    def load_rows(self, comps: Components, count: int) -> None:
+        """Store the ``count`` rows of batch ``comps`` after the queue's, in order,
+        whatever the capacity (one copy, no Python object per element)."""
+        with self.lock:
+            self.storage.put_rows(comps, 0, count)
+            self._loaded(count)
+
+    def _loaded(self, count: int) -> None:
+        self.loaded_total += count
+        if self.storage.size > self.peak:
+            self.peak = self.storage.size
+        if self.getters:  # a filling head getter takes them first (invariant 4)
+            self.claims.claim_for_head(self.getters[0])
+        self._notify()
+
+    def quiet_getters(self) -> int:
+        """Waiting dequeues that were not woken (they cannot progress until the queue
+        changes)."""
+        with self.lock:
+            return self.getters.quiet()
+
+    def quiet_putters(self) -> int:
+        """Waiting enqueues that were not woken (they cannot progress until the queue
+        changes)."""
+        with self.lock:
+            return self.putters.quiet()
+
+    def statistics(self) -> QueueStatistics:
+        """A consistent snapshot of the counters."""
+        with self.lock:
+            now = _monotonic()
+            return QueueStatistics(
+                size=self.storage.size,
+                capacity=self.rules.capacity,
+                closed=self.rules.closed,
+                enqueued_total=self.enqueued_total,
+                dequeued_total=self.dequeued_total,
+                peak_size=self.peak,
+                tasks_waiting_enqueue=len(self.putters),
+                tasks_waiting_dequeue=len(self.getters),
+                time_full_s=self.putters.blocked_s(now),
+                time_empty_s=self.getters.blocked_s(now),
+            )
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError naming the first of the module's invariants that does
+        not hold now (for tests; takes the lock)."""
+        with self.lock:
+            size = self.storage.size
+            rules = self.rules
+            getters, putters = self.getters, self.putters
+            head = getters[0] if getters else None
+            held = head.claimed if head is not None else 0
+            stored = self.enqueued_total + self.loaded_total
+            if stored != self.dequeued_total + size + held:
+                raise AssertionError(
+                    f"{self.name}: {stored} in != {self.dequeued_total} out + {size} stored "
+                    f"+ {held} held"
+                )
+            for i, g in enumerate(getters):
+                if not g.registered:
+                    raise AssertionError(f"{self.name}: getter {i} is listed but not registered")
+                if i and (g.claimed or g.claims or (g.out is not None and g.claimed)):
+                    raise AssertionError(f"{self.name}: getter {i} holds claims behind the head")
+            for i, p in enumerate(putters):
+                if not p.registered or (i and p.pos):
+                    raise AssertionError(f"{self.name}: putter {i} started behind the head")
+            final = rules.closed and not putters
+            if head is not None and not head.notified and rules.getter_ready(head, size, final):
+                raise AssertionError(f"{self.name}: the head getter can progress, not woken")
+            if putters:
+                p = putters[0]
+                if not p.notified and rules.putter_ready(p, size, head):
+                    raise AssertionError(f"{self.name}: the head putter can progress, not woken")
+            if head is not None and head.out is not None and head.claimed < head.n and size:
+                raise AssertionError(f"{self.name}: a filling head getter left {size} in the ring")
+            if self.peak < size:
+                raise AssertionError(f"{self.name}: peak {self.peak} < size {size}")

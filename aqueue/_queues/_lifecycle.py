@@ -89,7 +89,7 @@ class QueueLifecycle(Generic[T]):
             dtypes=self._spec.dtypes,
             shapes=self._spec.shapes,
             names=self._spec.names,
-            min_after_dequeue=self._engine.min_after,
+            min_after_dequeue=self._engine.rules.floor,
             seed=self._seed,
             closed=closed,
             elements=frozen_elements(self._in_dequeue_order(elements)),

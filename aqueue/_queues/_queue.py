@@ -1,20 +1,24 @@
 """QueueBase: the public operations of every in-process queue.
 
-Each operation converts with the queue's ``ElementSpec``, calls one of its engine's
-fast paths (``Engine.*_now``) and, when that cannot complete, hands a request to a
-driver: the ``TaskDriver`` for the async operations, ``get_nowait``/``put_nowait``
-for the ``_nowait`` twins, the ``ThreadDriver`` for the thread view (``blocking()``).
-Every async operation checkpoints exactly once (a batch dequeue that has to wait parks
-first, and its wait is its checkpoint); the invariants live in ``_engine.py``.
-Snapshots and producer accounting are QueueLifecycle's (``_lifecycle.py``), which
-QueueBase inherits.
+Every operation has one shape (``_waiting.py``): check the arguments with the queue's
+``ElementSpec``; checkpoint (the async operations, once per call); one step of its
+``Engine`` under the queue's lock, which returns the result or a request it parked;
+then wait for that request, which leaves the queue's lists on every way out. The
+``_nowait`` twins are the engine step alone (it raises instead of parking); the thread
+view (``blocking()``, ``_views.py``) waits on a ``threading.Event``.
+
+A batch dequeue that cannot complete parks *before* its checkpoint, so that an enqueue
+running meanwhile copies straight into its batch (one copy per element instead of two);
+its wait is then its checkpoint. Whether it can complete is a lock-free guess
+(``Engine.parks_first``): a wrong guess costs a wait step, never data, and its step
+under the lock takes nothing before the checkpoint. Snapshots and producer accounting
+are QueueLifecycle's (``_lifecycle.py``), which QueueBase inherits.
 
 Live queues: every queue joins a module-level ``weakref.WeakSet`` at the end of its
 constructor, and ``live_queues()`` lists the ones not yet garbage-collected, so that
 ``aqueue.testing`` can name the queues a hung test is stuck on. The set holds weak
 references only (it never keeps a queue alive) and is read, never written, outside
-the constructor. Joining it costs one ``WeakSet.add``: measured side by side with a
-no-op, 0.4 to 0.6 µs per queue created and freed, where creating one takes 7 to 30 µs.
+the constructor.
 """
 
 from __future__ import annotations
@@ -27,15 +31,15 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .._errors import ElementSpecError
-from ._backend import checkpoint, in_event_loop
-from ._drivers import TaskDriver, ThreadDriver, get_nowait, put_nowait
+from ._backend import checkpoint, in_event_loop, make_waker
 from ._engine import Engine
 from ._lifecycle import QueueLifecycle
 from ._protocol import QueueStatistics
-from ._requests import MANY, ONE, SOME, UP_TO, WAIT, PutRequest
+from ._requests import MANY, ONE, SOME, UP_TO, GetRequest
 from ._spec import ElementSpec
 from ._storage import FillableStorage, Storage
 from ._views import BatchIterator, BlockingQueue, ElementIterator
+from ._waiting import wait_task
 
 __all__ = ["QueueBase", "live_queues", "weak_snapshot"]
 
@@ -85,10 +89,9 @@ class QueueBase(QueueLifecycle[T]):
     ) -> None:
         self._spec = spec
         self._name = name
-        self._engine = engine = Engine(
+        self._engine = Engine(
             capacity, storage, name=name, fill=fill, min_after_dequeue=min_after_dequeue
         )
-        self._tasks = TaskDriver(engine)
         self._capacity = capacity
         self._single = spec.names is None and len(spec.dtypes) == 1
         self._producers = set()  # registered producers (register_producer)
@@ -125,7 +128,7 @@ class QueueBase(QueueLifecycle[T]):
     @property
     def closed(self) -> bool:
         """Whether ``close()`` has been called."""
-        return self._engine.closed
+        return self._engine.rules.closed
 
     def size(self) -> int:
         """Number of elements stored now."""
@@ -138,7 +141,7 @@ class QueueBase(QueueLifecycle[T]):
         engine: Engine | None = getattr(self, "_engine", None)
         if engine is None:  # the constructor raised (a repr in its traceback)
             return f"<{type(self).__name__} (not constructed)>"
-        state = "closed" if engine.closed else "open"
+        state = "closed" if engine.rules.closed else "open"
         return (
             f"<{type(self).__name__} '{self._name}' size={engine.storage.size}/"
             f"{self._capacity} {state}>"
@@ -158,8 +161,9 @@ class QueueBase(QueueLifecycle[T]):
         """
         comps = self._spec.element(element)
         await checkpoint()
-        if not self._engine.put_one_now(comps):
-            await self._tasks.put(PutRequest(ONE, comps, 1), checkpointed=True)
+        req = self._engine.put(ONE, comps, 1, make_waker)
+        if req is not None:
+            await wait_task(self._engine, req)
 
     async def enqueue_many(self, batch: Any) -> None:
         """Add the elements of ``batch`` (sliced along axis 0), in order.
@@ -172,8 +176,10 @@ class QueueBase(QueueLifecycle[T]):
         """
         comps, count = self._spec.batch(batch)
         await checkpoint()
-        if count and not self._engine.put_many_now(comps, count):
-            await self._tasks.put(PutRequest(MANY, comps, count), checkpointed=True)
+        if count:
+            req = self._engine.put(MANY, comps, count, make_waker)
+            if req is not None:
+                await wait_task(self._engine, req)
 
     async def dequeue(self) -> T:
         """Remove and return one element, waiting while none can be taken.
@@ -184,11 +190,10 @@ class QueueBase(QueueLifecycle[T]):
         If cancelled, nothing was consumed.
         """
         await checkpoint()
-        comps = self._engine.take_one_now()
-        if comps is WAIT:
-            req = self._engine.get_request(ONE, 1)
-            comps = await self._tasks.get(req, checkpointed=True)
-        result: T = comps[0] if self._single else self._spec.pack(comps)
+        got = self._engine.get(ONE, 1, make_waker)
+        if type(got) is GetRequest:
+            got = await wait_task(self._engine, got)
+        result: T = got[0] if self._single else self._spec.pack(got)
         return result
 
     async def dequeue_many(self, n: int) -> T:
@@ -201,41 +206,15 @@ class QueueBase(QueueLifecycle[T]):
 
         If cancelled, nothing was consumed.
         """
-        n = self._spec.batch_count(n, "dequeue_many")
-        if n:
-            req = self._engine.get_request(MANY, n)
-            if self._tasks.park_get_now(req):  # it waits: the wait is its checkpoint
-                comps = await self._tasks.wait_get(req)
-                result: T = comps[0] if self._single else self._spec.pack(comps)
-                return result
-        await checkpoint()
-        if n == 0:
-            result = self._spec.empty_batch()
-            return result
-        comps = self._engine.take_many_now(n)
-        if comps is WAIT:
-            comps = await self._tasks.get(req, checkpointed=True)
-        result = comps[0] if self._single else self._spec.pack(comps)
-        return result
+        return await self._get_batch(MANY, self._spec.batch_count(n, "dequeue_many"))
 
     async def dequeue_up_to(self, n: int) -> T:
         """Like dequeue_many, but once the queue is closed return the 1..n that remain.
 
         As in TensorFlow, on an *open* queue this waits for all ``n`` elements; use
-        ``dequeue_up_to_nowait`` to take whatever is there now.
+        ``dequeue_up_to_nowait`` or ``dequeue_burst`` to take whatever is there now.
         """
-        n = self._spec.batch_count(n, "dequeue_up_to")
-        if n == 0:
-            await checkpoint()
-            result: T = self._spec.empty_batch()
-            return result
-        req = self._engine.get_request(UP_TO, n)
-        if self._tasks.park_get_now(req):  # it waits: the wait is its checkpoint
-            comps = await self._tasks.wait_get(req)
-        else:
-            comps = await self._tasks.get(req)
-        result = self._spec.pack(comps)
-        return result
+        return await self._get_batch(UP_TO, self._spec.batch_count(n, "dequeue_up_to"))
 
     async def dequeue_burst(self, n: int) -> T:
         """Wait until at least one element can be taken, then take up to ``n`` at once.
@@ -253,55 +232,58 @@ class QueueBase(QueueLifecycle[T]):
         """
         n = self._spec.batch_count(n, "dequeue_burst")
         await checkpoint()
-        if n == 0:
-            empty: T = self._spec.empty_batch()
-            return empty
-        comps = self._engine.take_some_now(n)
-        if comps is WAIT:
-            req = self._engine.get_request(SOME, n)
-            comps = await self._tasks.get(req, checkpointed=True)
-        result: T = comps[0] if self._single else self._spec.pack(comps)
+        got = self._engine.get(SOME, n, make_waker)
+        if type(got) is GetRequest:
+            got = await wait_task(self._engine, got)
+        return self._batch(got)
+
+    async def _get_batch(self, mode: int, n: int) -> T:
+        """dequeue_many and dequeue_up_to: park first if it must wait (see the module
+        docstring), else checkpoint first."""
+        engine = self._engine
+        first = engine.parks_first(n)
+        if not first:
+            await checkpoint()
+        got = engine.get(mode, n, make_waker, park=first)
+        if type(got) is GetRequest:
+            got = await wait_task(engine, got, checkpointed=not first)
+        return self._batch(got)
+
+    def _batch(self, comps: Any) -> T:
+        """A dequeued batch in user form (None: a batch of 0)."""
+        result: T
+        if comps is None:
+            result = self._spec.empty_batch()
+        else:
+            result = comps[0] if self._single else self._spec.pack(comps)
         return result
 
     # -- sync operations -----------------------------------------------------------------
 
     def enqueue_nowait(self, element: Any) -> None:
         """Add one element now, or raise QueueFull (or QueueClosedError)."""
-        comps = self._spec.element(element)
-        if not self._engine.put_one_now(comps):
-            put_nowait(self._engine, PutRequest(ONE, comps, 1))  # raises the precise error
+        self._engine.put(ONE, self._spec.element(element), 1)
 
     def enqueue_many_nowait(self, batch: Any) -> None:
         """Add the whole batch now, or nothing and raise QueueFull (all-or-nothing)."""
         comps, count = self._spec.batch(batch)
         if count:
-            put_nowait(self._engine, PutRequest(MANY, comps, count))
+            self._engine.put(MANY, comps, count)
 
     def dequeue_nowait(self) -> T:
         """Remove one element now, or raise QueueEmpty (OutOfRangeError when final)."""
-        comps = self._engine.take_one_now()
-        if comps is WAIT:  # raises the precise error
-            comps = get_nowait(self._engine, self._engine.get_request(ONE, 1))
-        result: T = self._spec.pack(comps)
+        result: T = self._spec.pack(self._engine.get(ONE, 1))
         return result
 
     def dequeue_many_nowait(self, n: int) -> T:
         """Remove exactly ``n`` elements now, or raise QueueEmpty (OutOfRangeError when final)."""
         n = self._spec.batch_count(n, "dequeue_many_nowait")
-        if n == 0:
-            result: T = self._spec.empty_batch()
-            return result
-        result = self._spec.pack(get_nowait(self._engine, self._engine.get_request(MANY, n)))
-        return result
+        return self._batch(self._engine.get(MANY, n))
 
     def dequeue_up_to_nowait(self, n: int) -> T:
         """Remove 1..n elements available now, or raise QueueEmpty (OutOfRangeError when final)."""
         n = self._spec.batch_count(n, "dequeue_up_to_nowait")
-        if n == 0:
-            result: T = self._spec.empty_batch()
-            return result
-        result = self._spec.pack(get_nowait(self._engine, self._engine.get_request(UP_TO, n)))
-        return result
+        return self._batch(self._engine.get(UP_TO, n))
 
     # -- closing, statistics -------------------------------------------------------------
 
@@ -361,6 +343,4 @@ class QueueBase(QueueLifecycle[T]):
         every task of that loop.
         """
         loop_thread = threading.get_ident() if in_event_loop() else None
-        return BlockingQueue(
-            self, self._spec, self._engine, ThreadDriver(self._engine, loop_thread)
-        )
+        return BlockingQueue(self, self._spec, self._engine, loop_thread)

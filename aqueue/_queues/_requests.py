@@ -1,35 +1,31 @@
 """Pending requests: what an enqueue or a dequeue that has to wait leaves behind.
 
-A request is created by a queue operation that cannot complete at once (or that must be
-tried as a whole: the ``_nowait`` twins, thread-side operations). The engine
-(``_engine.py``) keeps the pending ones in two head-of-line lists and changes their
-fields under the queue's lock only; a driver (``_drivers.py``) owns the waiting.
+An engine step (``Engine.put``/``Engine.get``) creates a request only when the operation
+cannot complete at once: it appends it to its waiting list (``Waiters``) with a waker
+from the caller, and returns it; the caller then waits (``_waiting.py``). The engine
+changes a request's fields under the queue's lock only.
 
 Life of a request:
 
-1. *new*: built by the queue class from converted components (``PutRequest``) or a
-   count (``GetRequest``); ``registered`` is False.
-2. *parked*: the engine appended it to its list (``Engine.park``); the driver gave it a
-   way to be woken first: a ``waker`` (a task) or an ``event`` (a thread).
-3. *notified*: the engine decided it can progress and set ``notified`` under the lock,
-   then fired its waker or event (for a thread's step, after releasing the lock: see
-   ``fire_all``). Notifying never hands over data: the woken side calls
-   ``Engine.try_put``/``try_get`` itself.
-4. *done*: it completed, failed, or left (cancellation, timeout). On every way out the
+1. *parked*: in its list, ``registered`` true, with a ``waker`` (a task's, from
+   ``make_waker``, or a thread's ``threading.Event``).
+2. *notified*: the engine decided it can progress, set ``notified`` under the lock and
+   set its waker (for a thread's step, after releasing the lock: see ``fire_all``).
+   Notifying never hands over data: the woken side runs its own step
+   (``Engine.retry``), which completes it or re-arms it with a fresh waker.
+3. *done*: it completed, failed or left (cancellation, timeout); on every way out the
    engine removes it from its list and passes any wake-up on, so none is lost.
 
-A ``GetRequest`` may hold elements it has claimed but not yet returned (``claims``, or
-rows in ``out`` for a FIFO ring's filling batch); they have left the storage and go
-back to it, in order, when the request fails or leaves.
+A ``GetRequest`` may hold elements it has claimed but not yet returned (``Claims``):
+they have left the storage and go back to it, in order, when the request fails or
+leaves.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from ._backend import Waker
     from ._declare import Components
 
 __all__ = [
@@ -60,52 +56,47 @@ class _Wait:
 
 
 WAIT: Final = _Wait()
-"""Returned by the engine's steps when a request must wait."""
+"""Returned by a retried step when its request must wait longer."""
 
 
 class Request:
     """What every pending request has: its list state and how to wake it."""
 
-    __slots__ = ("event", "notified", "nowait", "registered", "waker")
+    __slots__ = ("notified", "registered", "waker")
 
     def __init__(self) -> None:
         self.registered = False  # in the engine's list
         self.notified = False  # a wake-up was sent and not yet consumed
-        self.nowait = False  # a ``_nowait`` twin: tried once, never parked
-        self.waker: Waker | None = None  # set by the task driver
-        self.event: threading.Event | None = None  # set by the thread driver
+        self.waker: Any = None  # a task's Waker or a thread's threading.Event
 
     def fire(self) -> None:
         """Wake the waiting thread or task (the engine decided it can progress)."""
-        if self.event is not None:
-            self.event.set()
-        elif self.waker is not None:
-            self.waker.set()
+        self.waker.set()
 
 
 class PutRequest(Request):
     """An enqueue of ``count`` elements (``mode`` ONE or MANY).
 
-    ``pos`` elements have been admitted so far; an *atomic* request (``_nowait``, a
-    timed thread ``enqueue_many``) is admitted whole or not at all. ``rejected`` is set
-    by ``close(cancel_pending_enqueues=True)``: the request then fails at its next step,
+    ``pos`` elements have been admitted so far; an *atomic* request (a timed thread
+    ``enqueue_many``) is admitted whole or not at all. ``rejected`` is set by
+    ``close(cancel_pending_enqueues=True)``: the request then fails at its next step,
     keeping what it had admitted.
     """
 
     __slots__ = ("atomic", "comps", "count", "mode", "pos", "rejected")
 
-    def __init__(self, mode: int, comps: Components, count: int) -> None:
+    def __init__(self, mode: int, comps: Components, count: int, atomic: bool) -> None:
         super().__init__()
         self.mode = mode
         self.comps = comps
         self.count = count
         self.pos = 0
-        self.atomic = False
+        self.atomic = atomic
         self.rejected = False
 
 
 class GetRequest(Request):
-    """A dequeue of ``n`` elements (``mode`` ONE, MANY or UP_TO).
+    """A dequeue of ``n`` elements (``mode`` ONE, MANY, UP_TO or SOME).
 
     ``claimed`` elements are held so far: as storage chunks in ``claims`` (a
     *progressive* request, larger than ``capacity - min_after_dequeue``, which could
@@ -117,7 +108,7 @@ class GetRequest(Request):
 
     __slots__ = ("claimed", "claims", "eager", "mode", "n", "out", "progressive")
 
-    def __init__(self, mode: int, n: int, progressive: bool = False) -> None:
+    def __init__(self, mode: int, n: int, progressive: bool) -> None:
         super().__init__()
         self.mode = mode
         self.n = n
@@ -129,8 +120,8 @@ class GetRequest(Request):
 
 
 def fire_all(deferred: list[Request]) -> None:
-    """Send the wake-ups a thread's step *deferred*: collected while it held the lock
-    (the engine's ``deferred`` list was set), sent after it released it.
+    """Send the wake-ups a thread's step *deferred*: collected while it held the lock,
+    sent after it released it.
 
     Waking a task from another thread is a system call that may also hand the GIL to
     the event loop; sent under the lock, every other thread would wait for the lock

@@ -21,13 +21,15 @@ final (OutOfRangeError becomes StopAsyncIteration) and never close the queue.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._errors import ElementSpecError, OutOfRangeError
-from ._requests import MANY, ONE, SOME, UP_TO, WAIT, PutRequest, Request
+from ._backend import in_event_loop
+from ._requests import MANY, ONE, SOME, UP_TO, GetRequest
+from ._waiting import wait_thread
 
 if TYPE_CHECKING:
-    from ._drivers import ThreadDriver
     from ._engine import Engine
     from ._protocol import AsyncQueue
     from ._spec import ElementSpec
@@ -43,15 +45,15 @@ class BlockingQueue(Generic[T]):
     Get one with ``q.blocking()``.
     """
 
-    __slots__ = ("_driver", "_engine", "_queue", "_spec")
+    __slots__ = ("_engine", "_loop_thread", "_queue", "_spec")
 
     def __init__(
-        self, queue: AsyncQueue[T], spec: ElementSpec, engine: Engine, driver: ThreadDriver
+        self, queue: AsyncQueue[T], spec: ElementSpec, engine: Engine, loop_thread: int | None
     ) -> None:
         self._queue = queue
         self._spec = spec
         self._engine = engine
-        self._driver = driver
+        self._loop_thread = loop_thread  # the event loop's thread, when known
 
     @property
     def queue(self) -> AsyncQueue[T]:
@@ -61,75 +63,76 @@ class BlockingQueue(Generic[T]):
     def __repr__(self) -> str:
         return f"<BlockingQueue of {self._queue!r}>"
 
+    def _check(self, what: str) -> str:
+        """Refuse to block an event loop's thread; the operation's name for messages.
+
+        Raises:
+            RuntimeError: The caller runs an event loop (the loop the view was created
+                on, or any asyncio or trio loop).
+        """
+        loop_thread = self._loop_thread
+        here = threading.get_ident()
+        if here == loop_thread if loop_thread is not None else in_event_loop():
+            raise RuntimeError(
+                f"BlockingQueue.{what}() of queue '{self._engine.name}' was called on an "
+                f"event-loop thread, where blocking would stall the loop; use "
+                f"`await q.{what}(...)` there"
+            )
+        return f"BlockingQueue.{what}() on queue '{self._engine.name}'"
+
     def enqueue(self, element: Any, timeout: float | None = None) -> None:
         """Add one element, blocking while the queue is full."""
-        self._driver.check("enqueue")
+        what = self._check("enqueue")
         comps = self._spec.element(element)
-        deferred: list[Request] = []
-        if self._engine.put_one_now(comps, deferred):  # room now: no request object
-            return
-        self._driver.put(PutRequest(ONE, comps, 1), timeout, "enqueue")
+        req = self._engine.put(ONE, comps, 1, threading.Event, deferred=[])
+        if req is not None:
+            wait_thread(self._engine, req, timeout, what)
 
     def enqueue_many(self, batch: Any, timeout: float | None = None) -> None:
         """Add a batch; progressive without timeout, all-or-nothing with one."""
-        self._driver.check("enqueue_many")
+        what = self._check("enqueue_many")
         comps, count = self._spec.batch(batch)
         if count == 0:
             return
-        req = PutRequest(MANY, comps, count)
-        if timeout is not None:
-            capacity = self._engine.capacity
+        atomic = timeout is not None
+        if atomic:
+            capacity = self._engine.rules.capacity
             if count > capacity:
                 raise ElementSpecError(
                     f"BlockingQueue.enqueue_many on queue '{self._engine.name}': a batch of "
                     f"{count} cannot be admitted all at once with a timeout (capacity "
                     f"{capacity}); pass timeout=None or split the batch"
                 )
-            req.atomic = True
-        self._driver.put(req, timeout, "enqueue_many")
+        req = self._engine.put(MANY, comps, count, threading.Event, atomic=atomic, deferred=[])
+        if req is not None:
+            wait_thread(self._engine, req, timeout, what)
 
     def dequeue(self, timeout: float | None = None) -> T:
         """Remove and return one element, blocking while none can be taken."""
-        self._driver.check("dequeue")
-        deferred: list[Request] = []
-        comps = self._engine.take_one_now(deferred)  # one there now: no request object
-        if comps is WAIT:
-            req = self._engine.get_request(ONE, 1)
-            comps = self._driver.get(req, timeout, "dequeue")
-        result: T = self._spec.pack(comps)
-        return result
+        return self._dequeue(ONE, 1, timeout, "dequeue")
 
     def dequeue_many(self, n: int, timeout: float | None = None) -> T:
         """Remove and return exactly ``n`` elements as a batch."""
-        return self._dequeue_batch(MANY, n, timeout, "dequeue_many")
+        return self._dequeue(MANY, n, timeout, "dequeue_many")
 
     def dequeue_up_to(self, n: int, timeout: float | None = None) -> T:
         """Like dequeue_many, but once the queue is closed return the 1..n that remain."""
-        return self._dequeue_batch(UP_TO, n, timeout, "dequeue_up_to")
+        return self._dequeue(UP_TO, n, timeout, "dequeue_up_to")
 
     def dequeue_burst(self, n: int, timeout: float | None = None) -> T:
         """Block until at least one element can be taken, then take up to ``n`` (see
         ``dequeue_burst`` on the queue)."""
-        self._driver.check("dequeue_burst")
-        n = self._spec.batch_count(n, "dequeue_burst")
-        if n == 0:
-            empty: T = self._spec.empty_batch()
-            return empty
-        deferred: list[Request] = []
-        comps = self._engine.take_some_now(n, deferred)
-        if comps is WAIT:
-            comps = self._driver.get(self._engine.get_request(SOME, n), timeout, "dequeue_burst")
-        result: T = self._spec.pack(comps)
-        return result
+        return self._dequeue(SOME, n, timeout, "dequeue_burst")
 
-    def _dequeue_batch(self, mode: int, n: Any, timeout: float | None, what: str) -> T:
-        self._driver.check(what)
-        n = self._spec.batch_count(n, what)
-        if n == 0:
-            empty: T = self._spec.empty_batch()
-            return empty
-        comps = self._driver.get(self._engine.get_request(mode, n), timeout, what)
-        result: T = self._spec.pack(comps)
+    def _dequeue(self, mode: int, n: Any, timeout: float | None, name: str) -> T:
+        what = self._check(name)
+        spec = self._spec
+        if mode != ONE:
+            n = spec.batch_count(n, name)
+        got = self._engine.get(mode, n, threading.Event, deferred=[])
+        if type(got) is GetRequest:
+            got = wait_thread(self._engine, got, timeout, what)
+        result: T = spec.empty_batch() if got is None else spec.pack(got)
         return result
 
     def close(self, cancel_pending_enqueues: bool = False) -> None:
