@@ -57,7 +57,7 @@ Where the Redis queues differ from the in-process ones:
 | In-process behaviour | Redis queues | Why |
 |---|---|---|
 | ``size()``, ``closed``, ``len(q)`` are synchronous | ``await q.size()``, ``await q.is_closed()``; no ``len`` | they need a server round trip |
-| ``*_nowait`` twins (``enqueue_nowait``, ``dequeue_many_nowait``, ...) | not provided; use the ``q.blocking()`` methods with ``timeout=`` | a server call cannot complete without awaiting |
+| ``*_nowait`` twins (``enqueue_nowait``, ``dequeue_many_nowait``, ...) | not provided: in async code, put the awaited call under a deadline (``with anyio.move_on_after(t):``); threads use the ``q.blocking()`` methods with ``timeout=``, which raise RuntimeError on the event-loop thread, as in process | a server call cannot complete without awaiting |
 | ``statistics()`` exact and synchronous | ``await q.statistics()``: size, totals and peak exact for all processes; ``tasks_waiting_*`` count the registered waiters of all processes (approximate); ``time_full_s``/``time_empty_s`` measure this process's waiters only | waiters live in many processes |
 | ``async with q:`` closes the queue | not provided: call ``await q.aclose()`` | the queue is shared; one process leaving a block must not close it |
 | strict head-of-line order: waiting dequeues are served oldest first, a pending ``enqueue_many``'s elements stay contiguous | wake-ups go oldest first, but a new call may take or add ahead of a waiter; a big ``enqueue_many`` that must wait for room goes in chunks that other producers' elements may interleave with | no global order between processes without serialising them |
