@@ -35,8 +35,10 @@ A dequeue receives its batch, decodes it, acknowledges it (deleting the payload
 keys), and only then returns it; a cancelled caller puts it back at the head in order
 (into the pool for a shuffle queue), a crashed one's lease expires after
 ``lease_time`` and the next call of any client puts it back. Waiters block in ``BLPOP`` on their own
-wake-up key (no polling, no thundering herd: a change wakes, oldest first, only the
-waiters that can now progress), retrying at least every ``wait_timeout`` seconds.
+wake-up key (no thundering herd: a change wakes, oldest first, only the waiters that
+can now progress); each wait lasts at most ``wait_timeout`` seconds, after which the
+waiter retries its call once more (a safety net for a lost wake-up: an idle waiter costs
+one server call per ``wait_timeout``).
 Elements travel as AQ1 (``_codec``): a msgpack header and raw little-endian bytes,
 never pickle; a foreign or corrupted payload raises PayloadError and is put back.
 
