@@ -157,13 +157,13 @@ class AsyncQueue(Protocol[T_co]):
         """Count one more producer of this queue; return its id for producer_done."""
         ...
 
-    async def producer_done(self, producer_id: str, *, clean: bool) -> None:
+    async def producer_done(self, producer_id: str, *, clean: bool = True) -> None:
         """Producer ``producer_id`` has ended; the last clean end closes the queue, an
-        unclean one closes it with ``cancel_pending_enqueues=True``."""
+        unclean one (``clean=False``) closes it with ``cancel_pending_enqueues=True``."""
         ...
 
     def release_producers(self) -> None:
-        """A coordinator stops: this process's producers waiting to enqueue fail with
+        """(Called by a Coordinator) a coordinator stops: this process's producers waiting to enqueue fail with
         QueueClosedError (they end cleanly)."""
         ...
 

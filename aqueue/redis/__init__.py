@@ -48,7 +48,7 @@ Operations, errors and forms are the in-process ones (``aqueue.FIFOQueue``,
 QueueClosedError, OutOfRangeError, ElementSpecError. What needs the server is a
 coroutine: ``await q.size()``, ``await q.statistics()``, ``await q.is_closed()``,
 ``await q.aclose(cancel_pending_enqueues=False)``. Producer accounting for runners:
-``pid = await q.register_producer()`` / ``await q.producer_done(pid, clean=True)``; the
+``producer_id = await q.register_producer()`` / ``await q.producer_done(producer_id)``; the
 queue closes after the last registered producer (of any process) ends cleanly, at once
 (cancelling pending enqueues) when one ends with ``clean=False``, and when the last
 one's process dies (its registration expires after ``lease_time``; ``connect()``

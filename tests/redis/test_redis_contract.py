@@ -14,6 +14,7 @@ processes, delete_queue, wake-ups through the server) take ``rsrv``, a Redis ser
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -444,6 +445,18 @@ async def test_producer_accounting(rsrv: Any, url: str, qname: str) -> None:
         await r.producer_done(c, clean=False)
     assert len(errors) == 1
     assert await r.is_closed()
+
+
+def test_producer_accounting_has_one_signature_on_both_backends() -> None:
+    """Code written against ``aqueue.AsyncQueue`` (the distributed example's
+    ``await q.producer_done(held)``) runs on either backend."""
+    protocol = inspect.signature(aqueue.AsyncQueue.producer_done)
+    for cls in (aqueue.FIFOQueue, aqueue.RandomShuffleQueue, aqueue.redis.RedisQueue):
+        assert inspect.signature(cls.producer_done) == protocol, cls
+        assert inspect.signature(cls.register_producer) == inspect.signature(
+            aqueue.AsyncQueue.register_producer
+        )
+    assert protocol.parameters["clean"].default is True
 
 
 async def test_delete_queue(rsrv: Any, qname: str) -> None:
