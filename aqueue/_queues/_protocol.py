@@ -163,8 +163,8 @@ class AsyncQueue(Protocol[T_co]):
         ...
 
     def release_producers(self) -> None:
-        """(Called by a Coordinator) a coordinator stops: this process's producers waiting to enqueue fail with
-        QueueClosedError (they end cleanly)."""
+        """Called by a Coordinator when it stops: this process's producers waiting to
+        enqueue fail with QueueClosedError (they end cleanly)."""
         ...
 
 

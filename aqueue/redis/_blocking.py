@@ -18,7 +18,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import aqueue
-
 from aqueue._queues._backend import in_event_loop
 
 from ._protocol import DONE, WAIT, Handle, PutOp, TakeOp
