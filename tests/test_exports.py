@@ -5,9 +5,12 @@ from __future__ import annotations
 import __future__
 
 import asyncio
+import inspect
 import pickle
+import pydoc
 import types
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -147,6 +150,29 @@ async def test_a_producer_raising_out_of_range_ends_cleanly() -> None:
         coord.start(aqueue.QueueRunner(q, [produce]))
         got = [int(x) async for x in q]
     assert got == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [aqueue.FIFOQueue, aqueue.RandomShuffleQueue, aqueue.PaddingFIFOQueue, aqueue.PriorityQueue],
+)
+def test_help_shows_what_the_constructor_takes(cls: type[Any]) -> None:
+    """``help(aqueue.FIFOQueue)`` shows the types ``dtypes``, ``shapes`` and ``names``
+    take, not ``Any``; and the producer-accounting methods it lists say who they are
+    for (runners, producer processes, the Coordinator)."""
+    params = inspect.signature(cls).parameters
+    for arg in ("dtypes", "shapes", "names"):
+        if arg in params:
+            annotation = str(params[arg].annotation)
+            assert "Any" not in annotation, (cls.__name__, arg, annotation)
+    text = pydoc.render_doc(cls, renderer=pydoc.plaintext)
+    assert "dtypes: 'DTypeLike | Sequence[DTypeLike]'" in text
+    for method, audience in (
+        ("register_producer", "runners and producer processes"),
+        ("producer_done", "register_producer"),
+        ("release_producers", "Coordinator"),
+    ):
+        assert audience in " ".join((getattr(cls, method).__doc__ or "").split()), method
 
 
 def test_statistics_is_a_frozen_dataclass_with_documented_fields() -> None:
