@@ -99,6 +99,9 @@ except ImportError as _exc:  # pragma: no cover - depends on the installed extra
     ) from _exc
 
 from ._blocking import BlockingRedisQueue as BlockingRedisQueue
+from ._errors import AuthenticationFailedError as AuthenticationFailedError
+from ._errors import ConnectFailedError as ConnectFailedError
+from ._errors import PasswordRequiredError as PasswordRequiredError
 from ._errors import PayloadError as PayloadError
 from ._errors import ServerConnectionError as ServerConnectionError
 from ._errors import ServerError as ServerError
@@ -111,7 +114,10 @@ from ._server import connect as connect
 
 __all__ = [
     "LIBRARY_VERSION",
+    "AuthenticationFailedError",
     "BlockingRedisQueue",
+    "ConnectFailedError",
+    "PasswordRequiredError",
     "PayloadError",
     "RedisFIFOQueue",
     "RedisQueue",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 import uuid
 from types import TracebackType
 from typing import Any
@@ -27,7 +28,13 @@ import redis
 
 import aqueue
 
-from ._errors import ServerError
+from ._errors import (
+    AuthenticationFailedError,
+    ConnectFailedError,
+    PasswordRequiredError,
+    ServerConnectionError,
+    ServerError,
+)
 from ._library import LIBRARY_SOURCE, library_problem
 from ._protocol import Handle
 from ._queue import RedisFIFOQueue, RedisRandomShuffleQueue
@@ -160,12 +167,19 @@ class RedisServer:
         self._transport = None
 
     async def _check_library(self) -> None:
+        """The first call: it connects, so its errors say why a connection failed."""
         t = self._live()
         try:
             reply: Any = await t.fcall("aq_version", "aq:{version}:meta", [], ro=True)
+        except ServerConnectionError as exc:
+            raise self._connect_error(exc.__cause__ or exc) from exc.__cause__
         except ServerError as exc:
             if "not loaded" not in str(exc) and "not found" not in str(exc).lower():
-                raise
+                cause = exc.__cause__ or exc
+                raise ServerError(
+                    f"aqueue.redis.connect: the server at {self._where()} refused aqueue's "
+                    f"version check: {cause}"
+                ) from cause
             reply = exc
         problem = library_problem(reply)
         if problem is None:
@@ -185,6 +199,34 @@ class RedisServer:
                 raise map_error(exc, f"loading aqueue's Lua library ({problem})") from exc
 
         await anyio.to_thread.run_sync(load)
+
+    def _where(self) -> str:
+        """``host:port`` (or the socket path) of the URL, for messages."""
+        assert self._sync is not None
+        kw = self._sync.client.connection_pool.connection_kwargs
+        if kw.get("path"):
+            return str(kw["path"])
+        return f"{kw.get('host', 'localhost')}:{kw.get('port', 6379)}"
+
+    def _connect_error(self, cause: BaseException) -> ServerConnectionError:
+        """The error ``connect()`` raises when its first call could not connect."""
+        assert self._sync is not None
+        kw = self._sync.client.connection_pool.connection_kwargs
+        where, owner = self._where(), "aqueue.redis.connect"
+        text = str(cause).strip()
+        if isinstance(cause, redis.AuthenticationError) or text.startswith(("NOAUTH", "WRONGPASS")):
+            if not kw.get("password"):
+                return PasswordRequiredError(
+                    f"{owner}: the server at {where} requires a password (the URL gives "
+                    f"none; pass it as redis://[user]:PASSWORD@{where}/db)"
+                )
+            user = kw.get("username") or "default"
+            return AuthenticationFailedError(
+                f"{owner}: the server at {where} refused the credentials in the URL (user "
+                f"'{user}' with the URL's password): {text}"
+            )
+        reason = _connect_reason(cause)
+        return ConnectFailedError(f"{owner}: could not connect to {where}: {reason}")
 
     def _live(self) -> AsyncioTransport | ThreadTransport:
         if self._transport is None:
@@ -306,3 +348,24 @@ class RedisServer:
             wait_timeout=self._wait_timeout,
             max_call_bytes=self._max_call_bytes,
         )
+
+
+def _connect_reason(cause: BaseException) -> str:
+    """Why a connection attempt failed, in a few words (redis-py's error says it with
+    an errno: "Error 111 connecting to ...")."""
+    seen: list[BaseException] = []
+    e: BaseException | None = cause
+    while e is not None and e not in seen:
+        seen.append(e)
+        e = e.__cause__ or e.__context__
+    for e in seen:
+        if isinstance(e, ConnectionRefusedError):
+            return "connection refused (is a Redis server listening there?)"
+        if isinstance(e, socket.gaierror):
+            return "unknown host"
+        if isinstance(e, (TimeoutError, redis.TimeoutError)):
+            return "timed out"
+    text = str(cause)
+    if "Connection refused" in text:
+        return "connection refused (is a Redis server listening there?)"
+    return text
