@@ -24,9 +24,11 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.to_thread
+import numpy as np
 import redis
 
 import aqueue
+from aqueue._queues._declare import format_shape
 
 from ._errors import (
     AuthenticationFailedError,
@@ -331,9 +333,9 @@ class RedisServer:
                 if stored != given[field]:
                     raise aqueue.ElementSpecError(
                         f"{owner}: the queue already exists on the server with {field} "
-                        f"{stored}, but {given[field]} was given (processes sharing a queue "
-                        "must open it with the same kind, capacity, dtypes, shapes, names "
-                        "and min_after_dequeue)"
+                        f"{_readable(field, stored)}, but {_readable(field, given[field])} "
+                        "was given (processes sharing a queue must open it with the same "
+                        "kind, capacity, dtypes, shapes, names and min_after_dequeue)"
                     )
         return Handle(
             name=name,
@@ -348,6 +350,34 @@ class RedisServer:
             wait_timeout=self._wait_timeout,
             max_call_bytes=self._max_call_bytes,
         )
+
+
+_KINDS = {"fifo": "RedisFIFOQueue", "shuffle": "RedisRandomShuffleQueue"}
+
+
+def _readable(field: str, stored: str) -> str:
+    """A spec field as stored on the server (JSON) in the notation users write it in:
+    numpy dtype names, shape tuples, the queue class; as stored when it is foreign."""
+    try:
+        value = json.loads(stored) if field in ("dtypes", "shapes", "names") else stored
+        if field == "kind":
+            return _KINDS.get(value, repr(value))
+        if field == "format":
+            version = "this" if value == _FORMAT else "another"
+            return f"{value} (the stored layout of {version} aqueue version)"
+        if value is None:
+            return "None"
+        if field == "dtypes":
+            texts = [str(np.dtype(d)) for d in value]
+        elif field == "shapes":
+            texts = [format_shape(s) for s in value]
+        elif field == "names":
+            texts = [repr(str(n)) for n in value]
+        else:
+            return str(value)
+    except (ValueError, TypeError):
+        return stored
+    return texts[0] if len(texts) == 1 else f"({', '.join(texts)})"
 
 
 def _connect_reason(cause: BaseException) -> str:
