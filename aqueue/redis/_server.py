@@ -359,7 +359,7 @@ def _readable(field: str, stored: str) -> str:
     """A spec field as stored on the server (JSON) in the notation users write it in:
     numpy dtype names, shape tuples, the queue class; as stored when it is foreign."""
     try:
-        value = json.loads(stored) if field in ("dtypes", "shapes", "names") else stored
+        value: Any = json.loads(stored) if field in ("dtypes", "shapes", "names") else stored
         if field == "kind":
             return _KINDS.get(value, repr(value))
         if field == "format":
