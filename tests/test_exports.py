@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import numpy as np
 import pytest
 
 import aqueue
@@ -191,6 +192,19 @@ def test_statistics_is_a_frozen_dataclass_with_documented_fields() -> None:
         "time_empty_s",
     }
     assert aqueue.QueueStatistics.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+
+@pytest.mark.anyio
+async def test_statistics_are_awaitable_on_every_backend() -> None:
+    """``await q.statistics()`` works on an in-process queue as on a shared one: the
+    record the call returns is awaitable and gives itself back, without suspending."""
+    q = aqueue.FIFOQueue(4, np.int64, ())
+    q.enqueue_nowait(1)
+    record = q.statistics()
+    assert await record is record
+    assert (await q.statistics()).size == 1
+    assert isinstance(q, aqueue.AsyncQueue)
+    assert "statistics" in dir(aqueue.AsyncQueue)
 
 
 def test_testing_subpackage_exports() -> None:
