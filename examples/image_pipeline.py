@@ -110,28 +110,17 @@ async def train(args: argparse.Namespace, paths: list[str]) -> dict[str, Any]:
     print(report)
     stats = pipe.statistics()
     load_stage = stats[1]
-    slowest = max(stats, key=lambda s: s.busy_fraction)
-    if slowest.busy_fraction >= 0.7:
-        pace = (
-            f"the busiest stage was {slowest.name} ({slowest.busy_fraction:.0%} busy per "
-            "worker): that is where more capacity (threads, while cores are free) would "
-            "speed the pipeline up"
-        )
-    else:
-        pace = (
-            f"no stage was busy most of the time (the busiest, {slowest.name}, "
-            f"{slowest.busy_fraction:.0%}), so the rest of the time went to handing items "
-            "between stages and threads, or to other work on a shared machine"
-        )
+    # describe()'s last line is its verdict: the one rule for what limited the speed.
+    verdict = report.splitlines()[-1].removeprefix("bottleneck: ")
     print(
         f"\nWhat this showed: {len(paths)} JPEG files were read and decoded on "
         f"{args.threads} threads, cropped and flipped, stacked into {steps} batches of up "
         f"to {args.batch_size}, and an async training loop took each batch exactly once "
         f"({'checked' if exact else 'NOT the case: some images were lost or repeated'}). "
         f"Decoding kept each of its threads busy {load_stage.busy_fraction:.0%} of the "
-        f"time; {pace}. The trainer waited on an empty queue "
-        f"{stats[-1].starved_fraction:.0%} of the time: near 0% would mean training, not "
-        "input, set the pace."
+        f"time. What limited the speed, in describe()'s words: {verdict}. The trainer "
+        f"waited on an empty queue {stats[-1].starved_fraction:.0%} of the time: near 0% "
+        "would mean training, not input, set the pace."
     )
     return {"steps": steps, "images": len(seen), "exact": exact, "report": report, "rate": rate}
 
