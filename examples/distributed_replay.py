@@ -203,20 +203,25 @@ def start_server() -> tuple[subprocess.Popen[bytes], str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description="Distributed experience replay over Redis.")
-    ap.add_argument("--url", help="a Redis server (default: start a private one)")
+    ap = argparse.ArgumentParser(
+        description=" ".join(__doc__.split("\n\n")[0].split()),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    ap.add_argument("--url", help="a Redis server's URL; None starts a private redis-server here")
     ap.add_argument(
         "--role",
         choices=["both", "trainer", "actors"],
         default="both",
-        help="what runs here: the trainer and its actors (default), or one side of a "
-        "two-host run (needs --url)",
+        help="what runs here: the trainer and its actors, or one side of a two-host run "
+        "(needs --url)",
     )
-    ap.add_argument("--actors", type=int, default=ACTORS, help="actor processes (default 4)")
+    ap.add_argument("--actors", type=int, default=ACTORS, help="actor processes")
+    ap.add_argument("--first-actor", type=int, default=0, help="id of the first actor here")
     ap.add_argument(
-        "--first-actor", type=int, default=0, help="id of the first actor here (default 0)"
+        "--name",
+        default=None,
+        help="the shared queue's name; None means 'replay' (a private name without --url)",
     )
-    ap.add_argument("--name", default=None, help="the shared queue's name (default: replay)")
     ap.add_argument("--screens", type=int, default=200, help="screens per game thread")
     ap.add_argument("--batch", type=int, default=32, help="trainer batch size")
     args = ap.parse_args()

@@ -133,14 +133,26 @@ def find_jpegs(directory: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", type=Path, default=None, help="a folder of JPEG files")
-    parser.add_argument("--images", type=int, default=512, help="how many to write (no --dir)")
-    parser.add_argument("--size", type=int, default=256, help="side of written images")
-    parser.add_argument("--crop", type=int, default=224)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
+    parser = argparse.ArgumentParser(
+        description=" ".join(__doc__.split("\n\n")[0].split()),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="a folder of JPEG files to read; None writes --images JPEGs into a temporary one",
+    )
+    parser.add_argument(
+        "--images", type=int, default=512, help="how many JPEGs to write (without --dir)"
+    )
+    parser.add_argument("--size", type=int, default=256, help="side of the written images, pixels")
+    parser.add_argument("--crop", type=int, default=224, help="side of the random crop, pixels")
+    parser.add_argument("--batch-size", type=int, default=64, help="images per training batch")
+    parser.add_argument("--threads", type=int, default=2, help="decoding threads (map concurrency)")
+    parser.add_argument(
+        "--backend", choices=["asyncio", "trio"], default="asyncio", help="event loop"
+    )
     args = parser.parse_args(argv)
     try:
         import PIL  # noqa: F401
