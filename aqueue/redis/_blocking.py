@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import aqueue
 from aqueue._queues._backend import in_event_loop
+from aqueue._queues._blocked import BlockedCall, enter, leave
 
 from ._protocol import DONE, WAIT, Handle, PutOp, TakeOp
 
@@ -130,7 +131,7 @@ class BlockingRedisQueue:
         calls, h = self._calls, self._h
         deadline = None if timeout is None else time.monotonic() + timeout
         clock = self._q.full_clock
-        waiting = False
+        waiting: BlockedCall | None = None  # (for aqueue.testing's leak check)
         try:
             while True:
                 h.check_released()
@@ -139,7 +140,7 @@ class BlockingRedisQueue:
                     return
                 if status is WAIT:
                     if not waiting:
-                        waiting = True
+                        waiting = enter(self._q, what)
                         clock.enter()
                     op.on_wake(calls.wait(op.wake_key, self._remaining(deadline, timeout, what)))
         except BaseException:
@@ -148,19 +149,20 @@ class BlockingRedisQueue:
         finally:
             if waiting:
                 clock.leave()
+                leave(waiting)
 
     def _take(self, op: TakeOp, timeout: float | None, what: str) -> Any:
         calls, h = self._calls, self._h
         deadline = None if timeout is None else time.monotonic() + timeout
         clock = self._q.empty_clock
-        waiting = False
+        waiting: BlockedCall | None = None  # (for aqueue.testing's leak check)
         try:
             while True:
                 reply, values = calls.take("aq_take", h.key, op.take_args(), op.fetch_keys())
                 got = op.on_take(reply)
                 if got is WAIT:
                     if not waiting:
-                        waiting = True
+                        waiting = enter(self._q, what)
                         clock.enter()
                     calls.wait(op.wake_key, self._remaining(deadline, timeout, what))
                 elif got is not None:
@@ -175,6 +177,7 @@ class BlockingRedisQueue:
         finally:
             if waiting:
                 clock.leave()
+                leave(waiting)
 
     def _leave(self, args: list[Any] | None) -> None:
         if args is None:
