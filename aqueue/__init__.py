@@ -8,6 +8,7 @@ queue's fill and throughput while a coordinator runs (history, CSV, plot, live l
 """
 
 from ._errors import CheckpointError as CheckpointError
+from ._errors import CheckpointWarning as CheckpointWarning
 from ._errors import ElementSpecError as ElementSpecError
 from ._errors import OutOfRangeError as OutOfRangeError
 from ._errors import QueueClosedError as QueueClosedError
@@ -61,6 +62,7 @@ __all__ = [
     "BlockingQueue",
     "BlockingView",
     "CheckpointError",
+    "CheckpointWarning",
     "Coordinator",
     "ElementIterator",
     "ElementSpecError",
