@@ -12,7 +12,9 @@ head-of-line order per direction.
 Each blocking method takes ``timeout=None`` (seconds). On expiry it raises
 ``TimeoutError`` and changes nothing: a dequeue puts back anything it had claimed, and
 an enqueue_many with a timeout is all-or-nothing (it waits until the whole batch fits,
-so its batch must not exceed the capacity).
+so its batch must not exceed the capacity). A thread inside a call that may block is
+listed in ``_blocked`` for the duration (aqueue.testing names it if a test leaves it
+there).
 
 The iterators are classes with ``__anext__`` (not async generators, which would hold
 their caller's cancel scopes across ``yield``); they end cleanly when the queue is
@@ -24,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._errors import ElementSpecError, OutOfRangeError
+from ._blocked import enter, leave
 from ._requests import MANY, ONE, SOME, UP_TO, WAIT, PutRequest, Request
 
 if TYPE_CHECKING:
@@ -68,7 +71,11 @@ class BlockingQueue(Generic[T]):
         deferred: list[Request] = []
         if self._engine.put_one_now(comps, deferred):  # room now: no request object
             return
-        self._driver.put(PutRequest(ONE, comps, 1), timeout, "enqueue")
+        call = enter(self._queue, "enqueue")  # (for aqueue.testing's leak check)
+        try:
+            self._driver.put(PutRequest(ONE, comps, 1), timeout, "enqueue")
+        finally:
+            leave(call)
 
     def enqueue_many(self, batch: Any, timeout: float | None = None) -> None:
         """Add a batch; progressive without timeout, all-or-nothing with one."""
@@ -86,7 +93,11 @@ class BlockingQueue(Generic[T]):
                     f"{capacity}); pass timeout=None or split the batch"
                 )
             req.atomic = True
-        self._driver.put(req, timeout, "enqueue_many")
+        call = enter(self._queue, "enqueue_many")
+        try:
+            self._driver.put(req, timeout, "enqueue_many")
+        finally:
+            leave(call)
 
     def dequeue(self, timeout: float | None = None) -> T:
         """Remove and return one element, blocking while none can be taken."""
@@ -95,7 +106,11 @@ class BlockingQueue(Generic[T]):
         comps = self._engine.take_one_now(deferred)  # one there now: no request object
         if comps is WAIT:
             req = self._engine.get_request(ONE, 1)
-            comps = self._driver.get(req, timeout, "dequeue")
+            call = enter(self._queue, "dequeue")
+            try:
+                comps = self._driver.get(req, timeout, "dequeue")
+            finally:
+                leave(call)
         result: T = self._spec.pack(comps)
         return result
 
@@ -118,7 +133,13 @@ class BlockingQueue(Generic[T]):
         deferred: list[Request] = []
         comps = self._engine.take_some_now(n, deferred)
         if comps is WAIT:
-            comps = self._driver.get(self._engine.get_request(SOME, n), timeout, "dequeue_burst")
+            call = enter(self._queue, "dequeue_burst")
+            try:
+                comps = self._driver.get(
+                    self._engine.get_request(SOME, n), timeout, "dequeue_burst"
+                )
+            finally:
+                leave(call)
         result: T = self._spec.pack(comps)
         return result
 
@@ -128,7 +149,11 @@ class BlockingQueue(Generic[T]):
         if n == 0:
             empty: T = self._spec.empty_batch()
             return empty
-        comps = self._driver.get(self._engine.get_request(mode, n), timeout, what)
+        call = enter(self._queue, what)
+        try:
+            comps = self._driver.get(self._engine.get_request(mode, n), timeout, what)
+        finally:
+            leave(call)
         result: T = self._spec.pack(comps)
         return result
 
