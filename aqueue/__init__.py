@@ -8,6 +8,7 @@ queue's fill and throughput while a coordinator runs (history, CSV, plot, live l
 """
 
 from ._errors import CheckpointError as CheckpointError
+from ._errors import CheckpointWarning as CheckpointWarning
 from ._errors import ElementSpecError as ElementSpecError
 from ._errors import OutOfRangeError as OutOfRangeError
 from ._errors import QueueClosedError as QueueClosedError
@@ -15,9 +16,9 @@ from ._errors import QueueEmpty as QueueEmpty
 from ._errors import QueueError as QueueError
 from ._errors import QueueFull as QueueFull
 from ._input._batch_fns import batch as batch
-from ._input._batch_fns import batch_join as batch_join
 from ._input._batch_fns import shuffle_batch as shuffle_batch
-from ._input._batch_fns import shuffle_batch_join as shuffle_batch_join
+from ._input._batch_join import batch_join as batch_join
+from ._input._batch_join import shuffle_batch_join as shuffle_batch_join
 from ._input._batching import Batches as Batches
 from ._input._functions import input_producer as input_producer
 from ._input._functions import limit_epochs as limit_epochs
@@ -61,6 +62,7 @@ __all__ = [
     "BlockingQueue",
     "BlockingView",
     "CheckpointError",
+    "CheckpointWarning",
     "Coordinator",
     "ElementIterator",
     "ElementSpecError",

@@ -18,6 +18,10 @@ The tree::
             a snapshot or pipeline state that cannot be taken, saved, loaded or
             restored (a one-shot source, an unsavable object, a bad file)
 
+One warning, beside the tree: ``CheckpointWarning(UserWarning)``, from
+``checkpoint()`` of a pipeline whose resume delivers every item once but not in the
+same order (an unordered map with several workers, an unseeded shuffle).
+
 Each leaf also derives from the matching anyio and asyncio base, so code written
 against either ecosystem catches aqueue's errors with the ``except`` clauses it
 already has. "Closed for enqueue" (QueueClosedError), "exhausted" (OutOfRangeError)
@@ -44,6 +48,7 @@ import anyio
 
 __all__ = [
     "CheckpointError",
+    "CheckpointWarning",
     "ElementSpecError",
     "add_note",
     "epochs_arg",
@@ -122,6 +127,12 @@ class CheckpointError(QueueError, ValueError):
     """Raised for a snapshot or pipeline state that cannot be taken, saved, loaded or
     restored: a source that cannot say where it is, an object that cannot be saved
     without pickle, a truncated, corrupt, foreign or newer-version file."""
+
+
+class CheckpointWarning(UserWarning):
+    """A pipeline checkpoint whose resume delivers every item once, but not the same
+    batches: a stage's order depends on timing (a ``map`` with several workers and
+    ``ordered=False``, a ``shuffle`` without a seed). ``state.inexact`` names them."""
 
 
 # -- argument checks ----------------------------------------------------------------------

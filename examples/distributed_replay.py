@@ -20,7 +20,13 @@ hosts that reach the same server; start the trainer first:
     host B:  python examples/distributed_replay.py --url "$URL" --role actors --actors 4
 
 Each actor announces itself on a second shared queue ('<name>-ready') once its own
-registration is in, which is how the trainer knows when to drop its guard.
+registration is in, which is how the trainer knows when to drop its guard, and, before
+it ends its registration, says on a third ('<name>-sent') how many screens it sent: the
+count the trainer checks against (actors may run with another --screens than the
+trainer), while its rates count what arrived.
+
+Ctrl-C: the actor processes ignore SIGINT; the process that started them stops them,
+and every process says so in one line (no tracebacks).
 """
 
 from __future__ import annotations
@@ -46,6 +52,13 @@ import aqueue.redis
 
 ACTORS, THREADS = 4, 2
 SHAPE = (84, 84, 4)
+INTERRUPTED = 130  # exit status after Ctrl-C, as a shell reports it
+
+
+def say(line: str) -> None:
+    """Print one line in one write, so lines of processes printing at once never mix."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def screen(actor: int, thread: int, i: int) -> np.ndarray[Any, Any]:
@@ -74,40 +87,92 @@ class Game:
 
 
 def actor(url: str, name: str, actor_id: int, screens: int) -> None:
-    """One actor process: a QueueRunner of 2 game threads feeds the shared queue."""
+    """One actor process: a QueueRunner of 2 game threads feeds the shared queue; at the
+    end it reports how many screens it sent. It ignores Ctrl-C (SIGINT, inherited from
+    ``Actors.start``): the parent stops it with SIGTERM, and it says so in one line."""
+    games = [Game(actor_id, t, screens) for t in range(THREADS)]
 
     async def main() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
         async with aqueue.redis.connect(url) as server:
             q = await server.random_shuffle_queue(name, 1000, 100, np.uint8, SHAPE)
             ready = await server.fifo_queue(f"{name}-ready", 64, np.int64, ())
+            sent = await server.fifo_queue(f"{name}-sent", 1024, np.int64, (2,))
             held = await q.register_producer()  # keeps the queue open while we run
             await ready.enqueue(actor_id)  # tell the trainer our registration is in
-            games = [Game(actor_id, t, screens) for t in range(THREADS)]
             runner = aqueue.QueueRunner(q, [g.grab_screen for g in games], name=f"actor{actor_id}")
             async with aqueue.Coordinator() as coord:
                 coord.start(runner)  # two dedicated game threads
                 await runner.join()  # leaving the block earlier would stop them
+            # Say how many screens went in, before the queue can close.
+            await sent.enqueue([actor_id, sum(g.played for g in games)])
             await q.producer_done(held)  # the last actor's end closes the queue
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except (asyncio.CancelledError, KeyboardInterrupt):  # stopped: one line, no traceback
+        played = sum(g.played for g in games)
+        say(f"actor {actor_id}: stopped (Ctrl-C) after {played} screens.")
+        sys.exit(INTERRUPTED)
+
+
+class Actors:
+    """Actor processes ``first`` .. ``first + count - 1``, started with Ctrl-C ignored so
+    that a Ctrl-C in the terminal reaches this process only; ``stop()`` then ends them."""
+
+    def __init__(self, url: str, name: str, first: int, count: int, screens: int) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.procs = [
+            ctx.Process(target=actor, args=(url, name, a, screens), name=f"actor {a}")
+            for a in range(first, first + count)
+        ]
+
+    def start(self) -> None:
+        """Start them (from the main thread: it sets the signal disposition they inherit)."""
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            for p in self.procs:
+                p.start()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def wait(self) -> int:
+        """Wait for every actor to end; 0 if all sent their screens."""
+        for p in self.procs:
+            p.join()
+        codes = [p.exitcode for p in self.procs]
+        if any(c == INTERRUPTED or c == -signal.SIGTERM for c in codes):
+            return INTERRUPTED
+        failed = [c for c in codes if c != 0]
+        if failed:
+            say(f"{len(failed)} of {len(codes)} actor processes failed (exit codes {failed}).")
+            return 1
+        say(f"{len(codes)} actor processes sent their screens and ended.")
+        return 0
+
+    def stop(self) -> None:
+        """End the actors still running (each prints one line; one stopped before it
+        could start is named here), and wait for them."""
+        for p in self.procs:
+            if p.is_alive():
+                p.terminate()  # SIGTERM
+        for p in self.procs:
+            p.join()
+            if p.exitcode == -signal.SIGTERM:  # before its handler was set: no line of its own
+                say(f"{p.name}: stopped (Ctrl-C) before it started.")
 
 
 def run_actors(url: str, name: str, first: int, count: int, screens: int) -> int:
     """Start ``count`` actor processes (ids ``first`` ...) and wait for them."""
-    ctx = multiprocessing.get_context("spawn")
-    procs = [
-        ctx.Process(target=actor, args=(url, name, a, screens)) for a in range(first, first + count)
-    ]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join()
-    failed = [p.exitcode for p in procs if p.exitcode != 0]
-    if failed:
-        print(f"{len(failed)} of {count} actor processes failed (exit codes {failed}).")
-        return 1
-    print(f"{count} actor processes sent their screens and ended.")
-    return 0
+    actors = Actors(url, name, first, count, screens)
+    actors.start()
+    try:
+        return actors.wait()
+    except KeyboardInterrupt:
+        actors.stop()
+        return INTERRUPTED
 
 
 async def trainer(url: str, name: str, actors: int, screens: int, batch: int, spawn: bool) -> int:
@@ -121,41 +186,59 @@ async def trainer(url: str, name: str, actors: int, screens: int, batch: int, sp
         guard = await q.register_producer()
         if not spawn:
             print(f"The trainer is ready: start {actors} actors on queue '{name}'.", flush=True)
-        local = None
+        local = procs = None
         if spawn:
-            local = asyncio.ensure_future(
-                asyncio.to_thread(run_actors, url, name, 0, actors, screens)
-            )
+            procs = Actors(url, name, 0, actors, screens)
+            procs.start()
+            local = asyncio.ensure_future(asyncio.to_thread(procs.wait))
 
         async def release_guard() -> None:
             for _ in range(actors):  # every actor has registered its own producer
                 await ready.dequeue()
             await q.producer_done(guard)
 
-        releasing = asyncio.ensure_future(release_guard())
         seen: set[tuple[int, int, int]] = set()
         duplicates = 0
-        t0 = time.perf_counter()
-        async for b in q.batches(batch, allow_smaller_final_batch=True):
-            for s in b:
-                key = (int(s[0, 0, 0]), int(s[0, 0, 1]), int(s[0, 0, 2]) * 256 + int(s[0, 0, 3]))
-                duplicates += key in seen
-                seen.add(key)
-        await releasing
-        elapsed = time.perf_counter() - t0
-        actors_failed = (await local) if local is not None else 0
+        try:
+            releasing = asyncio.ensure_future(release_guard())
+            t0 = time.perf_counter()
+            async for b in q.batches(batch, allow_smaller_final_batch=True):
+                for s in b:
+                    key = (
+                        int(s[0, 0, 0]),
+                        int(s[0, 0, 1]),
+                        int(s[0, 0, 2]) * 256 + int(s[0, 0, 3]),
+                    )
+                    duplicates += key in seen
+                    seen.add(key)
+            await releasing
+            elapsed = time.perf_counter() - t0
+            # Each actor said how many screens it sent before the queue could close: the
+            # count to check against (actors may play another --screens than this one).
+            sent_queue = await server.fifo_queue(f"{name}-sent", 1024, np.int64, (2,))
+            await sent_queue.aclose()  # every actor that ended cleanly has reported by now
+            reports = [report async for report in sent_queue]
+            sent = sum(int(report[1]) for report in reports)
+            actors_failed = (await local) if local is not None else 0
+        except BaseException:  # Ctrl-C (the main task is cancelled), or a failure
+            if procs is not None:
+                procs.stop()
+            raise
         await server.delete_queue(name)
         await server.delete_queue(f"{name}-ready")
-    expected = actors * THREADS * screens
-    ok = len(seen) == expected and duplicates == 0 and actors_failed == 0
-    mb = expected * int(np.prod(SHAPE)) / 1e6
+        await server.delete_queue(f"{name}-sent")
+    received = len(seen) + duplicates
+    ok = len(reports) == actors and len(seen) == sent and duplicates == 0 and actors_failed == 0
+    mb = received * int(np.prod(SHAPE)) / 1e6  # what arrived
+    missing = "" if len(reports) == actors else f" (of {actors} expected)"
     print(
-        f"The trainer received {len(seen)} distinct screens of {expected} sent by "
-        f"{actors} actor processes x {THREADS} game threads, with {duplicates} duplicates: "
+        f"The trainer received {len(seen)} distinct screens of {sent} sent by "
+        f"{len(reports)} actor processes{missing} x {THREADS} game threads, with "
+        f"{duplicates} duplicates: "
         f"{'every screen arrived exactly once' if ok else 'SCREENS WERE LOST OR REPEATED'}."
     )
     print(
-        f"It took {elapsed:.2f} s: {len(seen) / elapsed:,.0f} screens/s ({mb / elapsed:.0f} MB/s) "
+        f"It took {elapsed:.2f} s: {received / elapsed:,.0f} screens/s ({mb / elapsed:.0f} MB/s) "
         f"in shuffled batches of {batch}; the queue closed itself after the last actor."
     )
     return 0 if ok else 1
@@ -190,6 +273,7 @@ def start_server() -> tuple[subprocess.Popen[bytes], str]:
             tempfile.mkdtemp(),
         ],
         stdout=subprocess.DEVNULL,
+        start_new_session=True,  # a Ctrl-C in the terminal is for us; we stop it at the end
     )
     import redis
 
@@ -203,21 +287,28 @@ def start_server() -> tuple[subprocess.Popen[bytes], str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description="Distributed experience replay over Redis.")
-    ap.add_argument("--url", help="a Redis server (default: start a private one)")
+    ap = argparse.ArgumentParser(
+        description=" ".join(__doc__.split("\n\n")[0].split()),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    ap.add_argument("--url", help="a Redis server's URL; None starts a private redis-server here")
     ap.add_argument(
         "--role",
         choices=["both", "trainer", "actors"],
         default="both",
-        help="what runs here: the trainer and its actors (default), or one side of a "
-        "two-host run (needs --url)",
+        help="what runs here: the trainer and its actors, or one side of a two-host run "
+        "(needs --url)",
     )
-    ap.add_argument("--actors", type=int, default=ACTORS, help="actor processes (default 4)")
+    ap.add_argument("--actors", type=int, default=ACTORS, help="actor processes")
+    ap.add_argument("--first-actor", type=int, default=0, help="id of the first actor here")
     ap.add_argument(
-        "--first-actor", type=int, default=0, help="id of the first actor here (default 0)"
+        "--name",
+        default=None,
+        help="the shared queue's name; None means 'replay' (a private name without --url)",
     )
-    ap.add_argument("--name", default=None, help="the shared queue's name (default: replay)")
-    ap.add_argument("--screens", type=int, default=200, help="screens per game thread")
+    ap.add_argument(
+        "--screens", type=int, default=200, help="screens per game thread (the actors')"
+    )
     ap.add_argument("--batch", type=int, default=32, help="trainer batch size")
     args = ap.parse_args()
     if args.role != "both" and not args.url:
@@ -231,6 +322,9 @@ def main() -> int:
             return run_actors(url, name, args.first_actor, args.actors, args.screens)
         spawn = args.role == "both"
         return asyncio.run(trainer(url, name, args.actors, args.screens, args.batch, spawn))
+    except KeyboardInterrupt:  # one line for this process (each actor prints its own)
+        say("trainer: interrupted (Ctrl-C).")
+        return INTERRUPTED
     finally:
         if proc is not None:
             proc.send_signal(signal.SIGTERM)

@@ -33,8 +33,16 @@ after the block, when every game thread has ended), where the unused screens wen
 what the run showed: that every dequeued screen was distinct, and whether the games or
 the training set the pace. It exits with status 1 if any screen arrived twice.
 
+Who sets the pace: with the defaults (a frame takes 1 ms, four games: 4,000 screens/s
+at most) the trainer takes minibatches faster than the games render, so it mostly
+waits; ``--train-ms 20`` makes each training step await 20 ms more (a step on an
+accelerator): at most 1,600 screens/s, fewer than the games render, so after the first
+fill (``min_after_dequeue`` screens) the games stay ahead and the trainer no longer
+waits. Both follow from the sleeps, not from the machine's speed.
+
 Run: python examples/experience_replay.py [--steps 300] [--games 4] [--capacity 10000]
-     [--min-after-dequeue 1000] [--batch 32] [--frame-ms 1.0] [--mode runner|threads]
+     [--min-after-dequeue 1000] [--batch 32] [--frame-ms 1.0] [--train-ms 0]
+     [--mode runner|threads]
      [--backend asyncio|trio] [--plot replay.png] [--live] [--monitor-interval 0.05]
 """
 
@@ -125,6 +133,8 @@ async def train(args: argparse.Namespace) -> dict[str, Any]:
                 duplicates += sid in seen
                 seen.add(sid)
             loss = model.step(batch)
+            if args.train_ms:  # the rest of a step, awaited (as a step on an accelerator)
+                await anyio.sleep(args.train_ms / 1000)
         return loss
 
     report = ""
@@ -197,6 +207,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     add("--batch", type=int, default=32, help="screens per minibatch")
     add("--frame-ms", type=float, default=1.0, help="milliseconds a game blocks per screen")
+    add(
+        "--train-ms",
+        type=float,
+        default=0.0,
+        help="milliseconds each training step awaits besides its numpy work (an "
+        "accelerator's step)",
+    )
     add(
         "--mode",
         choices=["runner", "threads"],

@@ -110,28 +110,17 @@ async def train(args: argparse.Namespace, paths: list[str]) -> dict[str, Any]:
     print(report)
     stats = pipe.statistics()
     load_stage = stats[1]
-    slowest = max(stats, key=lambda s: s.busy_fraction)
-    if slowest.busy_fraction >= 0.7:
-        pace = (
-            f"the busiest stage was {slowest.name} ({slowest.busy_fraction:.0%} busy per "
-            "worker): that is where more capacity (threads, while cores are free) would "
-            "speed the pipeline up"
-        )
-    else:
-        pace = (
-            f"no stage was busy most of the time (the busiest, {slowest.name}, "
-            f"{slowest.busy_fraction:.0%}), so the rest of the time went to handing items "
-            "between stages and threads, or to other work on a shared machine"
-        )
+    # describe()'s last line is its verdict: the one rule for what limited the speed.
+    verdict = report.splitlines()[-1].removeprefix("bottleneck: ")
     print(
         f"\nWhat this showed: {len(paths)} JPEG files were read and decoded on "
         f"{args.threads} threads, cropped and flipped, stacked into {steps} batches of up "
         f"to {args.batch_size}, and an async training loop took each batch exactly once "
         f"({'checked' if exact else 'NOT the case: some images were lost or repeated'}). "
         f"Decoding kept each of its threads busy {load_stage.busy_fraction:.0%} of the "
-        f"time; {pace}. The trainer waited on an empty queue "
-        f"{stats[-1].starved_fraction:.0%} of the time: near 0% would mean training, not "
-        "input, set the pace."
+        f"time. What limited the speed, in describe()'s words: {verdict}. The trainer "
+        f"waited on an empty queue {stats[-1].starved_fraction:.0%} of the time: near 0% "
+        "would mean training, not input, set the pace."
     )
     return {"steps": steps, "images": len(seen), "exact": exact, "report": report, "rate": rate}
 
@@ -144,14 +133,26 @@ def find_jpegs(directory: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", type=Path, default=None, help="a folder of JPEG files")
-    parser.add_argument("--images", type=int, default=512, help="how many to write (no --dir)")
-    parser.add_argument("--size", type=int, default=256, help="side of written images")
-    parser.add_argument("--crop", type=int, default=224)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
+    parser = argparse.ArgumentParser(
+        description=" ".join(__doc__.split("\n\n")[0].split()),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="a folder of JPEG files to read; None writes --images JPEGs into a temporary one",
+    )
+    parser.add_argument(
+        "--images", type=int, default=512, help="how many JPEGs to write (without --dir)"
+    )
+    parser.add_argument("--size", type=int, default=256, help="side of the written images, pixels")
+    parser.add_argument("--crop", type=int, default=224, help="side of the random crop, pixels")
+    parser.add_argument("--batch-size", type=int, default=64, help="images per training batch")
+    parser.add_argument("--threads", type=int, default=2, help="decoding threads (map concurrency)")
+    parser.add_argument(
+        "--backend", choices=["asyncio", "trio"], default="asyncio", help="event loop"
+    )
     args = parser.parse_args(argv)
     try:
         import PIL  # noqa: F401

@@ -91,10 +91,11 @@ LEGEND = (
     "waited for its input, and to hand over its output."
 )
 BOTTLENECK = (
-    "The bottleneck line names what limited the speed: a stage whose workers were busy "
-    "most of the time (give it more workers or a faster function), the trainer itself "
-    "when the pipeline kept ahead of it, or else the cost of handing items from stage to "
-    "stage."
+    "The bottleneck line names what limited the speed: the trainer itself when the "
+    "pipeline kept ahead of it; else a stage whose workers were busy at least 60% of the "
+    "time, with what would help a stage of its kind; else, when every stage was busy "
+    "less than 30% of the time, the cost of handing items from stage to stage; in "
+    "between, no clear bottleneck."
 )
 
 

@@ -347,13 +347,24 @@ def drive(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=" ".join(__doc__.split("\n\n")[0].split()),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     parser.add_argument("--steps", type=int, default=200, help="training steps in all")
     parser.add_argument("--every", type=int, default=20, help="checkpoint every N steps")
     parser.add_argument("--crash-at", type=int, default=70, help="crash right after step N")
-    parser.add_argument("--dir", default=None, help="folder for the runs (default: temporary)")
-    parser.add_argument("--buffer", type=int, default=1000, help="shuffle min_after_dequeue")
-    parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
+    parser.add_argument(
+        "--dir",
+        default=None,
+        help="folder for the runs; None uses a temporary one, removed at the end",
+    )
+    parser.add_argument(
+        "--buffer", type=int, default=1000, help="the shuffle stage's min_after_dequeue"
+    )
+    parser.add_argument(
+        "--backend", choices=["asyncio", "trio"], default="asyncio", help="event loop"
+    )
     parser.add_argument("--job", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--log", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -31,6 +31,12 @@ def test_image_pipeline_sees_every_image_once(backend: str) -> None:
     assert "map(load)" in done.stdout
     assert "bottleneck:" in done.stdout
     assert "What this showed:" in done.stdout
+    # One rule, stated once: the closing paragraph gives describe()'s own verdict.
+    verdict = next(
+        line for line in done.stdout.splitlines() if line.startswith("bottleneck: ")
+    ).removeprefix("bottleneck: ")
+    showed = done.stdout[done.stdout.index("What this showed:") :]
+    assert f"in describe()'s words: {verdict}." in " ".join(showed.split())
 
 
 def test_image_pipeline_reads_a_folder(tmp_path: Path) -> None:

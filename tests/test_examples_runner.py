@@ -153,6 +153,28 @@ def test_experience_replay_plots_its_queue(
     assert len(re.findall(r"input-bound:? \d+%", out)) == 1
 
 
+def test_experience_replay_games_get_ahead_of_a_slower_trainer(tmp_path: Path) -> None:
+    """README's claim: with --train-ms 20 the trainer takes at most 1,600 screens/s and
+    the games (a frame per millisecond, four of them) render up to 4,000, so once the
+    queue has filled to its floor the trainer no longer waits: the plot's shading (an
+    interval in which it waited more than half the time) stops after the first fill."""
+    pytest.importorskip("matplotlib")
+    result = example_main("experience_replay")(
+        [
+            "--steps", "60",
+            "--min-after-dequeue", "200",
+            "--train-ms", "20",
+            "--monitor-interval", "0.05",
+            "--plot", str(tmp_path / "replay.png"),
+        ]
+    )  # fmt: skip
+    bound = result["monitor"].history().input_bound
+    shaded = [not (b <= 0.5) for b in bound]  # (NaN: not measured, counted as shaded)
+    assert False in shaded, list(bound)
+    first_clear = shaded.index(False)
+    assert not any(shaded[first_clear:]), list(bound)
+
+
 def test_experience_replay_live_off_a_terminal_prints_only_the_summary(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

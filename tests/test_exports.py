@@ -5,11 +5,15 @@ from __future__ import annotations
 import __future__
 
 import asyncio
+import inspect
 import pickle
+import pydoc
 import types
 from pathlib import Path
+from typing import Any
 
 import anyio
+import numpy as np
 import pytest
 
 import aqueue
@@ -149,6 +153,29 @@ async def test_a_producer_raising_out_of_range_ends_cleanly() -> None:
     assert got == [0, 1, 2]
 
 
+@pytest.mark.parametrize(
+    "cls",
+    [aqueue.FIFOQueue, aqueue.RandomShuffleQueue, aqueue.PaddingFIFOQueue, aqueue.PriorityQueue],
+)
+def test_help_shows_what_the_constructor_takes(cls: type[Any]) -> None:
+    """``help(aqueue.FIFOQueue)`` shows the types ``dtypes``, ``shapes`` and ``names``
+    take, not ``Any``; and the producer-accounting methods it lists say who they are
+    for (runners, producer processes, the Coordinator)."""
+    params = inspect.signature(cls).parameters
+    for arg in ("dtypes", "shapes", "names"):
+        if arg in params:
+            annotation = str(params[arg].annotation)
+            assert "Any" not in annotation, (cls.__name__, arg, annotation)
+    text = pydoc.render_doc(cls, renderer=pydoc.plaintext)
+    assert "dtypes: 'DTypeLike | Sequence[DTypeLike]'" in text
+    for method, audience in (
+        ("register_producer", "runners and producer processes"),
+        ("producer_done", "register_producer"),
+        ("release_producers", "Coordinator"),
+    ):
+        assert audience in " ".join((getattr(cls, method).__doc__ or "").split()), method
+
+
 def test_statistics_is_a_frozen_dataclass_with_documented_fields() -> None:
     """QueueStatistics has the documented fields."""
     fields = set(aqueue.QueueStatistics.__dataclass_fields__)
@@ -165,6 +192,19 @@ def test_statistics_is_a_frozen_dataclass_with_documented_fields() -> None:
         "time_empty_s",
     }
     assert aqueue.QueueStatistics.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+
+@pytest.mark.anyio
+async def test_statistics_are_awaitable_on_every_backend() -> None:
+    """``await q.statistics()`` works on an in-process queue as on a shared one: the
+    record the call returns is awaitable and gives itself back, without suspending."""
+    q = aqueue.FIFOQueue(4, np.int64, ())
+    q.enqueue_nowait(1)
+    record = q.statistics()
+    assert await record is record
+    assert (await q.statistics()).size == 1
+    assert isinstance(q, aqueue.AsyncQueue)
+    assert "statistics" in dir(aqueue.AsyncQueue)
 
 
 def test_testing_subpackage_exports() -> None:

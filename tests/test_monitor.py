@@ -496,10 +496,11 @@ async def test_a_failing_stage_provider_ends_the_block() -> None:
 
 @pytest.mark.anyio
 async def test_shared_queues_are_awaited_and_a_silent_one_never_stalls_sampling() -> None:
-    """A queue whose statistics() is a coroutine is sampled with await: its first
-    reading only sets the baseline (rates NaN), later rates sum to the elements moved.
+    """A queue whose statistics() is a coroutine is sampled with await, from the
+    baseline the coordinator read when it first saw it: rates sum to the elements moved.
     One that never answers is left out of each sample (listed in ``missing``) after
-    ``statistics_timeout``, and the block still ends."""
+    ``statistics_timeout``, and the block still ends; the report says why it has no
+    figures."""
     seen: list[MonitorSample] = []
     monitor = Monitor(interval=0.003, statistics_timeout=0.005, callback=seen.append)
     shared: Answering = Answering(64, np.int64, (), name="shared")
@@ -517,11 +518,12 @@ async def test_shared_queues_are_awaited_and_a_silent_one_never_stalls_sampling(
     assert list(h.queues) == ["shared"]
     q = h.queues["shared"]
     assert q.shared
-    assert np.isnan(q.enqueue_rate[0])
     assert q.enqueued_total[-1] == 15
-    moved = np.sum(q.enqueue_rate[1:] * h.interval_s[1:])
-    assert math.isclose(float(moved), q.enqueued_total[-1] - q.enqueued_total[0], rel_tol=1e-9)
-    assert "(shared)" in coord.report()
+    moved = np.sum(q.enqueue_rate * h.interval_s)
+    assert math.isclose(float(moved), 15, rel_tol=1e-9)  # since the (empty) baseline
+    text = coord.report()
+    assert "'shared' (shared)" in text
+    assert "'dead' (shared): no figures: its server did not answer within 0.005 s" in text
 
 
 # -- live line --------------------------------------------------------------------------------

@@ -578,6 +578,80 @@ async def test_describe_blames_overhead_when_no_stage_is_busy() -> None:
 
 
 @pytest.mark.asyncio
+async def test_describe_gives_advice_that_fits_the_stage_kind() -> None:
+    """A busy filter stage has one worker and a predicate: describe() says so instead of
+    advising more concurrency, which a filter (like a batch stage) does not have; a busy
+    thread map gets the advice of more threads."""
+
+    def keep(x: int) -> bool:
+        time.sleep(0.002)
+        return True
+
+    def heavy(x: int) -> int:
+        time.sleep(0.002)
+        return x
+
+    filtered = Pipeline(range(30)).filter(keep)
+    await collect(filtered)
+    last = filtered.describe().splitlines()[-1]
+    assert last.startswith("bottleneck: filter(keep) — its worker was busy"), last
+    assert "a cheaper predicate would help" in last
+    assert "concurrency there" not in last
+    mapped = Pipeline(range(30)).map(heavy, concurrency=2)
+    await collect(mapped)
+    last = mapped.describe().splitlines()[-1]
+    assert last.startswith("bottleneck: map(heavy) — its 2 workers were busy"), last
+    assert "more threads there" in last
+
+
+def _stage(name: str, busy: float, *, starved: float = 0.5) -> aqueue.StageStatistics:
+    """Statistics of a one-worker stage busy ``busy`` of a 1 s run."""
+    return aqueue.StageStatistics(
+        name=name,
+        items_in=100,
+        items_out=100,
+        items_dropped=0,
+        items_per_s=100.0,
+        busy_s=busy,
+        concurrency=1,
+        occupancy_mean=0.1,
+        starved_fraction=starved,
+        put_wait_p50_s=0.0,
+        put_wait_p99_s=0.0,
+        get_wait_p50_s=0.0,
+        get_wait_p99_s=0.0,
+        elapsed_s=1.0,
+    )
+
+
+def test_the_bottleneck_rule_has_margins() -> None:
+    """One rule, with margins: a stage is named from 60% busy, per-item overhead is
+    blamed below 30%, and in between there is no clear bottleneck; so a stage that is
+    45% busy in one run and 55% in the next gets the same verdict. A batch stage is
+    never told to use more concurrency."""
+    from aqueue._input._report import bottleneck
+    from aqueue._input._stage_spec import StageSpec
+
+    specs = [
+        StageSpec("iterable", "from_iterable(range)"),
+        StageSpec("batch", "batch(32)", size=32),
+    ]
+
+    def verdict(busy: float) -> str:
+        return bottleneck((_stage("from_iterable(range)", 0.01), _stage("batch(32)", busy)))
+
+    runs = [verdict(b) for b in (0.35, 0.45, 0.55, 0.58)]
+    assert all(v.startswith("no clear bottleneck — the busiest stage, batch(32)") for v in runs)
+    assert verdict(0.2).startswith("per-item overhead")
+    named = bottleneck((_stage("from_iterable(range)", 0.01), _stage("batch(32)", 0.85)), specs)
+    assert named.startswith("batch(32) — its worker was busy 85% of the time"), named
+    assert "no function of its own" in named
+    assert "concurrency there" not in named
+    both = bottleneck((_stage("map(load)", 0.9), _stage("batch(32)", 0.7)), [None, specs[1]])
+    assert both.startswith("map(load) (90% busy) and batch(32) (70% busy) — each"), both
+
+
+@pytest.mark.asyncio
 async def test_pipeline_of_a_source_tells_the_source_kind_apart() -> None:
     """Pipeline(source) starts from a list, a generator, an async iterable or a queue,
     as the matching from_* method would; bad sources get a clear TypeError."""

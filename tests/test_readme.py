@@ -1,11 +1,15 @@
-"""README's code that a newcomer copies runs as printed: the 30-line tour, and the
-resumable user source of the checkpoint section."""
+"""README's code that a newcomer copies runs as printed (the 30-line tour, and the
+resumable user source of the checkpoint section), and every Python block of it, with
+the typing checks of tests/typing, passes ``mypy --strict`` (skipped, saying so, where
+mypy is not installed)."""
 
 from __future__ import annotations
 
+import getpass
 import re
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -65,3 +69,124 @@ async def test_the_resumable_source_example_resumes_where_it_was() -> None:
     resumed_pipe = aqueue.Pipeline(lines_cls(n)).map(str.upper)  # type: ignore[operator]
     async with resumed_pipe.open(state=state) as items:
         assert await drain(items) == rest
+
+
+# -- every Python block type-checks ---------------------------------------------------
+
+ROOT = README.parent
+
+# What README's snippets take as given (a game environment, a training step, file
+# names, a loader, ...), as typed stand-ins. Each block is checked as the body of an
+# async function after this prelude, so top-level ``await`` type-checks, and a name a
+# block assigns is its own (it shadows the stand-in).
+PRELUDE = """\
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, NamedTuple
+
+import anyio
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+import aqueue
+import aqueue.redis
+
+
+class Env:
+    def grab_screen(self) -> npt.NDArray[np.uint8]:
+        return np.zeros((84, 84, 4), np.uint8)
+
+
+class Record(NamedTuple):
+    path: str
+    size: int
+
+
+def train_step(batch: Any) -> int:
+    return 0
+
+
+def read_one() -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+    return np.zeros(3, np.float32), np.zeros((), np.int64)
+
+
+def load(path: str) -> bytes:
+    return path.encode()
+
+
+async def decode(raw: bytes) -> npt.NDArray[np.uint8]:
+    return np.frombuffer(raw, np.uint8)
+
+
+envs = [Env() for _ in range(4)]
+steps = 100
+files = ["a.csv", "b.csv"]
+paths = ["a.jpg", "b.jpg"]
+replay = aqueue.RandomShuffleQueue(1000, 100, np.uint8, (84, 84, 4), seed=0)
+pipe = aqueue.Pipeline(paths).map(load).batch(32)
+actor_id, n_actors = 0, 4
+"""
+
+MYPY_INI = """\
+[mypy]
+strict = True
+warn_unused_ignores = True
+mypy_path = {root}
+
+[mypy-trio.*,msgpack.*,tqdm.*,torch.*]
+ignore_missing_imports = True
+"""
+
+
+def readme_python_blocks() -> list[tuple[int, str]]:
+    """Every ```python block of README.md (indented ones in lists too), dedented, with
+    the README line its code starts on."""
+    text = README.read_text()
+    blocks = []
+    for m in re.finditer(r"^( *)```python\n(.*?)^\1```", text, flags=re.M | re.S):
+        first = text.count("\n", 0, m.start(2)) + 1
+        blocks.append((first, textwrap.dedent(m.group(2))))
+    return blocks
+
+
+def test_readme_has_python_blocks() -> None:
+    """The extraction sees the blocks (an empty list would check nothing)."""
+    blocks = readme_python_blocks()
+    assert len(blocks) >= 10
+    assert any("anyio.run(main)" in code for _, code in blocks)
+    assert any("class Lines" in code for _, code in blocks)  # (indented in a list)
+
+
+def test_every_python_block_of_the_readme_type_checks_strictly(tmp_path: Path) -> None:
+    """``mypy --strict`` over each README Python block (as the body of an async
+    function after PRELUDE) and over tests/typing, in one run; errors are reported at
+    their README line."""
+    api = pytest.importorskip("mypy.api", reason="mypy is not installed: nothing type-checks")
+    prelude_lines = PRELUDE.count("\n") + 2  # then the line "async def _readme_block"
+    files, origin = [], {}
+    for first, code in readme_python_blocks():
+        path = tmp_path / f"readme_line_{first}.py"
+        body = textwrap.indent(code, "    ") or "    pass\n"
+        path.write_text(f"{PRELUDE}\n\nasync def _readme_block() -> None:\n{body}")
+        files.append(str(path))
+        origin[path.name] = first
+    files += [str(p) for p in sorted((ROOT / "tests" / "typing").glob("check_*.py"))]
+    config = tmp_path / "mypy.ini"
+    config.write_text(MYPY_INI.format(root=ROOT))
+    # A cache of its own beside the system's temporary files: later runs take a second
+    # instead of a cold ten (mypy checks each file's hash, so it is never stale).
+    cache = Path(tempfile.gettempdir()) / f"aqueue-readme-mypy-{getpass.getuser()}"
+    out, err, status = api.run(["--config-file", str(config), "--cache-dir", str(cache), *files])
+    problems = []
+    for line in out.splitlines():
+        m = re.match(r"(?:.*[/\\])?(readme_line_(\d+)\.py):(\d+): (.*)", line)
+        if m:
+            readme_line = origin[m[1]] + int(m[3]) - prelude_lines - 2
+            problems.append(f"README.md:{readme_line}: {m[4]}")
+        elif ": error:" in line or ": note:" in line:
+            problems.append(line)
+    assert not problems, "\n".join(problems)
+    assert status == 0, out + err

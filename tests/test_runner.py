@@ -150,6 +150,27 @@ async def test_last_producer_to_end_closes_the_queue() -> None:
     assert runner.exceptions_raised == []
 
 
+async def test_producer_accounting_by_hand_closes_after_the_last_clean_end() -> None:
+    """Producers that no runner runs (an actor process of its own) register and report
+    their end themselves: ``producer_done(id)`` means a clean end by default, as on the
+    shared queues; the last one closes the queue, and consumers drain what is left."""
+    q = int_queue(5)
+    a, b = await q.register_producer(), await q.register_producer()
+    await q.enqueue_many([1, 2])
+    await q.producer_done(a)
+    assert not q.closed
+    await q.producer_done(b)
+    assert q.closed
+    assert await drain(q) == [1, 2]
+    with pytest.raises(aqueue.ElementSpecError, match="not registered"):
+        await q.producer_done(b)
+    r = int_queue(5)
+    c = await r.register_producer()
+    await r.register_producer()
+    await r.producer_done(c, clean=False)  # a failed producer closes it at once
+    assert r.closed
+
+
 async def test_two_runners_on_one_queue_close_it_after_the_last_producer() -> None:
     """Two runners feeding one queue: the first to finish does not cut the other short."""
     q = int_queue(5)

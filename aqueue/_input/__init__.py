@@ -11,8 +11,9 @@ file                 what it holds
 ``_batch_spec.py``   the arguments of a batch queue: given, from a source queue, or
                      inferred from the first example
 ``_batching.py``     Batches, and the plan that builds a batch queue and its runner
-``_batch_fns.py``    ``batch``, ``shuffle_batch``, ``batch_join``,
-                     ``shuffle_batch_join``
+``_batch_fns.py``    ``batch``, ``shuffle_batch`` (one source), and how the batching
+                     functions' overloads type their Batches
+``_batch_join.py``   ``batch_join``, ``shuffle_batch_join`` (one producer per source)
 ``_pipeline.py``     Pipeline: the builder's public methods (sources, stages, ``open``,
                      ``run``, ``statistics``, ``describe``)
 ``_stage_spec.py``   StageSpec, one stage of a chain: the checks of each builder

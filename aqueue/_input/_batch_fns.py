@@ -1,27 +1,111 @@
-"""TensorFlow's batching functions: batch, shuffle_batch, batch_join, shuffle_batch_join.
+"""TensorFlow's batching functions over one source: batch and shuffle_batch (the
+``*_join`` ones, one producer per source, are in ``_batch_join.py``).
 
 Each checks its arguments and hands them to ``plan_batches`` (``_batching.py``), which
 builds the batch queue (or the stand-in that waits for the first example) and
 registers the runner that fills it; each returns a ``Batches`` at once. The
 difference between them is the queue kind (FIFO, or RandomShuffle with
-``min_after_dequeue`` and a seed) and the producers: ``batch``/``shuffle_batch`` run
-``num_threads`` concurrent producers over one source, ``batch_join``/
-``shuffle_batch_join`` one producer per source, so each source's own order is kept.
+``min_after_dequeue`` and a seed); both run ``num_threads`` concurrent producers over
+their source.
+
+Typing: the overloads give ``Batches`` the type of what comes out, as the queues and
+pipelines have it: a queue's element type for a queue source; for other sources, a
+tuple of arrays when the examples are tuples, a dict of arrays for dicts, otherwise
+one array.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
+from typing import Any, overload
 
-from .._errors import ElementSpecError, int_arg
+import numpy.typing as npt
+
+from .._errors import int_arg
+from .._queues._declare import T
+from .._queues._protocol import AsyncQueue
 from ._batching import Batches, plan_batches
 
-__all__ = ["batch", "batch_join", "shuffle_batch", "shuffle_batch_join"]
+Array = npt.NDArray[Any]
+# Sources whose examples are tuples (or dicts): their batches are tuples of arrays (or
+# dicts of arrays), stacked per component; any other example gives one array. A queue
+# gives batches of its own element type.
+TupleSource = (
+    Callable[[], tuple[Any, ...]]
+    | Callable[[], Awaitable[tuple[Any, ...]]]
+    | Iterable[tuple[Any, ...]]
+    | AsyncIterable[tuple[Any, ...]]
+)
+DictSource = (
+    Callable[[], dict[str, Any]]
+    | Callable[[], Awaitable[dict[str, Any]]]
+    | Iterable[dict[str, Any]]
+    | AsyncIterable[dict[str, Any]]
+)
+
+__all__ = ["Array", "DictSource", "TupleSource", "batch", "shuffle_batch"]
 
 
 def _threads_arg(num_threads: Any, owner: str) -> int:
     return int_arg(num_threads, "num_threads", owner, 1)
+
+
+@overload
+def batch(
+    source: AsyncQueue[T],
+    batch_size: int,
+    *,
+    num_threads: int = 1,
+    capacity: int = 32,
+    enqueue_many: bool = False,
+    dtypes: Any = None,
+    shapes: Any = None,
+    dynamic_pad: bool = False,
+    allow_smaller_final_batch: bool = False,
+    name: str | None = None,
+) -> Batches[T]: ...
+@overload
+def batch(
+    source: TupleSource,
+    batch_size: int,
+    *,
+    num_threads: int = 1,
+    capacity: int = 32,
+    enqueue_many: bool = False,
+    dtypes: Any = None,
+    shapes: Any = None,
+    dynamic_pad: bool = False,
+    allow_smaller_final_batch: bool = False,
+    name: str | None = None,
+) -> Batches[tuple[Array, ...]]: ...
+@overload
+def batch(
+    source: DictSource,
+    batch_size: int,
+    *,
+    num_threads: int = 1,
+    capacity: int = 32,
+    enqueue_many: bool = False,
+    dtypes: Any = None,
+    shapes: Any = None,
+    dynamic_pad: bool = False,
+    allow_smaller_final_batch: bool = False,
+    name: str | None = None,
+) -> Batches[dict[str, Array]]: ...
+@overload
+def batch(
+    source: Any,
+    batch_size: int,
+    *,
+    num_threads: int = 1,
+    capacity: int = 32,
+    enqueue_many: bool = False,
+    dtypes: Any = None,
+    shapes: Any = None,
+    dynamic_pad: bool = False,
+    allow_smaller_final_batch: bool = False,
+    name: str | None = None,
+) -> Batches[Array]: ...
 
 
 def batch(
@@ -36,7 +120,7 @@ def batch(
     dynamic_pad: bool = False,
     allow_smaller_final_batch: bool = False,
     name: str | None = None,
-) -> Batches:
+) -> Batches[Any]:
     """Batch the examples of ``source`` through a FIFOQueue (TF ``train.batch``).
 
     Args:
@@ -82,6 +166,52 @@ def batch(
     )
 
 
+@overload
+def shuffle_batch(
+    source: AsyncQueue[T],
+    batch_size: int,
+    capacity: int,
+    min_after_dequeue: int,
+    *,
+    num_threads: int = 1,
+    seed: int | None = None,
+    enqueue_many: bool = False,
+    dtypes: Any = None,
+    shapes: Any = None,
+    allow_smaller_final_batch: bool = False,
+    name: str | None = None,
+) -> Batches[T]: ...
+@overload
+def shuffle_batch(
+    source: TupleSource,
+    batch_size: int,
+    capacity: int,
+    min_after_dequeue: int,
+    *,
+    num_threads: int = 1,
+    seed: int | None = None,
+    enqueue_many: bool = False,
+    dtypes: Any = None,
+    shapes: Any = None,
+    allow_smaller_final_batch: bool = False,
+    name: str | None = None,
+) -> Batches[tuple[Array, ...]]: ...
+@overload
+def shuffle_batch(
+    source: DictSource,
+    batch_size: int,
+    capacity: int,
+    min_after_dequeue: int,
+    *,
+    num_threads: int = 1,
+    seed: int | None = None,
+    enqueue_many: bool = False,
+    dtypes: Any = None,
+    shapes: Any = None,
+    allow_smaller_final_batch: bool = False,
+    name: str | None = None,
+) -> Batches[dict[str, Array]]: ...
+@overload
 def shuffle_batch(
     source: Any,
     batch_size: int,
@@ -95,7 +225,23 @@ def shuffle_batch(
     shapes: Any = None,
     allow_smaller_final_batch: bool = False,
     name: str | None = None,
-) -> Batches:
+) -> Batches[Array]: ...
+
+
+def shuffle_batch(
+    source: Any,
+    batch_size: int,
+    capacity: int,
+    min_after_dequeue: int,
+    *,
+    num_threads: int = 1,
+    seed: int | None = None,
+    enqueue_many: bool = False,
+    dtypes: Any = None,
+    shapes: Any = None,
+    allow_smaller_final_batch: bool = False,
+    name: str | None = None,
+) -> Batches[Any]:
     """Batch the examples of ``source`` through a RandomShuffleQueue.
 
     As ``batch``, with ``capacity`` and ``min_after_dequeue`` of the shuffle queue (a
@@ -110,84 +256,6 @@ def shuffle_batch(
         "shuffle_batch",
         [source],
         _threads_arg(num_threads, owner),
-        batch_size,
-        capacity=capacity,
-        min_after_dequeue=min_after_dequeue,
-        seed=seed,
-        enqueue_many=enqueue_many,
-        dtypes=dtypes,
-        shapes=shapes,
-        dynamic_pad=False,
-        allow_smaller_final_batch=allow_smaller_final_batch,
-        name=name,
-    )
-
-
-def _sources_arg(sources: Any, owner: str) -> list[Any]:
-    if isinstance(sources, (str, bytes)) or not isinstance(sources, Sequence):
-        raise ElementSpecError(
-            f"{owner}: sources must be a list of sources, got {type(sources).__name__}"
-        )
-    return list(sources)
-
-
-def batch_join(
-    sources: Sequence[Any],
-    batch_size: int,
-    *,
-    capacity: int = 32,
-    enqueue_many: bool = False,
-    dtypes: Any = None,
-    shapes: Any = None,
-    dynamic_pad: bool = False,
-    allow_smaller_final_batch: bool = False,
-    name: str | None = None,
-) -> Batches:
-    """Batch the examples of several sources, one producer per source.
-
-    Each source's own order is kept in the output; how sources interleave is
-    unspecified. Other arguments as for ``batch`` (default name ``"batch_join"``).
-    """
-    kind = "batch_join"
-    return plan_batches(
-        kind,
-        _sources_arg(sources, f"{kind} '{name or kind}'"),
-        1,
-        batch_size,
-        capacity=capacity,
-        min_after_dequeue=0,
-        seed=None,
-        enqueue_many=enqueue_many,
-        dtypes=dtypes,
-        shapes=shapes,
-        dynamic_pad=dynamic_pad,
-        allow_smaller_final_batch=allow_smaller_final_batch,
-        name=name,
-    )
-
-
-def shuffle_batch_join(
-    sources: Sequence[Any],
-    batch_size: int,
-    capacity: int,
-    min_after_dequeue: int,
-    *,
-    seed: int | None = None,
-    enqueue_many: bool = False,
-    dtypes: Any = None,
-    shapes: Any = None,
-    allow_smaller_final_batch: bool = False,
-    name: str | None = None,
-) -> Batches:
-    """Shuffle-batch the examples of several sources, one producer per source.
-
-    Arguments as for ``shuffle_batch`` (default name ``"shuffle_batch_join"``).
-    """
-    kind = "shuffle_batch_join"
-    return plan_batches(
-        kind,
-        _sources_arg(sources, f"{kind} '{name or kind}'"),
-        1,
         batch_size,
         capacity=capacity,
         min_after_dequeue=min_after_dequeue,

@@ -24,9 +24,10 @@ registers the runner with ``add_queue_runner`` and returns a ``Batches`` at once
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
 
 from .._errors import ElementSpecError, OutOfRangeError, int_arg, name_arg, seed_arg
+from .._queues._declare import T
 from .._queues._fifo import FIFOQueue, PaddingFIFOQueue
 from .._queues._protocol import AsyncQueue
 from .._queues._queue import QueueBase
@@ -41,12 +42,17 @@ if TYPE_CHECKING:
 __all__ = ["Batches", "plan_batches"]
 
 
-class Batches:
+class Batches(Generic[T]):
     """Batches taken from a batch queue filled by a registered QueueRunner.
 
     Returned by ``batch``, ``shuffle_batch``, ``batch_join`` and ``shuffle_batch_join``.
     ``await batches.dequeue()`` returns the next batch (OutOfRangeError at the end) and
     ``async for batch in batches`` iterates until then.
+
+    Generic in the batch's type ``T``, as the queues are: batches of a queue's
+    elements have the queue's element type (``Batches[numpy.ndarray]`` from a
+    ``FIFOQueue[numpy.ndarray]``); examples that are tuples give a tuple of arrays,
+    dicts a ``dict[str, numpy.ndarray]``, anything else one array.
     """
 
     __slots__ = ("_batch_size", "_gate", "_name", "_queue", "_smaller")
@@ -56,7 +62,7 @@ class Batches:
         name: str,
         batch_size: int,
         allow_smaller_final_batch: bool,
-        queue: QueueBase[Any] | None,
+        queue: QueueBase[T] | None,
         gate: FIFOQueue[Any] | None,
     ) -> None:
         self._name = name
@@ -81,7 +87,7 @@ class Batches:
         return self._smaller
 
     @property
-    def queue(self) -> QueueBase[Any]:
+    def queue(self) -> QueueBase[T]:
         """The batch queue.
 
         Raises:
@@ -101,7 +107,7 @@ class Batches:
         state = "pending" if self._queue is None else f"queue={self._queue!r}"
         return f"<Batches '{self._name}' batch_size={self._batch_size} {state}>"
 
-    async def dequeue(self) -> Any:
+    async def dequeue(self) -> T:
         """The next batch: ``batch_size`` examples, or fewer once at the very end.
 
         Raises:
@@ -121,10 +127,10 @@ class Batches:
             return await queue.dequeue_up_to(self._batch_size)
         return await queue.dequeue_many(self._batch_size)
 
-    def __aiter__(self) -> Batches:
+    def __aiter__(self) -> Batches[T]:
         return self
 
-    async def __anext__(self) -> Any:
+    async def __anext__(self) -> T:
         try:
             return await self.dequeue()
         except OutOfRangeError:
@@ -159,7 +165,7 @@ class _BatchPlan:
         self.enqueue_many = False
         self.dynamic_pad = False
         self.spec = QueueArgs(None, None, None)
-        self.batches: Batches | None = None
+        self.batches: Batches[Any] | None = None
 
     def make_queue(self, spec: QueueArgs) -> QueueBase[Any]:
         if self.shuffle:
@@ -263,7 +269,7 @@ def plan_batches(
     dynamic_pad: bool,
     allow_smaller_final_batch: bool,
     name: Any,
-) -> Batches:
+) -> Batches[Any]:
     qname = name_arg(name, kind)
     owner = f"{kind} '{qname}'"
     size = int_arg(batch_size, "batch_size", owner, 1)

@@ -27,6 +27,12 @@
 6. resumes the workers, also when it is cancelled or fails (so a cancelled checkpoint
    leaves the pipeline running, its output unchanged).
 
+A stage whose order depends on timing (``inexact``: a map with several workers and
+``ordered=False``, a shuffle without a seed) does not stop a checkpoint, but its
+resume delivers every item once without delivering the same batches: the state names
+those stages (``state.inexact``) and ``checkpoint()`` says so with a
+CheckpointWarning, which Python shows once per line of code by default.
+
 So the cut holds every item exactly once: unread at the source, in a queue, or in a
 shuffle buffer; everything the consumer received came before it. ``apply_state``
 puts a state into a run before its workers start.
@@ -34,12 +40,13 @@ puts a state into a run before its workers start.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._errors import CheckpointError, ElementSpecError
+from .._errors import CheckpointError, CheckpointWarning, ElementSpecError
 from ._epochs import in_memory
 from ._sources import SequenceSource
 from ._state import PipelineState
@@ -54,6 +61,7 @@ __all__ = [
     "at_rest",
     "check_state",
     "fingerprint",
+    "inexact",
     "refusal",
     "take_checkpoint",
 ]
@@ -94,6 +102,19 @@ def refusal(specs: Sequence[StageSpec]) -> str | None:
                 "snapshot of that queue instead)"
             )
     return None
+
+
+def inexact(specs: Sequence[StageSpec]) -> tuple[str, ...]:
+    """The stages whose order depends on timing, each with what would fix it."""
+    out = []
+    for spec in specs:
+        if spec.kind == "map" and not spec.ordered and spec.concurrency > 1:
+            out.append(
+                f"{spec.label}: {spec.concurrency} workers, ordered=False (pass ordered=True)"
+            )
+        elif spec.kind == "shuffle" and spec.seed is None:
+            out.append(f"{spec.label}: no seed (pass seed=...)")
+    return tuple(out)
 
 
 def fingerprint(specs: Sequence[StageSpec]) -> list[dict[str, Any]]:
@@ -159,6 +180,15 @@ async def take_checkpoint(run: PipelineRun) -> PipelineState:
     why = refusal(run.specs)
     if why is not None:
         raise CheckpointError(f"cannot checkpoint this pipeline: {why}")
+    loose = inexact(run.specs)
+    if loose:
+        warnings.warn(
+            CheckpointWarning(
+                "a resume from this checkpoint delivers every item once, but not the same "
+                "batches, since the order of these stages depends on timing: " + "; ".join(loose)
+            ),
+            stacklevel=3,  # the caller of items.checkpoint()
+        )
     run.stop.check()
     await run.started.wait()
     run.stop.pause()
@@ -199,6 +229,7 @@ def _capture(run: PipelineRun) -> PipelineState:
         source=source,
         queues=queues,
         shuffles={i: s.state() for i, s in run.shuffles.items()},
+        inexact=inexact(run.specs),
     )
 
 

@@ -395,4 +395,5 @@ class Pipeline(Generic[T]):
 
     def describe(self) -> str:
         """A text report: one line per stage with its statistics, and the bottleneck."""
-        return describe_run(self.statistics(), None if self._run is None else self._run.elapsed)
+        elapsed = None if self._run is None else self._run.elapsed
+        return describe_run(self.statistics(), elapsed, self._specs)

@@ -37,7 +37,9 @@ __all__ = [
 _perf = time.perf_counter
 _SAMPLE_MIN_S = 0.005  # the shortest interval between occupancy samples
 _SAMPLE_MAX_S = 0.05  # the longest
-_BUSY = 0.5  # a stage this busy (fraction of its workers' time) can limit throughput
+_BUSY = 0.6  # a stage this busy (fraction of its workers' time) limits throughput
+_IDLE = 0.3  # every stage below this: the hand-offs, not the stages' work, set the pace
+_SOURCE_KINDS = ("iterable", "async_iterable", "queue", "producer")
 _FULL = 0.5  # an output queue this full on average: the consumer is the limit
 _ZERO_FIELDS = (
     "items_per_s",
@@ -128,15 +130,62 @@ def stage_statistics(
     return tuple(out)
 
 
-def bottleneck(stats: tuple[StageStatistics, ...]) -> str:
-    """What limits the run's throughput, in one line.
+def _advice(spec: StageSpec | None) -> str:
+    """What would relieve a busy stage of this kind (a batch stage has no function and
+    one worker, so "more concurrency" is no advice for it)."""
+    kind = "" if spec is None else spec.kind
+    if spec is not None and kind == "map":
+        if spec.executor == "process":
+            return (
+                "more worker processes there (map(..., concurrency=N)) or a cheaper "
+                "function would help"
+            )
+        if spec.executor == "thread":
+            return (
+                "more threads there (map(..., concurrency=N), while cores are free) or a "
+                "faster function would help"
+            )
+        return "more concurrency there (map(..., concurrency=N)) or a faster function would help"
+    if kind == "filter":
+        return (
+            "a filter stage has one worker: a cheaper predicate would help (or filtering "
+            "inside a concurrent map)"
+        )
+    if kind == "batch":
+        return (
+            "a batch stage has one worker and no function of its own: its time goes to "
+            "copying every item into the batch arrays, so smaller items would help, not "
+            "more concurrency"
+        )
+    if kind == "shuffle":
+        return (
+            "a shuffle stage has one worker and no function of its own: its time goes to "
+            "moving each item through its buffer, so fewer, larger items would help "
+            "(batch before shuffling)"
+        )
+    if kind == "prefetch":
+        return "a prefetch stage only moves items between queues: fewer, larger items would help"
+    if kind == "to_queue":
+        return "sending the items into the target queue is its work: a faster target would help"
+    if kind in _SOURCE_KINDS:
+        return "reading the items is its work, on one worker: a faster source would help"
+    return "a faster stage would help"
+
+
+def bottleneck(stats: tuple[StageStatistics, ...], specs: Sequence[StageSpec | None] = ()) -> str:
+    """What limits the run's throughput, in one line (``specs[i]`` is stage ``i``'s, for
+    advice that fits its kind). The one rule, with margins so that a run like the last
+    one gets the same verdict:
 
     - The consumer, when the pipeline keeps ahead of it: the last stage's output queue
-      was at least ``_FULL`` full on average and the consumer rarely waited.
-    - Else the busiest stage, when its workers were busy at least ``_BUSY`` of the
-      time: adding workers (or a faster function) there is what helps.
-    - Else no stage's own work limits the run: the hand-offs between stages (per-item
-      overhead) or a source that delivers slowly do.
+      was at least ``_FULL`` full on average and the consumer waited less than 10% of
+      the time.
+    - Else each stage whose workers were busy at least ``_BUSY`` (60%) of the time
+      (more than one: all of them, busiest first), with what would relieve it.
+    - Else, when every stage was busy less than ``_IDLE`` (30%) of the time, no stage's
+      own work limits the run: the hand-offs between stages (per-item overhead) do.
+    - Else no clear bottleneck: the busiest stage was busy between 30% and 60% of the
+      time, too little to name it and too much to blame the hand-offs alone.
     """
     last = stats[-1]
     if last.occupancy_mean >= _FULL and last.starved_fraction < 0.1:
@@ -145,25 +194,43 @@ def bottleneck(stats: tuple[StageStatistics, ...]) -> str:
             f"{last.occupancy_mean:.0%} full on average, the consumer waited "
             f"{last.starved_fraction:.0%} of the time)"
         )
-    fractions = [s.busy_fraction for s in stats]
-    worst = max(range(len(stats)), key=fractions.__getitem__)
-    s = stats[worst]
-    if fractions[worst] >= _BUSY:
+    order = sorted(range(len(stats)), key=lambda i: -stats[i].busy_fraction)
+    busy = [i for i in order if stats[i].busy_fraction >= _BUSY]
+    worst = stats[order[0]]  # the busiest
+    if busy:
+        first = stats[busy[0]]
+        advice = _advice(specs[busy[0]] if busy[0] < len(specs) else None)
+        if len(busy) == 1:
+            n = first.concurrency
+            who = "its worker was" if n == 1 else f"its {n} workers were"
+            return f"{first.name} — {who} busy {first.busy_fraction:.0%} of the time; {advice}"
+        names = " and ".join(f"{stats[i].name} ({stats[i].busy_fraction:.0%} busy)" for i in busy)
         return (
-            f"{s.name} — its {s.concurrency} worker(s) were {fractions[worst]:.0%} busy; "
-            "more concurrency there (or a faster function) would help"
+            f"{names} — each was busy at least {_BUSY:.0%} of the time; for {first.name}: {advice}"
+        )
+    if worst.busy_fraction < _IDLE:
+        return (
+            f"per-item overhead — no stage was busy more than {worst.busy_fraction:.0%} of "
+            f"the time and the consumer waited {last.starved_fraction:.0%} of it: the "
+            "hand-offs between stages, not the stages' work, set the pace"
         )
     return (
-        f"per-item overhead — no stage was busy more than {fractions[worst]:.0%} of the "
-        f"time and the consumer waited {last.starved_fraction:.0%} of it: the hand-offs "
-        "between stages, not the stages' work, set the pace"
+        f"no clear bottleneck — the busiest stage, {worst.name}, was busy "
+        f"{worst.busy_fraction:.0%} of the time (a stage is named from {_BUSY:.0%}, "
+        f"per-item overhead below {_IDLE:.0%}) and the consumer waited "
+        f"{last.starved_fraction:.0%} of it"
     )
 
 
-def describe_run(stats: tuple[StageStatistics, ...], elapsed: float | None) -> str:
+def describe_run(
+    stats: tuple[StageStatistics, ...],
+    elapsed: float | None,
+    specs: Sequence[StageSpec | None] = (),
+) -> str:
     """The text of ``Pipeline.describe()``: one line per stage, then the bottleneck.
 
-    ``elapsed`` is the run's duration so far, None for a pipeline not run yet.
+    ``elapsed`` is the run's duration so far, None for a pipeline not run yet; ``specs``
+    the stages' descriptions (for advice that fits each stage's kind).
     """
     head = (
         f"{'#':>2} {'stage':<28} {'conc':>4} {'in':>8} {'out':>8} {'dropped':>7} {'items/s':>9} "
@@ -183,5 +250,5 @@ def describe_run(stats: tuple[StageStatistics, ...], elapsed: float | None) -> s
     if elapsed is None or not stats:
         lines.append("bottleneck: n/a (not run yet)")
     else:
-        lines.append(f"bottleneck: {bottleneck(stats)}")
+        lines.append(f"bottleneck: {bottleneck(stats, specs)}")
     return "\n".join(lines)

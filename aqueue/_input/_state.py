@@ -7,7 +7,10 @@ A state holds what a pipeline needs to go on exactly where it was cut (see
   against the pipeline it is restored into;
 - ``source``: where the source is (epoch, index; a user source's own ``state()``);
 - ``queues``: the items held by each stage's output queue, in order;
-- ``shuffles``: each shuffle stage's buffer and random state.
+- ``shuffles``: each shuffle stage's buffer and random state;
+- ``inexact``: the stages whose order depends on timing (an unordered map with several
+  workers, an unseeded shuffle), for which a resume delivers every item once but not
+  the same batches; empty when the resume is exact.
 
 Items are whatever the stages produce. ``save`` writes them without pickle, in the
 state-file container (``aqueue/_queues/_files.py``): the JSON header holds the
@@ -61,6 +64,17 @@ class PipelineState:
     shuffles: dict[int, dict[str, Any]] = field(default_factory=dict)
     """Each shuffle stage's buffer, random state and whether its input had ended, by
     stage number."""
+    inexact: tuple[str, ...] = ()
+    """The stages whose order depends on timing, each with what would fix it
+    (``"map(load): 4 workers, ordered=False"``): with any, a resume delivers every item
+    once, before or after the cut, but not the same batches. Empty: the resume is
+    exact."""
+
+    @property
+    def exact(self) -> bool:
+        """Whether a resume delivers exactly the items, in the same order (so the same
+        batches), that the checkpointed run would have delivered next."""
+        return not self.inexact
 
     def __repr__(self) -> str:
         src = self.source
@@ -102,6 +116,7 @@ class PipelineState:
             "source": _jsonable(self.source, "the source's state"),
             "queues": queues,
             "shuffles": shuffles,
+            "inexact": list(self.inexact),
             "groups": codec.group_specs(),
         }
         write_state_file(path, header, codec.arrays())
@@ -131,6 +146,7 @@ class PipelineState:
                 source=dict(header["source"]),
                 queues=queues,
                 shuffles=shuffles,
+                inexact=tuple(str(x) for x in header.get("inexact", ())),
             )
         except CheckpointError:
             raise

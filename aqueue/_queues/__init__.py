@@ -33,6 +33,8 @@ file                     what it holds
                          kinds' registry) and producer accounting, mixed into QueueBase
 ``_queue.py``            QueueBase: the public operations (check, step, wait)
 ``_views.py``            BlockingQueue (the thread view) and the async iterators
+``_blocked.py``          which threads are inside a blocking call of a thread view now
+                         (both backends; read by aqueue.testing's leak check)
 ``_fifo.py``             FIFOQueue, PaddingFIFOQueue, StageQueue (between pipeline stages)
 ``_reorder.py``          RandomShuffleQueue, PriorityQueue
 ``_protocol.py``         the queue interfaces the upper layers rely on (AsyncQueue,

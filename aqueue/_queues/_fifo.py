@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any, cast, overload
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from ._declare import (
     Array,
@@ -110,9 +111,9 @@ class FIFOQueue(QueueBase[T]):
     def __init__(
         self,
         capacity: int,
-        dtypes: Any,
-        shapes: Any = None,
-        names: Any = None,
+        dtypes: DTypeLike | Sequence[DTypeLike],
+        shapes: Sequence[int | None] | Sequence[Sequence[int | None]] | None = None,
+        names: Sequence[str] | None = None,
         *,
         name: str | None = None,
     ) -> None:
@@ -211,9 +212,9 @@ class PaddingFIFOQueue(QueueBase[T]):
     def __init__(
         self,
         capacity: int,
-        dtypes: Any,
-        shapes: Any,
-        names: Any = None,
+        dtypes: DTypeLike | Sequence[DTypeLike],
+        shapes: Sequence[int | None] | Sequence[Sequence[int | None]],
+        names: Sequence[str] | None = None,
         *,
         name: str | None = None,
     ) -> None:

@@ -155,10 +155,13 @@ class QueueLifecycle(Generic[T]):
     # -- producer accounting (the AsyncQueue protocol) -----------------------------------
 
     async def register_producer(self) -> str:
-        """Count one more producer of this queue; return its id for ``producer_done``.
+        """Producer accounting, for runners and producer processes of your own: count
+        one more producer of this queue and return its id for ``producer_done``.
 
+        A ``QueueRunner`` does this for each of its producers; call it yourself only for
+        producers that are not run by one (an actor process feeding a shared queue).
         With producers registered, the queue closes after the last one has ended (see
-        ``producer_done``), as a QueueRunner's producers do. Completes without waiting.
+        ``producer_done``). Completes without waiting.
 
         Raises:
             QueueClosedError: The queue is closed (a producer would have nothing to do).
@@ -170,11 +173,12 @@ class QueueLifecycle(Generic[T]):
         self._producers.add(producer_id)
         return producer_id
 
-    async def producer_done(self, producer_id: str, *, clean: bool) -> None:
-        """Producer ``producer_id`` has ended. A clean end of the last registered
-        producer closes the queue (consumers drain it, then get OutOfRangeError); an
-        unclean end closes it with ``cancel_pending_enqueues=True`` at once. Completes
-        without waiting.
+    async def producer_done(self, producer_id: str, *, clean: bool = True) -> None:
+        """Producer accounting (see ``register_producer``): producer ``producer_id`` has
+        ended. A clean end of the last registered producer closes the queue (consumers
+        drain it, then get OutOfRangeError); ``clean=False`` (the producer failed)
+        closes it with ``cancel_pending_enqueues=True`` at once. Completes without
+        waiting. The same signature as on ``aqueue.redis`` queues.
 
         Raises:
             ElementSpecError: ``producer_id`` is not registered (or already done).
@@ -191,8 +195,9 @@ class QueueLifecycle(Generic[T]):
             self.close()
 
     def release_producers(self) -> None:
-        """A coordinator's stop: close with ``cancel_pending_enqueues=True``, which
-        releases every producer waiting to enqueue (as TensorFlow's coordinator does)."""
+        """Called by a ``Coordinator`` when it stops (user code does not need it): close
+        with ``cancel_pending_enqueues=True``, which releases every producer waiting to
+        enqueue (as TensorFlow's coordinator does)."""
         self.close(cancel_pending_enqueues=True)
 
     if TYPE_CHECKING:

@@ -16,15 +16,18 @@ OutOfRangeError), a failed end closes it with ``cancel_pending_enqueues=True``.
 enqueue fail with QueueClosedError (an in-process queue is simply closed with
 ``cancel_pending_enqueues=True``, as TensorFlow's coordinator does).
 
-``statistics()`` is not part of the protocol: it is synchronous in-process and a
-coroutine for a shared queue (it needs the server); ``local_statistics`` reads it when
-that needs no waiting.
+``statistics()`` is awaitable on every backend: ``await q.statistics()``. In process
+the call returns the ``QueueStatistics`` record itself (computed under the queue's
+lock, no waiting), and the record is awaitable: awaiting it gives itself back without
+suspending. On a shared queue ``statistics`` is a coroutine function (it needs the
+server). Code that must not wait (a watchdog tick, a thread) uses
+``local_statistics``, which gives the record when the call returned one and None
+otherwise.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Generator
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -59,6 +62,13 @@ class QueueStatistics:
     """Total seconds during which at least one enqueuer was blocked."""
     time_empty_s: float
     """Total seconds during which at least one dequeuer was blocked."""
+
+    def __await__(self) -> Generator[Any, Any, QueueStatistics]:
+        """So ``await q.statistics()`` works on every backend: in process the call
+        returns the record directly, and awaiting it gives it back without suspending
+        (on an ``aqueue.redis`` queue the call is a coroutine that asks the server)."""
+        return self
+        yield  # (unreachable: makes this a generator that never suspends)
 
 
 @runtime_checkable
@@ -149,6 +159,12 @@ class AsyncQueue(Protocol[T_co]):
         """The thread-side view."""
         ...
 
+    def statistics(self) -> Awaitable[QueueStatistics]:
+        """The queue's counters: ``await q.statistics()`` on every backend (in process
+        the call returns the record itself, which is awaitable; on a shared queue it is
+        a coroutine that asks the server)."""
+        ...
+
     async def aclose(self, cancel_pending_enqueues: bool = False) -> None:
         """Close the queue for new enqueues."""
         ...
@@ -157,22 +173,25 @@ class AsyncQueue(Protocol[T_co]):
         """Count one more producer of this queue; return its id for producer_done."""
         ...
 
-    async def producer_done(self, producer_id: str, *, clean: bool) -> None:
+    async def producer_done(self, producer_id: str, *, clean: bool = True) -> None:
         """Producer ``producer_id`` has ended; the last clean end closes the queue, an
-        unclean one closes it with ``cancel_pending_enqueues=True``."""
+        unclean one (``clean=False``) closes it with ``cancel_pending_enqueues=True``."""
         ...
 
     def release_producers(self) -> None:
-        """A coordinator stops: this process's producers waiting to enqueue fail with
-        QueueClosedError (they end cleanly)."""
+        """Called by a Coordinator when it stops: this process's producers waiting to
+        enqueue fail with QueueClosedError (they end cleanly)."""
         ...
 
 
-def local_statistics(queue: object) -> QueueStatistics | None:
-    """``queue.statistics()`` when it can be read without waiting (an in-process queue);
-    None when it is a coroutine (a shared queue: it needs its server) or missing."""
-    fn = getattr(queue, "statistics", None)
-    if fn is None or inspect.iscoroutinefunction(fn):
-        return None
-    stats = fn()
-    return stats if isinstance(stats, QueueStatistics) else None
+def local_statistics(queue: AsyncQueue[Any]) -> QueueStatistics | None:
+    """``queue.statistics()`` when the call returns the record itself (an in-process
+    queue); None when it returns something to await (a shared queue: it needs its
+    server), which is closed unawaited."""
+    stats = queue.statistics()
+    if isinstance(stats, QueueStatistics):
+        return stats
+    close = getattr(stats, "close", None)  # a coroutine not awaited: no warning
+    if close is not None:
+        close()
+    return None

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any, cast, overload
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .._errors import CheckpointError, ElementSpecError, int_arg, seed_arg
 from ._declare import (
@@ -123,9 +124,9 @@ class RandomShuffleQueue(QueueBase[T]):
         self,
         capacity: int,
         min_after_dequeue: int,
-        dtypes: Any,
-        shapes: Any = None,
-        names: Any = None,
+        dtypes: DTypeLike | Sequence[DTypeLike],
+        shapes: Sequence[int | None] | Sequence[Sequence[int | None]] | None = None,
+        names: Sequence[str] | None = None,
         *,
         seed: int | None = None,
         name: str | None = None,
@@ -232,8 +233,8 @@ class PriorityQueue(QueueBase[T]):
     def __init__(
         self,
         capacity: int,
-        dtypes: Any,
-        shapes: Any = None,
+        dtypes: DTypeLike | Sequence[DTypeLike],
+        shapes: Sequence[int | None] | Sequence[Sequence[int | None]] | None = None,
         *,
         name: str | None = None,
     ) -> None:

@@ -12,7 +12,9 @@ head-of-line order per direction.
 Each blocking method takes ``timeout=None`` (seconds). On expiry it raises
 ``TimeoutError`` and changes nothing: a dequeue puts back anything it had claimed, and
 an enqueue_many with a timeout is all-or-nothing (it waits until the whole batch fits,
-so its batch must not exceed the capacity).
+so its batch must not exceed the capacity). A thread inside a call that may block is
+listed in ``_blocked`` for the duration (aqueue.testing names it if a test leaves it
+there).
 
 The iterators are classes with ``__anext__`` (not async generators, which would hold
 their caller's cancel scopes across ``yield``); they end cleanly when the queue is
@@ -26,7 +28,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._errors import ElementSpecError, OutOfRangeError
 from ._backend import in_event_loop
-from ._requests import MANY, ONE, SOME, UP_TO, GetRequest
+from ._blocked import enter, leave
+from ._requests import MANY, ONE, SOME, UP_TO, GetRequest, Request
 from ._waiting import wait_thread
 
 if TYPE_CHECKING:
@@ -86,7 +89,7 @@ class BlockingQueue(Generic[T]):
         comps = self._spec.element(element)
         req = self._engine.put(ONE, comps, 1, threading.Event, deferred=[])
         if req is not None:
-            wait_thread(self._engine, req, timeout, what)
+            self._wait(req, timeout, what, "enqueue")
 
     def enqueue_many(self, batch: Any, timeout: float | None = None) -> None:
         """Add a batch; progressive without timeout, all-or-nothing with one."""
@@ -105,7 +108,7 @@ class BlockingQueue(Generic[T]):
                 )
         req = self._engine.put(MANY, comps, count, threading.Event, atomic=atomic, deferred=[])
         if req is not None:
-            wait_thread(self._engine, req, timeout, what)
+            self._wait(req, timeout, what, "enqueue_many")
 
     def dequeue(self, timeout: float | None = None) -> T:
         """Remove and return one element, blocking while none can be taken."""
@@ -131,9 +134,17 @@ class BlockingQueue(Generic[T]):
             n = spec.batch_count(n, name)
         got = self._engine.get(mode, n, threading.Event, deferred=[])
         if type(got) is GetRequest:
-            got = wait_thread(self._engine, got, timeout, what)
+            got = self._wait(got, timeout, what, name)
         result: T = spec.empty_batch() if got is None else spec.pack(got)
         return result
+
+    def _wait(self, req: Request, timeout: float | None, what: str, name: str) -> Any:
+        """Wait for parked request ``req``, listed as a blocked call meanwhile."""
+        call = enter(self._queue, name)  # (for aqueue.testing's leak check)
+        try:
+            return wait_thread(self._engine, req, timeout, what)
+        finally:
+            leave(call)
 
     def close(self, cancel_pending_enqueues: bool = False) -> None:
         """Close the queue (see ``close`` on the queue)."""

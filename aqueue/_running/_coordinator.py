@@ -22,6 +22,13 @@ callback's exception, is reported like a supervised task's) and takes its final 
 when the body ends, before the stop: its samples cover the body's time, as
 ``report()`` does.
 
+Shared queues (``aqueue.redis``) are read the same way for ``report()``: a task reads
+each one's baseline statistics when the coordinator first sees it, and their final
+figures are read when the body ends, after the monitor's final sample and before the
+stop (each reading under the monitor's ``statistics_timeout``, or
+``SHARED_STATISTICS_TIMEOUT_S`` without a monitor; skipped when the block is left by a
+cancellation or KeyboardInterrupt). Nothing is awaited for in-process queues.
+
 Invariants:
 
 - The state only moves forward: new, running (entered), exiting (``__aexit__`` began),
@@ -52,9 +59,12 @@ from . import _alive
 from ._monitor import Monitor, begin_monitor
 from ._sampler import Sampler
 from ._supervision import DONE, EXITING, NEW, RUNNING, RunnerSupervisor, Supervision
-from ._watchdog import QueueMonitor, input_wait, report
+from ._watchdog import QueueMonitor, Watched, input_wait, report
 
-__all__ = ["Coordinator"]
+__all__ = ["SHARED_STATISTICS_TIMEOUT_S", "Coordinator"]
+
+SHARED_STATISTICS_TIMEOUT_S = 5.0
+"""Seconds a coordinator without a monitor waits for a shared queue's statistics."""
 
 logger = logging.getLogger("aqueue")
 
@@ -116,6 +126,9 @@ class Coordinator(Supervision):
         self._watchdog = None if watchdog is None else float(watchdog)
         self._user_monitor = monitor
         self._monitor_run: Sampler | None = None
+        self._statistics_timeout = (
+            SHARED_STATISTICS_TIMEOUT_S if monitor is None else monitor.statistics_timeout
+        )
         self._state = NEW
         self._stop_flag = threading.Event()
         self._lock = threading.Lock()
@@ -159,7 +172,20 @@ class Coordinator(Supervision):
             tg.start_soon(self._run_watchdog, self._watchdog, name="aqueue Coordinator watchdog")
         if self._monitor_run is not None:
             tg.start_soon(self._monitor_run.loop, self._report, name="aqueue Monitor")
+        self._monitor.read_shared_with(self._read_baseline)
         return self
+
+    def _read_baseline(self, w: Watched) -> None:
+        """Start reading a shared queue's baseline statistics (see the module docstring)."""
+        if self._tg is None or self._state != RUNNING:
+            return
+        self._monitor.begin_baseline(w)
+        self._tg.start_soon(
+            self._monitor.read_baseline,
+            w,
+            self._statistics_timeout,
+            name=f"aqueue Coordinator: statistics of '{w.queue.name}'",
+        )
 
     async def __aexit__(
         self,
@@ -188,6 +214,11 @@ class Coordinator(Supervision):
             failure = await self._monitor_run.finish()
             if failure is not None:
                 self._record(failure)
+        if passed is None:  # shared queues' figures for report(), as the monitor's
+            with anyio.CancelScope(shield=True):
+                await self._monitor.read_final(self._statistics_timeout)
+        else:
+            self._monitor.not_read("the block was cancelled before its statistics were read")
         self._stop()
         if passed is None and not self._exceptions:
             try:
@@ -240,15 +271,20 @@ class Coordinator(Supervision):
 
     def report(self) -> str:
         """A text table of every queue seen, and the fraction of the body's time spent
-        waiting for input ("input-bound: 37%")."""
-        return report(self._monitor, self._body_seconds())
+        waiting for input ("input-bound: 37%").
+
+        Shared queues (``aqueue.redis``) show the figures read from their server when
+        the body ended; while it runs (or when the server did not answer), a line below
+        the table says why a queue has none."""
+        return report(self._monitor, self._body_seconds(), self._t_body_end is not None)
 
     @property
     def input_bound(self) -> float | None:
         """The fraction of the body's time (so far, or until it ended) spent waiting on
         its input queue: the figure of ``report()``'s last line, and of a ``Monitor``'s
-        overall input-bound share; None before any input queue was seen."""
-        waited, queue = input_wait(self._monitor)
+        overall input-bound share; None before any input queue was seen, and while a
+        shared input queue has no figures (``report()`` says why)."""
+        waited, queue, _ = input_wait(self._monitor, self._t_body_end is not None)
         body = self._body_seconds()
         if queue is None:
             return None

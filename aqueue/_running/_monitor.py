@@ -66,7 +66,8 @@ class Monitor:
             (``pip install 'aqueue[live]'``). Does nothing, silently, when standard
             output is not a terminal (a log file, CI, a notebook's captured output).
         statistics_timeout: Seconds to wait for a shared queue's statistics before
-            leaving it out of a sample (default: ``interval``, at most 1 s).
+            leaving it out of a sample (default: ``interval``, at most 1 s); the
+            coordinator's own readings of shared queues (for ``report()``) use it too.
 
     Raises:
         ElementSpecError: ``interval`` or ``statistics_timeout`` is not a number > 0,
@@ -109,6 +110,12 @@ class Monitor:
     def interval(self) -> float:
         """Seconds between samples."""
         return self._interval
+
+    @property
+    def statistics_timeout(self) -> float:
+        """Seconds to wait for a shared queue's statistics (its coordinator's readings
+        for ``report()`` use it too)."""
+        return self._rec.timeout
 
     @property
     def latest(self) -> MonitorSample | None:

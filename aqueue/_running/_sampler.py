@@ -19,12 +19,16 @@ Invariants:
   has been awaited, so a cancellation mid-sample leaves no half-taken sample.
 - Rates are deltas of the queues' totals over the interval since the previous sample.
   A queue's first baseline is its statistics when the coordinator first saw it
-  (``Watched.base``), dated at the previous sample (or the block's entry), so
-  ``rate x interval`` summed over its samples is exactly the elements moved since then.
-  A shared queue has no such baseline: its first reading only sets one; a reading
-  after samples it missed averages over the time since its previous reading.
-- A shared queue is read with ``await q.statistics()`` under ``timeout``; one that
-  does not answer in time, or fails, is left out of that sample (listed in
+  (``Watched.base``; for a shared queue, read by the coordinator right after: a
+  sample waits for that reading, within ``timeout``), dated at the previous sample (or
+  the block's entry), so ``rate x interval`` summed over its samples is exactly the
+  elements moved since then, and the input-bound share over the samples is the
+  coordinator's. A shared queue whose baseline could not be read gets one from its
+  first reading instead; a reading after samples it missed averages over the time
+  since its previous reading.
+- Every queue is read with ``await q.statistics()``; an in-process queue's call
+  returns the record without waiting, a shared queue's is awaited under ``timeout``;
+  one that does not answer in time, or fails, is left out of that sample (listed in
   ``sample.missing``), so a dead server never stalls sampling.
 - An exception raised by the callback or a stage provider is reported to the
   coordinator (``loop``'s ``failed``) or returned by ``finish``; sampling stops and the
@@ -49,7 +53,7 @@ from .._errors import add_note
 from .._queues._protocol import AsyncQueue, QueueStatistics, local_statistics
 from ._live import LiveLine, open_live
 from ._samples import MonitorSample, QueueSample, StageSample
-from ._watchdog import QueueMonitor, input_queues
+from ._watchdog import QueueMonitor, Watched, input_queues
 
 __all__ = ["Record", "Sampler", "StageProvider", "StageReading"]
 
@@ -117,7 +121,7 @@ class Sampler:
         self._m = record
         self._queues = queues
         self._last_t = now
-        self._prev: dict[int, _Prev | None] = {}  # None: shared, not read yet
+        self._prev: dict[int, _Prev | None] = {}  # None: a shared queue without a baseline
         self._keys: dict[int, str] = {}
         self._failed = False
         self._live: LiveLine | None = open_live() if record.live else None
@@ -173,13 +177,16 @@ class Sampler:
             self._m.floors[key] = floor if isinstance(floor, int) else 0
         return key
 
-    async def _read_shared(self, shared: list[AsyncQueue[Any]]) -> dict[int, QueueStatistics]:
+    async def _read_shared(self, shared: list[Watched]) -> dict[int, QueueStatistics]:
         got: dict[int, QueueStatistics] = {}
 
-        async def read(q: AsyncQueue[Any]) -> None:
+        async def read(w: Watched) -> None:
+            q = w.queue
             with anyio.move_on_after(self._m.timeout):
+                if w.reading is not None and id(q) not in self._prev:
+                    await w.reading.wait()  # the coordinator's baseline comes first
                 try:
-                    st = await getattr(q, "statistics")()  # noqa: B009 - not in the protocol
+                    st = await q.statistics()
                 except Exception as exc:
                     logger.debug("Monitor: statistics of '%s' failed: %r", q.name, exc)
                     return
@@ -188,18 +195,18 @@ class Sampler:
 
         if shared:
             async with anyio.create_task_group() as tg:
-                for q in shared:
-                    tg.start_soon(read, q)
+                for w in shared:
+                    tg.start_soon(read, w)
         return got
 
     async def sample(self, *, final: bool) -> MonitorSample:
         """Read everything, append the sample, then show it and call the callback."""
         watched = self._queues.watched
-        shared = [w.queue for w in watched if _is_shared(w.queue)]
-        shared_ids = {id(q) for q in shared}
+        shared = [w for w in watched if w.shared]
+        shared_ids = {id(w.queue) for w in shared}
         remote = await self._read_shared(shared)
         stages = self._read_stages()
-        local = {id(w.queue): local_statistics(w.queue) for w in watched}
+        local = {id(w.queue): local_statistics(w.queue) for w in watched if not w.shared}
         # `now` after every reading: a waited time read after `now` could exceed the
         # interval and be clipped, and the overall share would come out low.
         now = time.monotonic()
@@ -212,7 +219,7 @@ class Sampler:
         for w in watched:
             q = w.queue
             is_shared = id(q) in shared_ids
-            st = remote.get(id(q)) if is_shared else local[id(q)]
+            st = remote.get(id(q)) if is_shared else local.get(id(q))
             key = self._key(q)
             if st is None:
                 if is_shared:
@@ -222,7 +229,7 @@ class Sampler:
                 base = w.base
                 self._prev[id(q)] = (
                     None
-                    if base is None or is_shared
+                    if base is None
                     else _Prev(
                         self._last_t, base.enqueued_total, base.dequeued_total, base.time_empty_s
                     )
@@ -314,7 +321,3 @@ class Sampler:
                     concurrency=int(r.concurrency),
                 )
         return out
-
-
-def _is_shared(queue: object) -> bool:
-    return inspect.iscoroutinefunction(getattr(queue, "statistics", None))

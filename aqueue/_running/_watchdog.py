@@ -4,19 +4,27 @@ A ``QueueMonitor`` remembers every queue a coordinator has seen (the queues of t
 runners it started, plus those passed to ``coord.watch``), with a baseline snapshot of
 each queue's statistics taken when it was first seen. It only reads
 ``queue.statistics()`` and the runners' producer states; it never changes anything.
-A shared queue, whose statistics need its server, is remembered but not checked here
-(``base`` is None). ``report()`` reads the same entries.
+
+Shared queues (``aqueue.redis``), whose ``statistics()`` must be awaited, are read
+asynchronously: the coordinator reads a shared queue's baseline as soon as it sees the
+queue (a task in its task group, ``read_baseline``) and its final figures when the body
+ends (``read_final``, before the producers are stopped, as the Monitor's final
+sample), each under a timeout. ``report()`` and ``input_bound`` then give the same
+figures for shared queues as for in-process ones; where a figure could not be had (the
+body still runs, the server did not answer, the block was cancelled first), the
+report says why in a line of its own, and ``input_bound`` is None. The stall watchdog
+checks in-process queues only (a shared queue's waiters may be other processes).
 
 Stall rule: a queue *stalls* when tasks or threads wait on it and neither its
 enqueued nor its dequeued total has moved for ``threshold`` seconds (counted from the
 later of the last progress and the moment waiting began). One warning is logged per
 stall; progress re-arms it.
 
-``report()``: one row per queue, in the order first seen: name (and "(closed)"),
-size/capacity, enqueued and dequeued totals, seconds full and empty, and each runner
-feeding it with its producers alive (a producer is alive until its task has ended, or
-its thread has).
-A shared queue, whose statistics need its server, shows "-" in the number columns.
+``report()``: one row per queue, in the order first seen: name (and "(closed)",
+"(shared)"), size/capacity, enqueued and dequeued totals, seconds full and empty, and
+each runner feeding it with its producers alive (a producer is alive until its task has
+ended, or its thread has). A shared queue without figures shows "-" in the number
+columns, and a line below the table says why.
 
 Input-bound fraction: the time the body spent waiting for input is read from the
 ``time_empty_s`` of the queues the body consumes. Those are the queues passed to
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -38,7 +47,14 @@ from .._queues._protocol import AsyncQueue, QueueStatistics, local_statistics
 if TYPE_CHECKING:
     from ._runner import QueueRunner
 
-__all__ = ["QueueMonitor", "Watched", "describe_runner", "input_queues", "input_wait", "report"]
+__all__ = [
+    "QueueMonitor",
+    "Watched",
+    "describe_runner",
+    "input_queues",
+    "input_wait",
+    "report",
+]
 
 logger = logging.getLogger("aqueue")
 
@@ -49,10 +65,14 @@ class Watched:
     __slots__ = (
         "base",
         "explicit",
+        "final",
         "last_change",
+        "problem",
         "progress",
         "queue",
+        "reading",
         "runners",
+        "shared",
         "waiting_since",
         "warned",
     )
@@ -61,7 +81,11 @@ class Watched:
         self.queue = queue
         self.runners: list[QueueRunner] = []
         self.explicit = False  # passed to coord.watch: a queue the body consumes
-        self.base = local_statistics(queue)  # None for a shared queue
+        self.base = local_statistics(queue)  # a shared queue's is read later
+        self.shared = self.base is None  # its statistics() must be awaited
+        self.final: QueueStatistics | None = None  # (shared) read when the body ended
+        self.problem: str | None = None  # (shared) why a reading is missing
+        self.reading: anyio.Event | None = None  # (shared) set once the baseline read ends
         self.progress = (
             (self.base.enqueued_total, self.base.dequeued_total) if self.base else (0, 0)
         )
@@ -69,12 +93,29 @@ class Watched:
         self.waiting_since: float | None = None
         self.warned = False
 
+    def figures(self) -> QueueStatistics | None:
+        """The statistics the report shows: now for an in-process queue, at the body's
+        end for a shared one (None until then, or when they could not be read)."""
+        return self.final if self.shared else local_statistics(self.queue)
+
+
+async def _read(queue: AsyncQueue[Any], limit_s: float) -> QueueStatistics | str:
+    """``await queue.statistics()`` within ``limit_s`` seconds, or why not."""
+    with anyio.move_on_after(limit_s):
+        try:
+            return await queue.statistics()
+        except Exception as exc:
+            logger.debug("statistics of '%s' failed: %r", queue.name, exc)
+            return f"reading its statistics failed: {exc!r}"
+    return f"its server did not answer within {limit_s:g} s"
+
 
 class QueueMonitor:
     """Queues seen by one coordinator, and their stall checks."""
 
     def __init__(self) -> None:
         self._watched: dict[int, Watched] = {}
+        self._spawn: Callable[[Watched], None] | None = None
 
     @property
     def watched(self) -> list[Watched]:
@@ -88,9 +129,69 @@ class QueueMonitor:
         w = self._watched.get(id(queue))
         if w is None:
             w = self._watched[id(queue)] = Watched(queue, time.monotonic())
+            if w.shared and self._spawn is not None:
+                self._spawn(w)
         if runner is not None and runner not in w.runners:
             w.runners.append(runner)
         w.explicit = w.explicit or explicit
+
+    # -- shared queues: read asynchronously ----------------------------------------------
+
+    def read_shared_with(self, spawn: Callable[[Watched], None]) -> None:
+        """From now on, hand each new shared queue to ``spawn`` (which starts
+        ``read_baseline`` for it as a task); the shared queues seen so far go now."""
+        self._spawn = spawn
+        for w in self._watched.values():
+            if w.shared and w.reading is None:
+                spawn(w)
+
+    def begin_baseline(self, w: Watched) -> anyio.Event:
+        """Mark ``w``'s baseline as being read (call before starting ``read_baseline``)."""
+        w.reading = anyio.Event()
+        return w.reading
+
+    async def read_baseline(self, w: Watched, limit_s: float) -> None:
+        """Read a shared queue's baseline (see ``begin_baseline``)."""
+        assert w.reading is not None
+        try:
+            got = await _read(w.queue, limit_s)
+            if isinstance(got, QueueStatistics):
+                w.base = got
+            else:
+                w.problem = f"{got} when the coordinator first saw it"
+        finally:
+            w.reading.set()
+
+    async def read_final(self, limit_s: float) -> None:
+        """Read every shared queue's figures as the body ends: first waits for
+        baselines still being read, then reads all at once; ``limit_s`` bounds it all."""
+        shared = [w for w in self._watched.values() if w.shared]
+        if not shared:
+            return
+
+        async def final(w: Watched) -> None:
+            if w.reading is not None:
+                await w.reading.wait()
+            got = await _read(w.queue, limit_s)
+            if isinstance(got, QueueStatistics):
+                w.final = got
+            elif w.problem is None:
+                w.problem = f"{got} when the body ended"
+
+        with anyio.move_on_after(limit_s):
+            async with anyio.create_task_group() as tg:
+                for w in shared:
+                    tg.start_soon(final, w)
+        for w in shared:
+            if w.final is None and w.problem is None:
+                w.problem = f"its server did not answer within {limit_s:g} s when the body ended"
+
+    def not_read(self, why: str) -> None:
+        """Say ``why`` the shared queues have no final figures (the block was cancelled
+        before they were read)."""
+        for w in self._watched.values():
+            if w.shared and w.final is None and w.problem is None:
+                w.problem = why
 
     @property
     def queues(self) -> list[AsyncQueue[Any]]:
@@ -110,7 +211,7 @@ class QueueMonitor:
         """Log (and return) a warning for each queue that newly stalled."""
         messages = []
         for w in self._watched.values():
-            st = local_statistics(w.queue)
+            st = None if w.shared else local_statistics(w.queue)
             if st is None:
                 continue
             progress = (st.enqueued_total, st.dequeued_total)
@@ -181,39 +282,56 @@ def input_queues(monitor: QueueMonitor) -> list[AsyncQueue[Any]]:
     return [w.queue for w in watched if w.runners and id(w.queue) not in upstream]
 
 
-def input_wait(monitor: QueueMonitor) -> tuple[float, AsyncQueue[Any] | None]:
-    """Seconds the body waited on its most-waited input queue since first seen."""
-    bases = {id(w.queue): w.base for w in monitor.watched}
+def _missing(w: Watched, ended: bool) -> str:
+    """Why a shared queue has no figures (yet)."""
+    if w.problem is not None:
+        return w.problem
+    if not ended:
+        return "its statistics are read from its server when the body ends"
+    return "its statistics were not read"
+
+
+def input_wait(monitor: QueueMonitor, ended: bool) -> tuple[float, AsyncQueue[Any] | None, str]:
+    """Seconds the body waited on its most-waited input queue since first seen, that
+    queue; or (0, None, why the figure cannot be had). ``ended``: the body has ended."""
+    by_id = {id(w.queue): w for w in monitor.watched}
     best: tuple[float, AsyncQueue[Any] | None] = (0.0, None)
-    for q in input_queues(monitor):
-        st, base = local_statistics(q), bases.get(id(q))
+    inputs = input_queues(monitor)
+    if not inputs:
+        return 0.0, None, "no input queue seen"
+    for q in inputs:
+        w = by_id[id(q)]
+        st, base = w.figures(), w.base
         if st is None or base is None:
-            continue
+            return 0.0, None, f"'{q.name}' is shared: {_missing(w, ended)}"
         waited = st.time_empty_s - base.time_empty_s
         if best[1] is None or waited > best[0]:
             best = (waited, q)
-    return best
+    return best[0], best[1], ""
 
 
 def _alive(states: list[tuple[str, str]]) -> int:
     return sum(1 for _, state in states if state != "done")
 
 
-def report(monitor: QueueMonitor, body_seconds: float) -> str:
+def report(monitor: QueueMonitor, body_seconds: float, ended: bool) -> str:
     """The table and the input-bound line (see the module docstring)."""
     rows = [_HEADER]
+    notes = []
     for w in monitor.watched:
         runners = ", ".join(
             f"'{r.name}' {_alive(r.producer_states())}/{len(r.producer_states())} alive"
             for r in w.runners
         )
-        st = local_statistics(w.queue)
+        st = w.figures()
+        shared = " (shared)" if w.shared else ""
         if st is None:
-            rows.append((f"'{w.queue.name}' (shared)", "-", "-", "-", "-", "-", runners or "-"))
+            rows.append((f"'{w.queue.name}'{shared}", "-", "-", "-", "-", "-", runners or "-"))
+            notes.append(f"'{w.queue.name}' (shared): no figures: {_missing(w, ended)}")
             continue
         rows.append(
             (
-                f"'{w.queue.name}'" + (" (closed)" if st.closed else ""),
+                f"'{w.queue.name}'" + (" (closed)" if st.closed else "") + shared,
                 f"{st.size}/{st.capacity}",
                 str(st.enqueued_total),
                 str(st.dequeued_total),
@@ -230,9 +348,10 @@ def report(monitor: QueueMonitor, body_seconds: float) -> str:
         ).rstrip()
         for row in rows
     ]
-    waited, queue = input_wait(monitor)
+    lines.extend(notes)
+    waited, queue, why = input_wait(monitor, ended)
     if queue is None:
-        lines.append("input-bound: n/a (no input queue seen)")
+        lines.append(f"input-bound: n/a ({why})")
     else:
         fraction = min(1.0, waited / body_seconds) if body_seconds > 0 else 0.0
         lines.append(

@@ -35,8 +35,10 @@ A dequeue receives its batch, decodes it, acknowledges it (deleting the payload
 keys), and only then returns it; a cancelled caller puts it back at the head in order
 (into the pool for a shuffle queue), a crashed one's lease expires after
 ``lease_time`` and the next call of any client puts it back. Waiters block in ``BLPOP`` on their own
-wake-up key (no polling, no thundering herd: a change wakes, oldest first, only the
-waiters that can now progress), retrying at least every ``wait_timeout`` seconds.
+wake-up key (no thundering herd: a change wakes, oldest first, only the waiters that
+can now progress); each wait lasts at most ``wait_timeout`` seconds, after which the
+waiter retries its call once more (a safety net for a lost wake-up: an idle waiter costs
+one server call per ``wait_timeout``).
 Elements travel as AQ1 (``_codec``): a msgpack header and raw little-endian bytes,
 never pickle; a foreign or corrupted payload raises PayloadError and is put back.
 
@@ -46,7 +48,7 @@ Operations, errors and forms are the in-process ones (``aqueue.FIFOQueue``,
 QueueClosedError, OutOfRangeError, ElementSpecError. What needs the server is a
 coroutine: ``await q.size()``, ``await q.statistics()``, ``await q.is_closed()``,
 ``await q.aclose(cancel_pending_enqueues=False)``. Producer accounting for runners:
-``pid = await q.register_producer()`` / ``await q.producer_done(pid, clean=True)``; the
+``producer_id = await q.register_producer()`` / ``await q.producer_done(producer_id)``; the
 queue closes after the last registered producer (of any process) ends cleanly, at once
 (cancelling pending enqueues) when one ends with ``clean=False``, and when the last
 one's process dies (its registration expires after ``lease_time``; ``connect()``
@@ -57,8 +59,8 @@ Where the Redis queues differ from the in-process ones:
 | In-process behaviour | Redis queues | Why |
 |---|---|---|
 | ``size()``, ``closed``, ``len(q)`` are synchronous | ``await q.size()``, ``await q.is_closed()``; no ``len`` | they need a server round trip |
-| ``*_nowait`` twins (``enqueue_nowait``, ``dequeue_many_nowait``, ...) | not provided; use the ``q.blocking()`` methods with ``timeout=`` | a server call cannot complete without awaiting |
-| ``statistics()`` exact and synchronous | ``await q.statistics()``: size, totals and peak exact for all processes; ``tasks_waiting_*`` count the registered waiters of all processes (approximate); ``time_full_s``/``time_empty_s`` measure this process's waiters only | waiters live in many processes |
+| ``*_nowait`` twins (``enqueue_nowait``, ``dequeue_many_nowait``, ...) | not provided: in async code, put the awaited call under a deadline (``with anyio.move_on_after(t):``); threads use the ``q.blocking()`` methods with ``timeout=``, which raise RuntimeError on the event-loop thread, as in process | a server call cannot complete without awaiting |
+| ``statistics()`` exact and synchronous (the record it returns is awaitable too, so ``await q.statistics()`` works on both backends) | ``await q.statistics()``: size, totals and peak exact for all processes; ``tasks_waiting_*`` count the registered waiters of all processes (approximate); ``time_full_s``/``time_empty_s`` measure this process's waiters only | waiters live in many processes |
 | ``async with q:`` closes the queue | not provided: call ``await q.aclose()`` | the queue is shared; one process leaving a block must not close it |
 | strict head-of-line order: waiting dequeues are served oldest first, a pending ``enqueue_many``'s elements stay contiguous | wake-ups go oldest first, but a new call may take or add ahead of a waiter; a big ``enqueue_many`` that must wait for room goes in chunks that other producers' elements may interleave with | no global order between processes without serialising them |
 | a waiting ``dequeue_many`` on a FIFO queue claims what is queued and copies later enqueues straight into its batch; claimed elements have left the queue (``size()`` does not count them) | a waiting ``dequeue_many(n)`` takes nothing until it can take all ``n`` at once (one larger than ``capacity - min_after_dequeue`` takes as elements arrive); ``size()`` counts everything queued | a take is one atomic server call; nothing is held for a waiter between calls |
@@ -97,6 +99,9 @@ except ImportError as _exc:  # pragma: no cover - depends on the installed extra
     ) from _exc
 
 from ._blocking import BlockingRedisQueue as BlockingRedisQueue
+from ._errors import AuthenticationFailedError as AuthenticationFailedError
+from ._errors import ConnectFailedError as ConnectFailedError
+from ._errors import PasswordRequiredError as PasswordRequiredError
 from ._errors import PayloadError as PayloadError
 from ._errors import ServerConnectionError as ServerConnectionError
 from ._errors import ServerError as ServerError
@@ -109,7 +114,10 @@ from ._server import connect as connect
 
 __all__ = [
     "LIBRARY_VERSION",
+    "AuthenticationFailedError",
     "BlockingRedisQueue",
+    "ConnectFailedError",
+    "PasswordRequiredError",
     "PayloadError",
     "RedisFIFOQueue",
     "RedisQueue",

@@ -4,7 +4,10 @@ Its methods run the same ops as the async queue (``_protocol``) with the synchro
 redis client, in the calling thread: a thread never touches the event loop, and a
 blocked event loop never stalls a producer thread. Threads may share one view.
 
-Each blocking method takes ``timeout=None`` (seconds). On expiry it raises the built-in
+Each blocking method takes ``timeout=None`` (seconds) and, as in process, raises
+RuntimeError on a thread that runs an event loop: blocking there would stall the loop,
+and on a full (or empty) queue deadlock it, since the task that would make room could
+never run. On expiry it raises the built-in
 ``TimeoutError`` and changes nothing: a dequeue gives back what it had claimed, and an
 enqueue_many with a timeout is all-or-nothing (its batch must fit the capacity).
 """
@@ -15,6 +18,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import aqueue
+from aqueue._queues._backend import in_event_loop
+from aqueue._queues._blocked import BlockedCall, enter, leave
 
 from ._protocol import DONE, WAIT, Handle, PutOp, TakeOp
 
@@ -45,11 +50,13 @@ class BlockingRedisQueue:
 
     def enqueue(self, element: Any, timeout: float | None = None) -> None:
         """Add one element, blocking while the queue is full."""
+        self._check("enqueue")
         payload = self._h.codec.encode_one(self._h.spec.element(element))
         self._put(PutOp(self._h, [payload], atomic=timeout is not None), timeout, "enqueue")
 
     def enqueue_many(self, batch: Any, timeout: float | None = None) -> None:
         """Add a batch; progressive without timeout, all-or-nothing with one."""
+        self._check("enqueue_many")
         h = self._h
         comps, count = h.spec.batch(batch)
         if count == 0:
@@ -65,10 +72,12 @@ class BlockingRedisQueue:
 
     def dequeue(self, timeout: float | None = None) -> Any:
         """Remove and return one element, blocking while none can be taken."""
+        self._check("dequeue")
         return self._take(TakeOp(self._h, "one", 1), timeout, "dequeue")
 
     def dequeue_many(self, n: int, timeout: float | None = None) -> Any:
         """Remove and return exactly ``n`` elements as a batch."""
+        self._check("dequeue_many")
         n = self._h.batch_n(n, "dequeue_many")
         if n == 0:
             return self._h.spec.empty_batch()
@@ -76,6 +85,7 @@ class BlockingRedisQueue:
 
     def dequeue_up_to(self, n: int, timeout: float | None = None) -> Any:
         """Like dequeue_many, but once the queue is closed return the 1..n that remain."""
+        self._check("dequeue_up_to")
         n = self._h.batch_n(n, "dequeue_up_to")
         if n == 0:
             return self._h.spec.empty_batch()
@@ -96,6 +106,15 @@ class BlockingRedisQueue:
 
     # -- drivers -------------------------------------------------------------------------
 
+    def _check(self, what: str) -> None:
+        """Refuse to block a thread that runs an event loop (RuntimeError)."""
+        if in_event_loop():
+            raise RuntimeError(
+                f"BlockingQueue.{what}() of Redis queue '{self._h.name}' was called on an "
+                f"event-loop thread, where blocking would stall the loop; use "
+                f"`await q.{what}(...)` there"
+            )
+
     def _remaining(self, deadline: float | None, timeout: float | None, what: str) -> float:
         """The next wait's length, or TimeoutError once the deadline passed."""
         wait = self._h.wait_timeout
@@ -112,7 +131,7 @@ class BlockingRedisQueue:
         calls, h = self._calls, self._h
         deadline = None if timeout is None else time.monotonic() + timeout
         clock = self._q.full_clock
-        waiting = False
+        waiting: BlockedCall | None = None  # (for aqueue.testing's leak check)
         try:
             while True:
                 h.check_released()
@@ -121,7 +140,7 @@ class BlockingRedisQueue:
                     return
                 if status is WAIT:
                     if not waiting:
-                        waiting = True
+                        waiting = enter(self._q, what)
                         clock.enter()
                     op.on_wake(calls.wait(op.wake_key, self._remaining(deadline, timeout, what)))
         except BaseException:
@@ -130,19 +149,20 @@ class BlockingRedisQueue:
         finally:
             if waiting:
                 clock.leave()
+                leave(waiting)
 
     def _take(self, op: TakeOp, timeout: float | None, what: str) -> Any:
         calls, h = self._calls, self._h
         deadline = None if timeout is None else time.monotonic() + timeout
         clock = self._q.empty_clock
-        waiting = False
+        waiting: BlockedCall | None = None  # (for aqueue.testing's leak check)
         try:
             while True:
                 reply, values = calls.take("aq_take", h.key, op.take_args(), op.fetch_keys())
                 got = op.on_take(reply)
                 if got is WAIT:
                     if not waiting:
-                        waiting = True
+                        waiting = enter(self._q, what)
                         clock.enter()
                     calls.wait(op.wake_key, self._remaining(deadline, timeout, what))
                 elif got is not None:
@@ -157,6 +177,7 @@ class BlockingRedisQueue:
         finally:
             if waiting:
                 clock.leave()
+                leave(waiting)
 
     def _leave(self, args: list[Any] | None) -> None:
         if args is None:

@@ -8,8 +8,13 @@ The tree, below aqueue's own ``QueueError``::
     │   │   limit (OOM under ``maxmemory-policy noeviction``), aqueue's Lua library
     │   │   missing or of another version
     │   └── ServerConnectionError(ServerError, ConnectionError)
-    │           the connection was lost or could not be made (server down, timeout);
-    │           every waiting call raises it within about one socket timeout
+    │       │   the connection was lost or could not be made (server down, timeout);
+    │       │   every waiting call raises it within about one socket timeout
+    │       │   ``connect()`` raises one of these three instead, naming the server:
+    │       ├── ConnectFailedError        nothing answered at HOST:PORT (connection
+    │       │                             refused, unknown host, timed out)
+    │       ├── AuthenticationFailedError the server refused the credentials in the URL
+    │       └── PasswordRequiredError     the server requires a password; the URL has none
     └── PayloadError(QueueError, ValueError)
             an element read from the server is not a valid AQ1 payload for this
             queue (foreign or corrupted data written by another client)
@@ -22,7 +27,14 @@ from __future__ import annotations
 
 import aqueue
 
-__all__ = ["PayloadError", "ServerConnectionError", "ServerError"]
+__all__ = [
+    "AuthenticationFailedError",
+    "ConnectFailedError",
+    "PasswordRequiredError",
+    "PayloadError",
+    "ServerConnectionError",
+    "ServerError",
+]
 
 
 class ServerError(aqueue.QueueError):
@@ -31,6 +43,19 @@ class ServerError(aqueue.QueueError):
 
 class ServerConnectionError(ServerError, ConnectionError):
     """The connection to the Redis server was lost, refused or timed out."""
+
+
+class ConnectFailedError(ServerConnectionError):
+    """``connect()`` could not reach the server: nothing listens at the URL's host and
+    port (connection refused), the host is unknown, or the attempt timed out."""
+
+
+class AuthenticationFailedError(ServerConnectionError):
+    """``connect()`` reached the server, which refused the URL's user or password."""
+
+
+class PasswordRequiredError(ServerConnectionError):
+    """``connect()`` reached the server, which requires a password the URL does not give."""
 
 
 class PayloadError(aqueue.QueueError, ValueError):

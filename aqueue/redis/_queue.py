@@ -298,14 +298,14 @@ class RedisQueue:
         self._producers.add_producer(h, pid)
         return pid
 
-    async def producer_done(self, pid: str, *, clean: bool = True) -> None:
-        """Remove producer ``pid``. A clean end of the last registered producer closes
-        the queue (consumers drain it, then OutOfRangeError); ``clean=False`` closes it
-        at once with ``cancel_pending_enqueues=True``."""
+    async def producer_done(self, producer_id: str, *, clean: bool = True) -> None:
+        """Remove producer ``producer_id``. A clean end of the last registered producer
+        closes the queue (consumers drain it, then OutOfRangeError); ``clean=False``
+        closes it at once with ``cancel_pending_enqueues=True``."""
         h = self._h
-        self._producers.remove_producer(h, pid)
+        self._producers.remove_producer(h, producer_id)
         await self._t.fcall(
-            "aq_producer", h.key, [h.gen, "done", h.lease_ms, "1" if clean else "0", pid]
+            "aq_producer", h.key, [h.gen, "done", h.lease_ms, "1" if clean else "0", producer_id]
         )
 
     def release_producers(self) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 import uuid
 from types import TracebackType
 from typing import Any
@@ -23,11 +24,19 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.to_thread
+import numpy as np
 import redis
 
 import aqueue
+from aqueue._queues._declare import format_shape
 
-from ._errors import ServerError
+from ._errors import (
+    AuthenticationFailedError,
+    ConnectFailedError,
+    PasswordRequiredError,
+    ServerConnectionError,
+    ServerError,
+)
 from ._library import LIBRARY_SOURCE, library_problem
 from ._protocol import Handle
 from ._queue import RedisFIFOQueue, RedisRandomShuffleQueue
@@ -160,12 +169,19 @@ class RedisServer:
         self._transport = None
 
     async def _check_library(self) -> None:
+        """The first call: it connects, so its errors say why a connection failed."""
         t = self._live()
         try:
             reply: Any = await t.fcall("aq_version", "aq:{version}:meta", [], ro=True)
+        except ServerConnectionError as exc:
+            raise self._connect_error(exc.__cause__ or exc) from exc.__cause__
         except ServerError as exc:
             if "not loaded" not in str(exc) and "not found" not in str(exc).lower():
-                raise
+                cause = exc.__cause__ or exc
+                raise ServerError(
+                    f"aqueue.redis.connect: the server at {self._where()} refused aqueue's "
+                    f"version check: {cause}"
+                ) from cause
             reply = exc
         problem = library_problem(reply)
         if problem is None:
@@ -185,6 +201,34 @@ class RedisServer:
                 raise map_error(exc, f"loading aqueue's Lua library ({problem})") from exc
 
         await anyio.to_thread.run_sync(load)
+
+    def _where(self) -> str:
+        """``host:port`` (or the socket path) of the URL, for messages."""
+        assert self._sync is not None
+        kw = self._sync.client.connection_pool.connection_kwargs
+        if kw.get("path"):
+            return str(kw["path"])
+        return f"{kw.get('host', 'localhost')}:{kw.get('port', 6379)}"
+
+    def _connect_error(self, cause: BaseException) -> ServerConnectionError:
+        """The error ``connect()`` raises when its first call could not connect."""
+        assert self._sync is not None
+        kw = self._sync.client.connection_pool.connection_kwargs
+        where, owner = self._where(), "aqueue.redis.connect"
+        text = str(cause).strip()
+        if isinstance(cause, redis.AuthenticationError) or text.startswith(("NOAUTH", "WRONGPASS")):
+            if not kw.get("password"):
+                return PasswordRequiredError(
+                    f"{owner}: the server at {where} requires a password (the URL gives "
+                    f"none; pass it as redis://[user]:PASSWORD@{where}/db)"
+                )
+            user = kw.get("username") or "default"
+            return AuthenticationFailedError(
+                f"{owner}: the server at {where} refused the credentials in the URL (user "
+                f"'{user}' with the URL's password): {text}"
+            )
+        reason = _connect_reason(cause)
+        return ConnectFailedError(f"{owner}: could not connect to {where}: {reason}")
 
     def _live(self) -> AsyncioTransport | ThreadTransport:
         if self._transport is None:
@@ -289,9 +333,9 @@ class RedisServer:
                 if stored != given[field]:
                     raise aqueue.ElementSpecError(
                         f"{owner}: the queue already exists on the server with {field} "
-                        f"{stored}, but {given[field]} was given (processes sharing a queue "
-                        "must open it with the same kind, capacity, dtypes, shapes, names "
-                        "and min_after_dequeue)"
+                        f"{_readable(field, stored)}, but {_readable(field, given[field])} "
+                        "was given (processes sharing a queue must open it with the same "
+                        "kind, capacity, dtypes, shapes, names and min_after_dequeue)"
                     )
         return Handle(
             name=name,
@@ -306,3 +350,52 @@ class RedisServer:
             wait_timeout=self._wait_timeout,
             max_call_bytes=self._max_call_bytes,
         )
+
+
+_KINDS = {"fifo": "RedisFIFOQueue", "shuffle": "RedisRandomShuffleQueue"}
+
+
+def _readable(field: str, stored: str) -> str:
+    """A spec field as stored on the server (JSON) in the notation users write it in:
+    numpy dtype names, shape tuples, the queue class; as stored when it is foreign."""
+    try:
+        value: Any = json.loads(stored) if field in ("dtypes", "shapes", "names") else stored
+        if field == "kind":
+            return _KINDS.get(value, repr(value))
+        if field == "format":
+            version = "this" if value == _FORMAT else "another"
+            return f"{value} (the stored layout of {version} aqueue version)"
+        if value is None:
+            return "None"
+        if field == "dtypes":
+            texts = [str(np.dtype(d)) for d in value]
+        elif field == "shapes":
+            texts = [format_shape(s) for s in value]
+        elif field == "names":
+            texts = [repr(str(n)) for n in value]
+        else:
+            return str(value)
+    except (ValueError, TypeError):
+        return stored
+    return texts[0] if len(texts) == 1 else f"({', '.join(texts)})"
+
+
+def _connect_reason(cause: BaseException) -> str:
+    """Why a connection attempt failed, in a few words (redis-py's error says it with
+    an errno: "Error 111 connecting to ...")."""
+    seen: list[BaseException] = []
+    e: BaseException | None = cause
+    while e is not None and e not in seen:
+        seen.append(e)
+        e = e.__cause__ or e.__context__
+    for e in seen:
+        if isinstance(e, ConnectionRefusedError):
+            return "connection refused (is a Redis server listening there?)"
+        if isinstance(e, socket.gaierror):
+            return "unknown host"
+        if isinstance(e, (TimeoutError, redis.TimeoutError)):
+            return "timed out"
+    text = str(cause)
+    if "Connection refused" in text:
+        return "connection refused (is a Redis server listening there?)"
+    return text

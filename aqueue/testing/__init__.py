@@ -13,23 +13,27 @@
   until its end, as a list or (``stack=True``) as one batch; ``timeout`` raises
   StallError naming the source, the items drained and the queues waited on.
 - ``stall_guard(seconds, release=True)``: a sync and async context manager that turns
-  a hang into StallError once no in-process queue has made progress for ``seconds``,
-  naming each queue that tasks or threads wait on (size/capacity, which side waits, how
+  a hang into StallError once no in-process queue of its block (created or used while
+  it is on) has made progress for ``seconds``, naming each such queue that tasks or
+  threads wait on (size/capacity, which side waits, how
   many, the runners feeding it) and the runners registered with ``add_queue_runner``
   and never started. The async form cancels its body; the sync form, for a thread
   blocked in a ``q.blocking()`` call, wakes it by closing the stuck queues.
 - ``StallError``: an AssertionError subclass.
-- ``aqueue.testing.plugin``: the pytest plugin (``aqueue_leak_check`` fixture,
+- ``aqueue.testing.plugin``: the pytest plugin (``aqueue_leak_check`` fixture, which
+  also names and releases threads left blocked in a queue's blocking call, and
   ``@pytest.mark.aqueue_timeout(seconds)``); registered by the ``pytest11`` entry point
   and inert until a test uses it.
 
 How it sees things. Every in-process queue joins a weak registry when created
 (``aqueue/_queues/_queue.py``); coordinators, runners and producer threads join weak
-registries when they start (``aqueue/_running/_alive.py``). Nothing is kept alive by
-them. Queues of ``aqueue.redis`` are not registered: their statistics need their
-server and their waiters may be other processes, so the guard and the reports cover
-in-process queues only (a body stuck on a Redis queue still fires the guard, with a
-report saying no in-process queue has waiters).
+registries when they start (``aqueue/_running/_alive.py``); a thread inside a blocking
+call of a thread view (of either backend) is listed while it is there
+(``aqueue/_queues/_blocked.py``). Nothing is kept alive by them. Queues of
+``aqueue.redis`` are not registered: their statistics need their server and their
+waiters may be other processes, so the guard and the reports cover in-process queues
+only (a body stuck on a Redis queue still fires the guard, with a report saying no
+in-process queue has waiters).
 
 The guard's rule and limits are in ``_stall.py``; the stacking rules in ``_drain.py``;
 what counts as a leak in ``_leaks.py``.

@@ -15,16 +15,23 @@ block is left, since the watcher thread has no context of its own to read). Queu
 ``aqueue.redis`` are not in the registry (their statistics need their server, and their
 waiters may live in other processes): the guard does not see them.
 
+The guard's queues. A guard watches, reports and releases only the queues of its own
+block: those created while it is on, and older ones the block uses (their enqueued or
+dequeued total moves, or more tasks and threads wait on them than when the guard
+started; ``_Scope``). A queue an earlier test left with a thread blocked on it is
+therefore neither reported nor closed by a later test's guard: that thread's error
+belongs to the test that left it (``aqueue_leak_check`` names and releases it there).
+
 The guard's rule. A watcher thread polls, every ``min(seconds / 10, 0.1)`` s, the
-enqueued and dequeued totals of every live queue. Any change is progress. When no
-queue has made progress for ``seconds``, the guard *fires*: it builds the report and
-logs it (a warning on the "aqueue" logger, so it is seen even if the body never returns
-and an outer timeout ends the test), then
+enqueued and dequeued totals of the guard's queues. Any change is progress. When none
+has made progress for ``seconds``, the guard *fires*: it builds the report and logs it
+(a warning on the "aqueue" logger, so it is seen even if the body never returns and an
+outer timeout ends the test), then
 
 - the async form cancels its body (an anyio cancel scope, cancelled on the event loop's
   thread: asyncio and trio alike);
 - the sync form, with ``release=True`` (the default), *releases* the stuck queues: it
-  closes every queue that has waiters with ``cancel_pending_enqueues=True``, so blocked
+  closes every guard's queue that has waiters with ``cancel_pending_enqueues=True``, so blocked
   dequeues end with OutOfRangeError (or take what is left) and blocked enqueues with
   QueueClosedError, threads included.
 
@@ -40,10 +47,10 @@ aqueue queue (by releasing it), not one that waits on anything else (a lock, a s
 ``time.sleep``); then it only logs the report, and StallError comes when the block
 ends by itself (give blocking calls a ``timeout=``). The async form cancels awaits, but
 an ``anyio.to_thread.run_sync`` call that does not abandon its thread waits for it
-(releasing the queue that thread waits on ends it, ``seconds`` later). Progress is
-global: a test in which an unrelated queue keeps moving (an endless producer) never
-stalls. Work that touches no queue for ``seconds`` counts as a stall: choose
-``seconds`` above the longest such stretch.
+(releasing the queue that thread waits on ends it, ``seconds`` later). A queue that
+keeps moving counts as used, so a test in which an unrelated older queue keeps moving
+(an endless producer an earlier test left) never stalls. Work that touches no queue
+for ``seconds`` counts as a stall: choose ``seconds`` above the longest such stretch.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ import logging
 import math
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -130,12 +138,14 @@ def _waiting_sides(q: QueueBase[Any]) -> str | None:
     )
 
 
-def waiting_report() -> list[str]:
-    """One line per in-process queue that tasks or threads wait on (sorted by name)."""
+def waiting_report(queues: list[QueueBase[Any]] | None = None) -> list[str]:
+    """One line per queue of ``queues`` (default: every in-process queue) that tasks or
+    threads wait on (sorted by name)."""
     unstarted = unstarted_runners()  # (of every context: matched by queue below)
     running = [r for r in live_runners() if r.running]
     lines = []
-    for q in sorted(live_queues(), key=lambda q: q.name):
+    watched = live_queues() if queues is None else queues
+    for q in sorted(watched, key=lambda q: q.name):
         line = _waiting_sides(q)
         if line is None:
             continue
@@ -150,8 +160,9 @@ def waiting_report() -> list[str]:
         lines.append(f"- {line}")
     if not lines:
         lines.append(
-            "- no in-process queue has a task or thread waiting on it: the code waits on "
-            "something else (queues of aqueue.redis are not watched)"
+            "- no in-process queue has a task or thread waiting on it (of those this "
+            "block created or used): the code waits on something else (queues of "
+            "aqueue.redis are not watched)"
         )
     return lines
 
@@ -169,12 +180,48 @@ def never_started_line() -> str | None:
     )
 
 
-def _release_waiting() -> None:
-    """Close every queue that has waiters, cancelling pending enqueues."""
-    for q in live_queues():
+def _release_waiting(queues: list[QueueBase[Any]]) -> None:
+    """Close every queue of ``queues`` that has waiters, cancelling pending enqueues."""
+    for q in queues:
         st = q.statistics()
         if st.tasks_waiting_dequeue or st.tasks_waiting_enqueue:
             q.close(cancel_pending_enqueues=True)
+
+
+class _Scope:
+    """The queues of one guard's block (see the module docstring): created since the
+    guard started, or older and used since (their totals moved, or more wait on them)."""
+
+    def __init__(self) -> None:
+        self._before: weakref.WeakKeyDictionary[QueueBase[Any], tuple[int, int, int]] = (
+            weakref.WeakKeyDictionary()
+        )
+        for q in live_queues():
+            self._before[q] = self._reading(q)
+        self._mine: weakref.WeakSet[QueueBase[Any]] = weakref.WeakSet()
+
+    @staticmethod
+    def _reading(q: QueueBase[Any]) -> tuple[int, int, int]:
+        st = q.statistics()
+        return (
+            st.enqueued_total,
+            st.dequeued_total,
+            st.tasks_waiting_enqueue + st.tasks_waiting_dequeue,
+        )
+
+    def queues(self) -> list[QueueBase[Any]]:
+        """The guard's queues now (a queue, once the guard's, stays so)."""
+        out = []
+        for q in live_queues():
+            if q not in self._mine:
+                old = self._before.get(q)
+                if old is not None:
+                    now = self._reading(q)
+                    if now[:2] == old[:2] and now[2] <= old[2]:
+                        continue  # an older queue this block has not used
+                self._mine.add(q)
+            out.append(q)
+        return out
 
 
 # -- the watcher ------------------------------------------------------------------------
@@ -199,6 +246,7 @@ class _Watcher:
         self._header = header
         self._on_fire = on_fire
         self._period = min(seconds / 10, 0.1)
+        self._scope = _Scope()  # (taken now, in the guarded block's thread)
         self._lock = threading.Lock()  # a fire and stop() exclude each other
         self._stopped = False
         self._wake = threading.Event()
@@ -217,10 +265,9 @@ class _Watcher:
         self._wake.set()
         return self.report
 
-    @staticmethod
-    def _totals() -> dict[int, tuple[int, int]]:
+    def _totals(self) -> dict[int, tuple[int, int]]:
         totals = {}
-        for q in live_queues():
+        for q in self._scope.queues():
             st = q.statistics()
             totals[id(q)] = (st.enqueued_total, st.dequeued_total)
         return totals
@@ -247,13 +294,14 @@ class _Watcher:
             if self._stopped:
                 return
             first = self.report is None
+            queues = self._scope.queues()
             if first:
-                self.report = "\n".join([self._header(stalled), *waiting_report()])
+                self.report = "\n".join([self._header(stalled), *waiting_report(queues)])
                 logger.warning("%s", self.report)
             if first and self._on_fire is not None:
                 self._on_fire()  # the async form cancels its body first
             elif self._release:
-                _release_waiting()
+                _release_waiting(queues)
 
 
 # -- the guard --------------------------------------------------------------------------

@@ -13,10 +13,14 @@ registers the marker (for ``--strict-markers``), defines the fixture and two ini
 options, and looks for the marker on each test. Opting in:
 
 - ``def test_x(aqueue_leak_check): ...`` fails the test (an error at teardown) when it
-  leaves a Coordinator entered, a QueueRunner with producers alive, or a producer thread
-  running, naming each (see ``aqueue/testing/_leaks.py``). What runs when the fixture
-  is set up (an earlier test's leftovers, a module-scoped coordinator) is not blamed.
-  A thread gets ``aqueue_leak_grace`` seconds (ini, default 1.0) to end first.
+  leaves a Coordinator entered, a QueueRunner with producers alive, a producer thread
+  running, or any thread blocked in a blocking call of a queue's thread view (a plain
+  thread in ``q.blocking().enqueue(x)`` on a full queue), naming each (see
+  ``aqueue/testing/_leaks.py``); the blocked calls are then released (their queue is
+  closed with ``cancel_pending_enqueues=True``), so the thread ends in this test rather
+  than hanging the run or failing a later one. What runs when the fixture is set up
+  (an earlier test's leftovers, a module-scoped coordinator) is not blamed. A thread
+  gets ``aqueue_leak_grace`` seconds (ini, default 1.0) to end first.
 - ``aqueue_leak_check = true`` in the ini file applies the fixture to every test.
 - ``@pytest.mark.aqueue_timeout(seconds)`` runs the test function inside
   ``stall_guard(seconds)``: the async form for a coroutine test (under pytest-asyncio,
@@ -39,7 +43,7 @@ from typing import Any
 
 import pytest
 
-from ._leaks import Running, wait_for_leaks
+from ._leaks import Running, release_blocked, wait_for_leaks
 from ._stall import StallGuard, seconds_arg
 
 __all__ = [
@@ -90,7 +94,8 @@ class _EveryTest:
 @pytest.fixture
 def aqueue_leak_check(request: pytest.FixtureRequest) -> Iterator[None]:
     """Fail the test if it leaves an aqueue Coordinator, QueueRunner or producer thread
-    running (an error at teardown naming each)."""
+    running, or a thread blocked in a queue's blocking call (an error at teardown naming
+    each; blocked calls are released)."""
     raw = request.config.getini("aqueue_leak_grace")
     try:
         grace = float(raw)
@@ -102,9 +107,11 @@ def aqueue_leak_check(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     leaked = wait_for_leaks(before, grace)
     if leaked:
+        released = release_blocked(before)
+        then = "".join(f"\nthen released: {line}" for line in released)
         pytest.fail(
             f"aqueue_leak_check: {request.node.name} left running (after {grace:g} s of "
-            "grace):\n" + "\n".join(leaked),
+            "grace):\n" + "\n".join(leaked) + then,
             pytrace=False,
         )
 

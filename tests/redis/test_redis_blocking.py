@@ -80,3 +80,26 @@ async def test_timeouts_change_nothing(srv: Any, qname: str) -> None:
         0,
     )
     assert sorted(int(v) for v in await q.dequeue_many(3)) == [0, 1, 2]
+
+
+async def test_view_methods_raise_on_the_event_loop_thread(srv: Any, qname: str) -> None:
+    """As in process: a blocking method called where the event loop runs raises
+    RuntimeError (it would stall the loop, and on a full queue never return, since the
+    consumer task could not run) and changes nothing."""
+    q = await srv.fifo_queue(qname, 4, np.int64, ())
+    await q.enqueue_many(np.arange(2))
+    b = q.blocking()
+    calls: list[Any] = [
+        lambda: b.enqueue(2),
+        lambda: b.enqueue(2, timeout=1.0),
+        lambda: b.enqueue_many(np.array([2, 3])),
+        lambda: b.dequeue(),
+        lambda: b.dequeue_many(1),
+        lambda: b.dequeue_up_to(1),
+    ]
+    for call in calls:
+        with pytest.raises(RuntimeError, match="event-loop thread"):
+            call()
+    s = await q.statistics()
+    assert (s.size, s.enqueued_total, s.dequeued_total) == (2, 2, 0)
+    assert await in_thread(b.dequeue) == 0  # other threads still may

@@ -14,6 +14,7 @@ processes, delete_queue, wake-ups through the server) take ``rsrv``, a Redis ser
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -297,18 +298,28 @@ async def test_bad_input_changes_nothing(srv: Any, kind: str, qname: str) -> Non
 async def test_reopen_with_another_spec_names_the_field(rsrv: Any, qname: str) -> None:
     """TF's shared_name rule: the same name must come with the same spec."""
     await rsrv.random_shuffle_queue(qname, 10, 2, np.int64, (3,), names=["x"])
-    cases: list[tuple[str, Any]] = [
-        ("kind", rsrv.fifo_queue(qname, 10, np.int64, (3,), names=["x"])),
-        ("capacity", rsrv.random_shuffle_queue(qname, 11, 2, np.int64, (3,), names=["x"])),
-        ("min_after_dequeue", rsrv.random_shuffle_queue(qname, 10, 1, np.int64, (3,), names=["x"])),
-        ("dtypes", rsrv.random_shuffle_queue(qname, 10, 2, np.int32, (3,), names=["x"])),
-        ("shapes", rsrv.random_shuffle_queue(qname, 10, 2, np.int64, (4,), names=["x"])),
-        ("names", rsrv.random_shuffle_queue(qname, 10, 2, np.int64, (3,), names=["y"])),
+    shuffle = rsrv.random_shuffle_queue
+    cases: list[tuple[str, str, Any]] = [
+        (
+            "kind",
+            "kind RedisRandomShuffleQueue, but RedisFIFOQueue was given",
+            rsrv.fifo_queue(qname, 10, np.int64, (3,), names=["x"]),
+        ),
+        ("capacity", "capacity 10, but 11", shuffle(qname, 11, 2, np.int64, (3,), names=["x"])),
+        (
+            "min_after_dequeue",
+            "min_after_dequeue 2, but 1",
+            shuffle(qname, 10, 1, np.int64, (3,), names=["x"]),
+        ),
+        ("dtypes", "dtypes int64, but int32", shuffle(qname, 10, 2, np.int32, (3,), names=["x"])),
+        ("shapes", "shapes (3,), but (4,)", shuffle(qname, 10, 2, np.int64, (4,), names=["x"])),
+        ("names", "names 'x', but 'y'", shuffle(qname, 10, 2, np.int64, (3,), names=["y"])),
     ]
-    for field, coro in cases:
+    for field, words, coro in cases:
         with pytest.raises(aqueue.ElementSpecError, match=field) as info:
             await coro
         assert "already exists" in str(info.value)
+        assert words in str(info.value)  # numpy's notation, not the stored JSON
     again = await rsrv.random_shuffle_queue(qname, 10, 2, np.int64, (3,), names=["x"], seed=9)
     assert (again.capacity, again.min_after_dequeue, again.names) == (10, 2, ("x",))
 
@@ -444,6 +455,18 @@ async def test_producer_accounting(rsrv: Any, url: str, qname: str) -> None:
         await r.producer_done(c, clean=False)
     assert len(errors) == 1
     assert await r.is_closed()
+
+
+def test_producer_accounting_has_one_signature_on_both_backends() -> None:
+    """Code written against ``aqueue.AsyncQueue`` (the distributed example's
+    ``await q.producer_done(held)``) runs on either backend."""
+    protocol = inspect.signature(aqueue.AsyncQueue.producer_done)
+    for cls in (aqueue.FIFOQueue, aqueue.RandomShuffleQueue, aqueue.redis.RedisQueue):
+        assert inspect.signature(cls.producer_done) == protocol, cls
+        assert inspect.signature(cls.register_producer) == inspect.signature(
+            aqueue.AsyncQueue.register_producer
+        )
+    assert protocol.parameters["clean"].default is True
 
 
 async def test_delete_queue(rsrv: Any, qname: str) -> None:

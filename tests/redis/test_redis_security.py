@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import re
 import secrets
+import socket
 from pathlib import Path
 
+import anyio
 import numpy as np
 import pytest
 import redis
@@ -98,6 +100,55 @@ async def test_wrong_password_is_a_clear_error(redis_server: RedisProc) -> None:
     with pytest.raises(aqueue.redis.ServerError):
         async with aqueue.redis.connect(bad):
             pass
+
+
+def _connect_failure(url: str, backend: str) -> Exception:
+    """What ``connect(url)`` raises on ``backend``."""
+
+    async def attempt() -> None:
+        async with aqueue.redis.connect(url):
+            pass
+
+    with pytest.raises(aqueue.redis.ServerConnectionError) as info:
+        anyio.run(attempt, backend=backend)
+    return info.value
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_connect_says_why_it_could_not_connect(redis_server: RedisProc, backend: str) -> None:
+    """Nothing listening, a wrong password and a missing one are three distinct errors,
+    raised by connect(), naming the server and not aqueue's internals; old ``except
+    ServerConnectionError`` clauses still catch them."""
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    port = redis_server.port
+    cases: list[tuple[str, type[Exception], str]] = [
+        (
+            f"redis://127.0.0.1:{free}/0",
+            aqueue.redis.ConnectFailedError,
+            f"could not connect to 127.0.0.1:{free}: connection refused",
+        ),
+        (
+            f"redis://:wrong@127.0.0.1:{port}/0",
+            aqueue.redis.AuthenticationFailedError,
+            f"the server at 127.0.0.1:{port} refused the credentials in the URL (user 'default'",
+        ),
+        (
+            f"redis://127.0.0.1:{port}/0",
+            aqueue.redis.PasswordRequiredError,
+            f"the server at 127.0.0.1:{port} requires a password",
+        ),
+    ]
+    for url, cls, text in cases:
+        exc = _connect_failure(url, backend)
+        assert type(exc) is cls, (url, repr(exc))
+        assert text in str(exc), str(exc)
+        assert "lost the connection" not in str(exc)
+        assert "aq_" not in str(exc)
+        assert "aq:" not in str(exc)
+        assert "wrong" not in str(exc)  # the password is not repeated
+        assert isinstance(exc, ConnectionError)
 
 
 def test_docstring_and_readme_quote_the_acl_line() -> None:

@@ -44,6 +44,7 @@ def anyio_backend(request):
 CASES = """
 import asyncio
 import threading
+import time
 
 import anyio
 import numpy as np
@@ -98,6 +99,31 @@ def test_leak_coordinator(aqueue_leak_check):
 
     threading.Thread(target=anyio.run, args=(main,), daemon=True).start()
     assert entered.wait(10)
+
+
+def test_leak_blocked_thread(aqueue_leak_check):
+    q = aqueue.FIFOQueue(1, np.int64, (), name="full")
+    q.enqueue_nowait(0)
+
+    def put():
+        try:
+            q.blocking().enqueue(1)
+        except aqueue.QueueClosedError as exc:
+            released.append(exc)
+
+    threading.Thread(target=put, name="blocked-producer", daemon=True).start()
+    while q.statistics().tasks_waiting_enqueue == 0:
+        time.sleep(0.005)
+
+
+released = []  # what the blocked producer got when the leak check released it
+
+
+def test_the_leaked_thread_was_released():
+    deadline = time.monotonic() + 10
+    while not released and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert [type(e) for e in released] == [aqueue.QueueClosedError]
 
 
 # -- hangs --------------------------------------------------------------------------
@@ -198,6 +224,21 @@ def test_leak_check_fails_a_test_that_leaves_a_producer_thread_running(
         assert f"producer thread 'QueueRunnerThread-{queue}-0 (blocked_forever)'" in text
 
 
+def test_leak_check_names_a_thread_left_blocked_in_a_queue_call(
+    pytester: pytest.Pytester,
+) -> None:
+    """A plain thread left blocked in ``q.blocking().enqueue`` on a full queue fails its
+    test at teardown, named with the call and the queue; the check then releases it, so
+    its QueueClosedError comes in that test (the next test sees it already there)."""
+    got = run_cases(pytester)
+    outcome, text = got["test_leak_blocked_thread"]
+    assert outcome == "error", text
+    assert "aqueue_leak_check" in text
+    assert "thread 'blocked-producer' blocked in BlockingQueue.enqueue() on queue 'full'" in text
+    assert "then released: queue 'full' closed with cancel_pending_enqueues=True" in text
+    assert got["test_the_leaked_thread_was_released"][0] == "passed"
+
+
 def test_leak_check_names_a_coordinator_left_running(pytester: pytest.Pytester) -> None:
     """A coordinator still running (in another thread's event loop) at the end of the
     test is named with its runners, as is its runner."""
@@ -238,7 +279,7 @@ def test_clean_tests_pass_with_the_fixture_and_the_marker(pytester: pytest.Pytes
         "test_clean_sync",
     ]:
         assert got[name][0] == "passed", (name, got[name][1])
-    assert len(got) == 12, sorted(got)
+    assert len(got) == 14, sorted(got)
 
 
 UNUSED = """

@@ -266,6 +266,41 @@ def test_sync_form_names_producer_threads_blocked_on_a_full_queue() -> None:
     assert [type(e) for e in errors] == [aqueue.QueueClosedError] * 2
 
 
+def test_a_guard_leaves_alone_a_queue_an_earlier_test_left_stuck() -> None:
+    """A thread an earlier test left blocked in enqueue on a full queue: a later guard
+    reports and releases only the queues of its own block, so that thread is neither
+    named nor woken with QueueClosedError (which would blame the later test)."""
+    left = int_queue(1, "left-behind")
+    left.enqueue_nowait(0)
+    errors: list[BaseException] = []
+
+    def put() -> None:
+        try:
+            left.blocking().enqueue(1)
+        except BaseException as exc:
+            errors.append(exc)
+
+    leaked = threading.Thread(target=put, daemon=True)
+    leaked.start()
+    deadline = time.monotonic() + 30  # hang protection only
+    while left.statistics().tasks_waiting_enqueue == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+    mine = int_queue(4, "mine")  # the later test's own queue, on which its thread waits
+    with pytest.raises(StallError) as info, stall_guard(0.3):
+        mine.blocking().dequeue()
+    text = str(info.value)
+    assert "- queue 'mine' (FIFOQueue, size 0/4, open): 1 consumer blocked" in text
+    assert "left-behind" not in text
+    assert mine.closed
+    assert not left.closed
+    assert left.statistics().tasks_waiting_enqueue == 1
+    assert errors == []
+    left.close(cancel_pending_enqueues=True)  # (this test's own clean-up)
+    leaked.join(30)
+    assert [type(e) for e in errors] == [aqueue.QueueClosedError]
+
+
 def test_sync_form_without_release_reports_when_the_block_ends() -> None:
     """release=False: the guard cannot end the block; it reports when the block ends (here
     the blocking call's own timeout), chained to what ended it."""

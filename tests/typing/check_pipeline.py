@@ -56,3 +56,29 @@ async def rejected() -> None:
     async with words.open() as items:
         n: int = await items.get()  # type: ignore[assignment]
         del n
+
+
+def example() -> tuple[Array, int]:
+    return np.zeros(3), 1
+
+
+async def record() -> dict[str, float]:
+    return {"x": 1.0}
+
+
+async def tf_batches() -> None:
+    # TF-style batching is typed like queues and pipelines: a queue's batches have its
+    # element type; tuple examples give tuples of arrays, dicts dicts, others an array.
+    frames = aqueue.FIFOQueue(100, np.uint8, (84, 84, 4))
+    assert_type(aqueue.batch(frames, 32), aqueue.Batches[Array])
+    pairs = aqueue.FIFOQueue(10, (np.float32, np.int64), ((3,), ()))
+    assert_type(await aqueue.shuffle_batch(pairs, 8, 100, 10).dequeue(), tuple[Array, Array])
+    assert_type(aqueue.batch(example, 8), aqueue.Batches[tuple[Array, ...]])
+    assert_type(aqueue.shuffle_batch(record, 8, 100, 10), aqueue.Batches[dict[str, Array]])
+    assert_type(aqueue.batch(range(10), 4), aqueue.Batches[Array])
+    assert_type(aqueue.batch_join([frames, frames], 4), aqueue.Batches[Array])
+    assert_type(aqueue.shuffle_batch_join([example], 4, 100, 10), aqueue.Batches[tuple[Array, ...]])
+    async for b in aqueue.batch(example, 8):
+        assert_type(b, tuple[Array, ...])
+    n: int = await aqueue.batch(frames, 2).dequeue()  # type: ignore[assignment]
+    del n

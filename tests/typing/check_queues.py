@@ -96,3 +96,14 @@ def snapshots() -> None:
     assert_type(len(loaded), int)
     bad: aqueue.FIFOQueue[str] = aqueue.FIFOQueue.from_snapshot(snap)  # type: ignore[arg-type]
     del bad
+
+
+async def statistics_on_every_backend(shared: aqueue.AsyncQueue[Any]) -> None:
+    # In process the call returns the record; awaiting it works too, as on any queue
+    # of the protocol (a shared queue's statistics() is a coroutine).
+    frames = aqueue.FIFOQueue(100, np.uint8, (84, 84, 4))
+    assert_type(frames.statistics(), aqueue.QueueStatistics)
+    assert_type(await frames.statistics(), aqueue.QueueStatistics)
+    assert_type(await shared.statistics(), aqueue.QueueStatistics)
+    size: str = (await shared.statistics()).size  # type: ignore[assignment]
+    del size

@@ -28,7 +28,7 @@ async def drained() -> None:
     named = aqueue.FIFOQueue(10, [np.float32, np.int64], [(3,), ()], names=["x", "y"])
     assert_type(await aqueue.testing.drain(named, stack=True), dict[str, Array])
     batches = aqueue.batch(frames, 32)
-    assert_type(await aqueue.testing.drain(batches), list[Any])
+    assert_type(await aqueue.testing.drain(batches), list[Array])
     n: int = await aqueue.testing.drain(frames, stack=True)  # type: ignore[call-overload]
     del n
 
