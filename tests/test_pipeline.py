@@ -422,6 +422,40 @@ async def test_early_exit_releases_a_source_waiting_on_an_open_queue() -> None:
     assert not q.closed
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("form", ["array", "tuple", "dict"])
+async def test_a_queue_source_gives_its_elements_in_the_queues_form(form: str) -> None:
+    """Items read from a source queue are its elements, as ``dequeue()`` gives them: a
+    row of one component, a tuple of components, a dict of named components (never a
+    batch's columns)."""
+    if form == "array":
+        q: Any = FIFOQueue(8, np.float32, (2,))
+        elements: list[Any] = [np.full(2, i, np.float32) for i in range(5)]
+    elif form == "tuple":
+        q = FIFOQueue(8, (np.int64, np.float32), ((), (2,)))
+        elements = [(i, np.full(2, i, np.float32)) for i in range(5)]
+    else:
+        q = FIFOQueue(8, (np.int64, np.float32), ((), (2,)), names=("k", "v"))
+        elements = [{"k": i, "v": np.full(2, i, np.float32)} for i in range(5)]
+    for e in elements:
+        q.enqueue_nowait(e)
+    q.close()
+    got = await collect(Pipeline.from_queue(q))
+    assert len(got) == 5
+    for want, item in zip(elements, got):
+        if form == "array":
+            np.testing.assert_array_equal(item, want)
+        elif form == "tuple":
+            assert isinstance(item, tuple)
+            assert len(item) == 2
+            assert item[0] == want[0]
+            np.testing.assert_array_equal(item[1], want[1])
+        else:
+            assert sorted(item) == ["k", "v"]
+            assert item["k"] == want["k"]
+            np.testing.assert_array_equal(item["v"], want["v"])
+
+
 @pytest.mark.asyncio
 async def test_empty_source_repeated_forever_ends() -> None:
     """repeat(None) over an empty list ends (an empty epoch ends the source)."""

@@ -14,8 +14,8 @@ calls a function (a user producer) until it signals the end, or takes from a que
 - an async iterable runs in a task, one item per call, its wait cancelled when the run
   stops (an external source may never deliver again); so does an async producer;
 - a sync producer is called on the runner's thread, one item per call;
-- a queue: bursts of what it holds (an in-process queue's ``dequeue_burst``), one
-  element per call for a shared queue.
+- a queue (in process or shared): bursts of what it holds (``dequeue_burst``: one
+  call, one server round trip for a shared queue), split into its elements.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._queues._queue import QueueBase
 from ._control import Stage
 from ._epochs import Epochs
-from ._stages import CLEAN, Burst, noted, pack, take
+from ._stages import CLEAN, Burst, noted, pack
 
 if TYPE_CHECKING:
     from .._queues._protocol import AsyncQueue
+    from .._queues._queue import QueueBase
 
 __all__ = ["AsyncSource", "SequenceSource", "SyncSource", "producer_step", "queue_step"]
 
@@ -156,9 +156,7 @@ def queue_step(queue: AsyncQueue[Any], stage: Stage) -> Callable[[], Any]:
     w = meter.worker()
 
     async def next_burst() -> Burst:
-        if isinstance(queue, QueueBase):
-            return await take(queue, _REFILL_MAX)
-        return pack([await queue.dequeue()])  # a shared queue: one element per call
+        return elements_of(queue, await queue.dequeue_burst(_REFILL_MAX))
 
     async def step() -> Burst:
         t0 = meter.began(w)
@@ -173,6 +171,17 @@ def queue_step(queue: AsyncQueue[Any], stage: Stage) -> Callable[[], Any]:
         return burst
 
     return step
+
+
+def elements_of(queue: AsyncQueue[Any], batch: Any) -> Burst:
+    """The elements of a batch taken from ``queue``, as a burst, each in the form
+    ``queue.dequeue()`` gives (an array, a tuple of arrays, a dict)."""
+    names = queue.names
+    if names is not None:
+        return pack([dict(zip(names, row)) for row in zip(*(batch[k] for k in names))])
+    if len(queue.dtypes) > 1:
+        return pack(list(zip(*batch)))
+    return pack(list(batch))
 
 
 def producer_step(fn: Callable[[], Any], is_async: bool, stage: Stage) -> Callable[[], Any]:

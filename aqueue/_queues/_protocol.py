@@ -127,6 +127,12 @@ class AsyncQueue(Protocol[T_co]):
         """Component names, or None for unnamed components."""
         ...
 
+    @property
+    def min_after_dequeue(self) -> int:
+        """Elements a dequeue leaves behind while the queue is open (0 but for a
+        shuffling queue)."""
+        ...
+
     async def enqueue(self, element: Any) -> None:
         """Add one element, waiting while the queue is full."""
         ...
@@ -145,6 +151,11 @@ class AsyncQueue(Protocol[T_co]):
 
     async def dequeue_up_to(self, n: int) -> T_co:
         """As dequeue_many; once the queue is closed, the 1..n that remain."""
+        ...
+
+    async def dequeue_burst(self, n: int) -> T_co:
+        """Wait until at least one element can be taken, then take 1..n at once (what
+        is there, up to ``n``), as a batch."""
         ...
 
     def __aiter__(self) -> AsyncIterator[T_co]:

@@ -126,6 +126,12 @@ class QueueBase(QueueLifecycle[T]):
         return self._name
 
     @property
+    def min_after_dequeue(self) -> int:
+        """Elements a dequeue leaves behind while the queue is open (0 but for a
+        RandomShuffleQueue)."""
+        return self._engine.rules.floor
+
+    @property
     def closed(self) -> bool:
         """Whether ``close()`` has been called."""
         return self._engine.rules.closed

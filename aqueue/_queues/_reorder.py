@@ -147,14 +147,8 @@ class RandomShuffleQueue(QueueBase[T]):
         else:
             storage = ListPoolStorage(spec.dtypes, rng)
         super().__init__(capacity, spec, storage, name=qname, min_after_dequeue=mad)
-        self._min_after = mad
         self._seed = seed
         self._rng = rng  # (the storage's: snapshots read and restore its state)
-
-    @property
-    def min_after_dequeue(self) -> int:
-        """Elements a dequeue leaves behind while the queue is open."""
-        return self._min_after
 
     @property
     def seed(self) -> int | None:

@@ -173,8 +173,7 @@ class Sampler:
                 n += 1
                 key = f"{queue.name}#{n}"
             self._keys[id(queue)] = key
-            floor = getattr(queue, "min_after_dequeue", 0)
-            self._m.floors[key] = floor if isinstance(floor, int) else 0
+            self._m.floors[key] = queue.min_after_dequeue
         return key
 
     async def _read_shared(self, shared: list[Watched]) -> dict[int, QueueStatistics]:

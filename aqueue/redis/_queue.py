@@ -102,6 +102,12 @@ class RedisQueue:
         return self._h.spec.shapes
 
     @property
+    def min_after_dequeue(self) -> int:
+        """Elements a dequeue leaves behind while the queue is open (0 but for a
+        shuffling queue)."""
+        return self._h.mad
+
+    @property
     def names(self) -> tuple[str, ...] | None:
         """Component names, or None for unnamed components."""
         return self._h.spec.names
@@ -194,6 +200,20 @@ class RedisQueue:
         if n == 0:
             return self._h.spec.empty_batch()
         return await self._take(TakeOp(self._h, "upto", n))
+
+    async def dequeue_burst(self, n: int) -> Any:
+        """Wait until at least one element can be taken, then take 1..n at once, as a
+        batch (see ``aqueue.FIFOQueue.dequeue_burst``).
+
+        Raises:
+            OutOfRangeError: the queue is closed and empty (nothing is consumed).
+            ElementSpecError: ``n < 0`` or the queue has no declared shapes.
+        """
+        n = self._h.batch_n(n, "dequeue_burst")
+        await anyio.lowlevel.checkpoint()
+        if n == 0:
+            return self._h.spec.empty_batch()
+        return await self._take(TakeOp(self._h, "many", 1))
 
     async def _take(self, op: TakeOp) -> Any:
         t, h = self._t, self._h
@@ -344,11 +364,6 @@ class RedisFIFOQueue(RedisQueue):
 class RedisRandomShuffleQueue(RedisQueue):
     """A queue stored in Redis that dequeues in uniformly random order
     (``server.random_shuffle_queue``)."""
-
-    @property
-    def min_after_dequeue(self) -> int:
-        """Elements a dequeue leaves behind while the queue is open."""
-        return self._h.mad
 
     @property
     def seed(self) -> int | None:

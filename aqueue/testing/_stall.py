@@ -116,10 +116,10 @@ def _waiting_sides(q: QueueBase[Any]) -> str | None:
     if st.tasks_waiting_dequeue:
         n = st.tasks_waiting_dequeue
         text = f"{n} consumer{'s' if n != 1 else ''} blocked in dequeue"
-        floor = getattr(q, "min_after_dequeue", 0)
+        floor = q.min_after_dequeue
         if st.size == 0:
             text += " on an empty queue"
-        elif not st.closed and isinstance(floor, int) and st.size <= floor:
+        elif not st.closed and st.size <= floor:
             text += f" (size {st.size} does not exceed min_after_dequeue {floor})"
         else:
             text += f" (size {st.size} is less than they asked for)"
