@@ -29,9 +29,10 @@ file                     what it holds
 ``_backend.py``          the event-loop primitives: checkpoint and wakers, asyncio and trio
 ``_waiting.py``          how a parked request waits (tasks and threads); the ``Steps`` an
                          engine offers for it
-``_lifecycle.py``        QueueLifecycle: snapshots (``snapshot``/``from_snapshot``, the
-                         kinds' registry) and producer accounting, mixed into QueueBase
-``_queue.py``            QueueBase: the public operations (check, step, wait)
+``_accounting.py``       Producers: who still produces into a queue (the last clean end
+                         closes it)
+``_queue.py``            QueueBase: the public operations (check, step, wait), producer
+                         accounting, snapshots and the kinds' registry
 ``_views.py``            BlockingQueue (the thread view) and the async iterators
 ``_blocked.py``          which threads are inside a blocking call of a thread view now
                          (both backends; read by aqueue.testing's leak check)

@@ -11,8 +11,18 @@ A batch dequeue that cannot complete parks *before* its checkpoint, so that an e
 running meanwhile copies straight into its batch (one copy per element instead of two);
 its wait is then its checkpoint. Whether it can complete is a lock-free guess
 (``Engine.parks_first``): a wrong guess costs a wait step, never data, and its step
-under the lock takes nothing before the checkpoint. Snapshots and producer accounting
-are QueueLifecycle's (``_lifecycle.py``), which QueueBase inherits.
+under the lock takes nothing before the checkpoint.
+
+Beyond single operations a queue offers producer accounting (held: ``Producers``,
+``_accounting.py``) and snapshots (``snapshot``/``from_snapshot``; invariants in
+``_snapshot.py``): ``snapshot`` reads the spec, the elements in dequeue order, the
+closed flag and a RandomShuffleQueue's generator state under one acquisition of the
+engine's lock; ``from_snapshot`` builds an empty queue of the snapshot's kind, checks
+the elements against its spec, loads them whatever the capacity, sets the generator
+state and closes it if the snapshot was closed. Each constructible kind names itself
+with ``_kind``; defining the class registers it, so ``QueueBase.from_snapshot`` can
+build any kind. The kinds supply ``_empty_like`` and, where their order or state
+differ, ``_in_dequeue_order`` and ``_rng_state``/``_set_rng_state``.
 
 Live queues: every queue joins a module-level ``weakref.WeakSet`` at the end of its
 constructor, and ``live_queues()`` lists the ones not yet garbage-collected, so that
@@ -26,16 +36,18 @@ from __future__ import annotations
 import threading
 import weakref
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
-from .._errors import ElementSpecError
+from .._errors import CheckpointError, ElementSpecError
+from ._accounting import Producers
 from ._backend import checkpoint, in_event_loop, make_waker
+from ._declare import Components
 from ._engine import Engine
-from ._lifecycle import QueueLifecycle
 from ._protocol import QueueStatistics
 from ._requests import MANY, ONE, SOME, UP_TO, GetRequest
+from ._snapshot import QueueSnapshot, checked_contents, frozen_elements
 from ._spec import ElementSpec
 from ._storage import FillableStorage, Storage
 from ._views import BatchIterator, BlockingQueue, ElementIterator
@@ -44,6 +56,7 @@ from ._waiting import wait_task
 __all__ = ["QueueBase", "live_queues", "weak_snapshot"]
 
 T = TypeVar("T")
+U = TypeVar("U")
 Q = TypeVar("Q", bound="QueueBase[Any]")
 
 _live: weakref.WeakSet[QueueBase[Any]] = weakref.WeakSet()
@@ -63,7 +76,7 @@ def live_queues() -> list[QueueBase[Any]]:
     return weak_snapshot(_live)
 
 
-class QueueBase(QueueLifecycle[T]):
+class QueueBase(Generic[T]):
     """Shared implementation of every aqueue queue; see the subclasses for constructors.
 
     Generic in the type ``T`` of what comes out (an element, and a batch of elements,
@@ -76,6 +89,16 @@ class QueueBase(QueueLifecycle[T]):
 
     default_name = "queue"
     """The name a queue of this kind gets when none is given."""
+
+    _kind: ClassVar[str | None] = None  # set by each kind: what its snapshots name
+    _by_kind: ClassVar[dict[str, type[QueueBase[Any]]]] = {}  # kind name -> class
+    _seed: int | None = None  # (RandomShuffleQueue's seed)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        kind = cls.__dict__.get("_kind")
+        if kind is not None:
+            QueueBase._by_kind[kind] = cls
 
     def __init__(
         self,
@@ -94,8 +117,7 @@ class QueueBase(QueueLifecycle[T]):
         )
         self._capacity = capacity
         self._single = spec.names is None and len(spec.dtypes) == 1
-        self._producers = set()  # registered producers (register_producer)
-        self._producer_seq = 0
+        self._producers = Producers(name, self.close)
         _live.add(self)  # (see "Live queues" in the module docstring)
 
     # -- properties ----------------------------------------------------------------------
@@ -323,6 +345,125 @@ class QueueBase(QueueLifecycle[T]):
     def statistics(self) -> QueueStatistics:
         """A frozen snapshot of the queue's counters."""
         return self._engine.statistics()
+
+    # -- producer accounting (the AsyncQueue protocol) -----------------------------------
+
+    async def register_producer(self) -> str:
+        """Producer accounting, for runners and producer processes of your own: count
+        one more producer of this queue and return its id for ``producer_done``.
+
+        A ``QueueRunner`` does this for each of its producers; call it yourself only for
+        producers that are not run by one (an actor process feeding a shared queue).
+        With producers registered, the queue closes after the last one has ended (see
+        ``producer_done``). Completes without waiting.
+
+        Raises:
+            QueueClosedError: The queue is closed (a producer would have nothing to do).
+        """
+        return self._producers.register(self._engine.rules.closed)
+
+    async def producer_done(self, producer_id: str, *, clean: bool = True) -> None:
+        """Producer accounting (see ``register_producer``): producer ``producer_id`` has
+        ended. A clean end of the last registered producer closes the queue (consumers
+        drain it, then get OutOfRangeError); ``clean=False`` (the producer failed)
+        closes it with ``cancel_pending_enqueues=True`` at once. Completes without
+        waiting. The same signature as on ``aqueue.redis`` queues.
+
+        Raises:
+            ElementSpecError: ``producer_id`` is not registered (or already done).
+        """
+        self._producers.done(producer_id, clean)
+
+    def release_producers(self) -> None:
+        """Called by a ``Coordinator`` when it stops (user code does not need it): close
+        with ``cancel_pending_enqueues=True``, which releases every producer waiting to
+        enqueue (as TensorFlow's coordinator does)."""
+        self.close(cancel_pending_enqueues=True)
+
+    # -- snapshots (see the module docstring) --------------------------------------------
+
+    def snapshot(self) -> QueueSnapshot[T]:
+        """What the queue holds now: spec, elements in dequeue order, closed flag and,
+        for a RandomShuffleQueue, its generator's state.
+
+        Consistent (taken under the queue's lock) and changes nothing: callable from
+        the event loop or any thread while producers and consumers wait. Elements a
+        waiting batch dequeue has claimed are included, first; elements of pending
+        enqueues are not (they have not been admitted).
+        """
+        kind = self._kind
+        if kind is None:  # (only the four kinds are constructible)
+            raise CheckpointError(f"{type(self).__name__} has no snapshot")
+        elements, closed, rng_state = self._engine.dump_with(self._rng_state)
+        return QueueSnapshot(
+            kind=kind,
+            name=self._name,
+            capacity=self._capacity,
+            dtypes=self._spec.dtypes,
+            shapes=self._spec.shapes,
+            names=self._spec.names,
+            min_after_dequeue=self._engine.rules.floor,
+            seed=self._seed,
+            closed=closed,
+            elements=frozen_elements(self._in_dequeue_order(elements)),
+            rng_state=rng_state,
+        )
+
+    @classmethod
+    def from_snapshot(cls, snap: QueueSnapshot[U]) -> QueueBase[U]:
+        """A new queue equal to the one ``snap`` was taken from: same spec, the same
+        elements in the same order (all of them, even beyond the capacity), the same
+        random generator state, closed if it was. Called on ``QueueBase`` it builds the
+        snapshot's kind; on a kind, the snapshot must be of that kind.
+
+        Raises:
+            ElementSpecError: ``snap`` is not a QueueSnapshot, is of another kind (the
+                message names both), its spec is invalid, or an element does not fit it.
+            CheckpointError: its ``rng_state`` is not a state of the queue's generator.
+        """
+        restored: QueueBase[U] = cls._restore(snap)
+        return restored
+
+    @classmethod
+    def _restore(cls, snap: QueueSnapshot[Any]) -> Any:
+        where = f"{cls.__name__}.from_snapshot"
+        if not isinstance(snap, QueueSnapshot):
+            raise ElementSpecError(f"{where}: expected a QueueSnapshot, got {type(snap).__name__}")
+        target = QueueBase._by_kind.get(snap.kind) if cls._kind is None else cls
+        if target is None:
+            raise ElementSpecError(f"{where}: unknown queue kind {snap.kind!r}")
+        if snap.kind != target._kind:
+            raise ElementSpecError(
+                f"{where}: the snapshot is of a {snap.kind} (queue '{snap.name}'), not a "
+                f"{target._kind}; restore it with aqueue.{snap.kind}.from_snapshot"
+            )
+        queue = target._empty_like(snap)
+        contents = checked_contents(queue._spec, snap.elements, where)
+        if snap.rng_state is not None:
+            queue._set_rng_state(snap.rng_state, where)
+        if isinstance(contents, list):
+            queue._engine.load(contents)
+        else:
+            queue._engine.load_rows(*contents)
+        if snap.closed:
+            queue.close()
+        return queue
+
+    @classmethod
+    def _empty_like(cls: type[Q], snap: QueueSnapshot[Any]) -> Q:
+        """An empty queue of this kind with ``snap``'s spec."""
+        raise NotImplementedError
+
+    def _rng_state(self) -> dict[str, Any] | None:
+        """The state of the random generator the storage draws from (lock held)."""
+        return None
+
+    def _set_rng_state(self, state: dict[str, Any], where: str) -> None:
+        raise CheckpointError(f"{where}: a {self._kind} has no random generator state")
+
+    def _in_dequeue_order(self, elements: list[Components]) -> list[Components]:
+        """``Engine.dump``'s elements (claims first) in the order dequeues see them."""
+        return elements
 
     # -- iteration and the thread view ---------------------------------------------------
 
