@@ -11,8 +11,8 @@ Two checks of the package's structure:
   at once.
 - *Layers point down.* Parsed with ``ast`` (relative imports resolved, imports under
   ``TYPE_CHECKING`` included): the queues layer imports neither the running nor the
-  input layer, the running layer does not import the input layer, and no private layer
-  imports the public package or its public subpackages.
+  input functions nor the pipeline, and so on up (queues < running < input < pipeline),
+  and no private layer imports the public package or its public subpackages.
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def import_failures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[
 
 def test_modules_were_discovered() -> None:
     """The discovery finds the layers' modules (so the checks below are not vacuous)."""
-    for name in ("aqueue._queues._engine", "aqueue._running._runner", "aqueue._input._stages"):
+    for name in ("aqueue._queues._engine", "aqueue._running._runner", "aqueue._pipeline._stages"):
         assert name in MODULES
 
 
@@ -253,7 +253,7 @@ def test_resolve_imports_handles_relative_and_absolute_forms() -> None:
         from . import _engine
         from ._spec import ElementSpec
         if TYPE_CHECKING:
-            from .._input._stages import Box
+            from .._pipeline._stages import Box
         def late():
             from .. import elsewhere
         """
@@ -266,7 +266,7 @@ def test_resolve_imports_handles_relative_and_absolute_forms() -> None:
         "aqueue._errors",
         "aqueue._queues._engine",
         "aqueue._queues._spec",
-        "aqueue._input._stages",
+        "aqueue._pipeline._stages",
         "aqueue",
     }
     as_package = resolve_imports("from ._x import y\n", "aqueue._queues", is_package=True)
@@ -278,18 +278,20 @@ def test_layer_checks_see_real_imports() -> None:
     assert "aqueue._queues._protocol" in _imports_of("aqueue._running._runner")
     assert "aqueue._queues._engine" in _imports_of("aqueue._queues._queue")
     assert "aqueue._running._runner" in _imports_of("aqueue._input._functions")
+    assert "aqueue._input._epochs" in _imports_of("aqueue._pipeline._sources")
 
 
 _FORBIDDEN = {
-    "aqueue._queues": ("aqueue._running", "aqueue._input"),
-    "aqueue._running": ("aqueue._input",),
+    "aqueue._queues": ("aqueue._running", "aqueue._input", "aqueue._pipeline"),
+    "aqueue._running": ("aqueue._input", "aqueue._pipeline"),
+    "aqueue._input": ("aqueue._pipeline",),
 }
 
 
 @pytest.mark.parametrize("layer", sorted(_FORBIDDEN))
 def test_layers_import_only_downwards(layer: str) -> None:
-    """The queues layer imports neither the running nor the input layer; the running
-    layer does not import the input layer (type-only imports included)."""
+    """Each layer imports only the layers below it (queues < running < input functions
+    < pipeline), type-only imports included."""
     modules = [n for n in MODULES if _within(n, layer)]
     assert len(modules) > 3
     bad = {
@@ -318,7 +320,9 @@ def test_private_layers_do_not_import_the_public_package() -> None:
     assert bad == {}
 
 
-@pytest.mark.parametrize("layer", ["aqueue._queues", "aqueue._running", "aqueue._input"])
+@pytest.mark.parametrize(
+    "layer", ["aqueue._queues", "aqueue._running", "aqueue._input", "aqueue._pipeline"]
+)
 def test_each_layer_docstring_maps_all_its_files(layer: str) -> None:
     """A layer's docstring is its map for the next engineer: it names every module of
     the layer (a file added without a line there fails)."""

@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .._input._epochs import Epochs
 from ._control import Stage
-from ._epochs import Epochs
 from ._stages import CLEAN, Burst, noted, pack
 
 if TYPE_CHECKING:

@@ -40,6 +40,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 
 from .._errors import OutOfRangeError
+from .._input._epochs import in_memory
 from .._queues._fifo import StageQueue
 from .._queues._queue import QueueBase
 from .._running._coordinator import Coordinator
@@ -48,7 +49,6 @@ from .._running._producers import is_async_callable
 from .._running._runner import QueueRunner
 from ._checkpoint import apply_positions, apply_state, take_checkpoint
 from ._control import Control, Stage
-from ._epochs import in_memory
 from ._maps import AsyncTurns, ThreadTurns, async_map_step, offloaded, thread_map_step
 from ._meter import Meter, StageStatistics
 from ._report import sample_occupancy, stage_statistics

@@ -47,12 +47,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._errors import CheckpointError, CheckpointWarning, ElementSpecError
-from ._epochs import in_memory
+from .._input._epochs import in_memory
 from ._sources import SequenceSource
 from ._state import PipelineState
 
 if TYPE_CHECKING:
-    from ._pipeline_run import PipelineRun
+    from ._run import PipelineRun
     from ._stage_spec import StageSpec
 
 __all__ = [

@@ -14,7 +14,7 @@ A Pipeline's chain of stages never changes: each builder method returns a new
 Pipeline (it only remembers its latest run, for ``statistics()``). The chain is a tuple
 of StageSpecs, built and checked by ``_stage_spec.py`` (the methods here hold the public
 signatures, types and docstrings); ``open()`` runs it as a ``PipelineRun``
-(``_pipeline_run.py``: its queues, workers, and how a run ends); ``statistics()`` and
+(``_run.py``: its queues, workers, and how a run ends); ``statistics()`` and
 ``describe()`` come from ``_report.py``.
 """
 
@@ -31,8 +31,8 @@ from .._running._coordinator import Coordinator
 from .._running._monitor import Monitor
 from ._checkpoint import check_state, refusal
 from ._meter import StageStatistics
-from ._pipeline_run import OpenPipeline, PipelineRun
 from ._report import describe_run, zero_statistics
+from ._run import OpenPipeline, PipelineRun
 from ._stage_spec import (
     StageSpec,
     async_iterable_source,
