@@ -4,32 +4,33 @@ A runner holds a queue (any ``AsyncQueue``: in-process or shared through a serve
 and a list of producers. A Coordinator starts it (``coord.start(runner)``, which calls
 ``runner.launch`` with the ``Supervisor`` the coordinator offers); each producer then
 runs until it ends cleanly, fails, or the coordinator stops. Async producers run as
-tasks in the coordinator's task group, sync ones on dedicated daemon threads.
+tasks in the coordinator's task group, sync ones on dedicated, named daemon threads.
 
 This module holds the runner's public surface (construction, properties, ``join``,
 ``producer_states``, ``source_queues``, ``launch``) and the ``Supervisor`` protocol.
-Registering and starting the producers of a launch, their loops and the invariants
-they keep (registration before any start, every end reported to the queue, clean and
-failed ends, threads never touching the event loop) are in ``_launch.py``.
+What runs the producers of one start is a ``Launch`` (``_launch.py``) that the runner
+holds: registering and starting the producers, their loops, and the invariants they
+keep (registration before any start, every end reported to the queue, clean and failed
+ends, threads never touching the event loop).
 
 Invariants:
 
 - Each ``launch`` makes a fresh ``Launch`` with fresh producer slots and clears
-  ``exceptions_raised``; a runner launches again only once no producer of its current
-  launch is running.
+  ``exceptions_raised`` (a new list, which the launch appends to); a runner launches
+  again only once no producer of its current launch is running.
 - Producer kinds are told apart once, at construction (``classify``).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from .._errors import OutOfRangeError, QueueClosedError
 from .._queues._protocol import AsyncQueue
 from . import _alive
-from ._launch import Launch, RunsProducers
-from ._producers import ProducerSlot, ThreadRecord, classify
+from ._launch import Launch, ProducerSupervisor
+from ._producers import ProducerSlot, classify
 
 __all__ = ["Producer", "QueueRunner", "Supervisor"]
 
@@ -37,31 +38,16 @@ Producer = Callable[[], Any] | AsyncIterable[Any] | Iterable[Any]
 """An async or sync callable (called repeatedly) or an async or sync iterable."""
 
 
-class Supervisor(Protocol):
-    """What a coordinator offers the runners it starts."""
-
-    def should_stop(self) -> bool:
-        """Whether a stop was requested (any thread may ask)."""
-        ...
-
-    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> None:
-        """Run ``fn(*args)`` as a task the coordinator waits for and cancels."""
-        ...
-
-    def track_thread(self, record: ThreadRecord) -> None:
-        """A producer thread to wait for (and to name if it outlives the grace period)."""
-        ...
-
-    def failed(self, exc: Exception) -> None:
-        """A producer failed: record ``exc``, stop everything, cancel the scope."""
-        ...
+class Supervisor(ProducerSupervisor, Protocol):
+    """What a coordinator offers the runners it starts: what their launches need, and
+    starting another runner (a batch runner's stand-in starts the real one)."""
 
     def start(self, runner: QueueRunner) -> None:
         """Start another runner under the same coordinator."""
         ...
 
 
-class QueueRunner(RunsProducers):
+class QueueRunner:
     """Producers that keep one queue filled, started and stopped by a Coordinator.
 
     Args:
@@ -212,9 +198,13 @@ class QueueRunner(RunsProducers):
         self._started = True
         _alive.runner_launched(self)
         self.exceptions_raised = []
-        threaded = any(p.kind.threaded for p in self._producers)
-        producers = [ProducerSlot(p.index, p.target, p.kind) for p in self._producers]
-        launch = self._launch = Launch(producers, self._queue.blocking() if threaded else None)
-        supervisor.spawn(
-            self._register_and_start, supervisor, launch, name=f"QueueRunner '{self._name}'"
+        self._launch = Launch(
+            self._queue,
+            self._name,
+            [ProducerSlot(p.index, p.target, p.kind) for p in self._producers],
+            supervisor,
+            enqueue_many=self._enqueue_many,
+            clean_types=self._clean_types,
+            exceptions=self.exceptions_raised,
         )
+        self._launch.start()
