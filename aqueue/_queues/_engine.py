@@ -192,29 +192,28 @@ class Engine:
     def _admit(self, mode: int, comps: Components, start: int, stop: int) -> None:
         """Admit rows ``start:stop`` (an element for ONE), count them, notify."""
         getters = self.getters
-        if not getters:  # nobody to serve or wake: store and count
+        head = getters[0] if getters else None
+        if head is None or head.out is None:  # no batch to fill: into the storage
             if mode == ONE:
                 self.storage.put_one(comps)
             else:
                 self.storage.put_rows(comps, start, stop)
+        elif mode == ONE:
+            self.claims.admit_one(head, comps)
+        elif head.claimed + stop - start <= head.n:
+            # All of it fills the head's batch: the only request this can make ready.
+            fill_rows(head, comps, start, stop)
+            self.enqueued_total += stop - start
+            if head.claimed == head.n and not head.notified:
+                self._wake(head)
+            return
         else:
-            head = getters[0]
-            if mode == ONE:
-                self.claims.admit_one(head, comps)
-            elif head.out is not None and head.claimed + stop - start <= head.n:
-                # All of it fills the head's batch: the only request this can make ready.
-                fill_rows(head, comps, start, stop)
-                self.enqueued_total += stop - start
-                if head.claimed == head.n and not head.notified:
-                    self._wake(head)
-                return
-            else:
-                self.claims.admit_rows(head, comps, start, stop)
+            self.claims.admit_rows(head, comps, start, stop)
         self.enqueued_total += stop - start if mode != ONE else 1
         size = self.storage.size
         if size > self.peak:
             self.peak = size
-        if getters:
+        if head is not None:
             self._notify()
 
     # -- dequeue -------------------------------------------------------------------------
