@@ -578,6 +578,26 @@ def test_a_batch_getter_that_parks_first_claims_but_completes_in_its_next_step()
     assert (e.enqueued_total, e.dequeued_total) == (3, 3)
 
 
+def test_a_parked_putter_admits_what_fits_beyond_the_filling_batch_in_one_step() -> None:
+    """A parked enqueue_many whose step fills the head dequeue's batch goes on admitting
+    into the ring in the same step: the rows that went into the batch took no room, so
+    it must not wait (un-woken) while there is room for more."""
+    e = ring_engine(2)
+    put(e, [0, 1])
+    p = parked_put(e, [2, 3, 4, 5, 6])
+    assert vals(get(e, MANY, 2, wait=False)) == [0, 1]
+    g = parked_get(e, MANY, 2)  # the ring is empty: its batch fills
+    assert retry(e, p) is WAIT
+    assert (p.pos, g.claimed, e.storage.size) == (4, 2, 2)
+    assert fired(g, p) == [True, False]
+    assert vals(retry(e, g)) == [2, 3]
+    assert fired(p) == [False]  # the ring is full
+    assert take_all(e) == [4, 5]
+    assert fired(p) == [True]
+    assert retry(e, p) is None
+    assert take_all(e) == [6]
+
+
 def test_rows_beyond_the_filling_batch_go_to_the_ring() -> None:
     """A batch larger than what the filling dequeue still needs fills it, and the rest
     is stored behind."""
