@@ -598,6 +598,38 @@ def test_a_parked_putter_admits_what_fits_beyond_the_filling_batch_in_one_step()
     assert take_all(e) == [6]
 
 
+def test_a_putter_parked_after_filling_the_head_batch_is_woken_at_once() -> None:
+    """An enqueue_many whose first step fills the head dequeue's batch and parks with
+    its rest is woken at once: the rows that went into the batch took no room."""
+    e = ring_engine(2)
+    g = parked_get(e, MANY, 2)
+    p = parked_put(e, [0, 1, 2, 3, 4])
+    assert (p.pos, g.claimed, e.storage.size) == (2, 2, 0)
+    assert fired(g, p) == [True, True]
+    assert retry(e, p) is WAIT
+    assert (p.pos, e.storage.size) == (4, 2)
+    assert vals(retry(e, g)) == [0, 1]
+    assert take_all(e) == [2, 3]
+    assert retry(e, p) is None
+    assert take_all(e) == [4]
+
+
+def test_loaded_elements_go_into_the_filling_head_batch_first() -> None:
+    """Elements loaded whole (a snapshot's, ``load_items``) while a batch dequeue fills
+    at the head go into its batch first, then the ring, in order; it is woken when full."""
+    e = ring_engine(4)
+    g = parked_get(e, MANY, 3)
+    checked(e, partial(e.load, [one(0), one(1)]))
+    assert (g.claimed, e.storage.size, e.loaded_total) == (2, 0, 2)
+    assert fired(g) == [False]
+    checked(e, partial(e.load_rows, rows(2, 3, 4, 5, 6), 5))
+    assert (g.claimed, e.storage.size) == (3, 4)
+    assert fired(g) == [True]
+    assert [vals(c) for c in e.dump()] == [[0], [1], [2], [3], [4], [5], [6]]
+    assert vals(retry(e, g)) == [0, 1, 2]
+    assert take_all(e) == [3, 4, 5, 6]
+
+
 def test_rows_beyond_the_filling_batch_go_to_the_ring() -> None:
     """A batch larger than what the filling dequeue still needs fills it, and the rest
     is stored behind."""
