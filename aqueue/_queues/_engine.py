@@ -377,14 +377,18 @@ class Engine:
         if self.putters[0] is not p:
             return False
         getters = self.getters
-        rest = p.count - p.pos
-        k = self.rules.put_count(rest, self.storage.size, p.atomic, getters[0] if getters else None)
-        if k == 0:
-            return False
-        self._admit(p.mode, p.comps, p.pos, p.pos + k)
-        p.pos += k
-        if k < rest:
-            return False
+        put_count = self.rules.put_count
+        while True:
+            rest = p.count - p.pos
+            k = put_count(rest, self.storage.size, p.atomic, getters[0] if getters else None)
+            if k == 0:
+                return False
+            self._admit(p.mode, p.comps, p.pos, p.pos + k)
+            p.pos += k
+            if k == rest:
+                break
+            # Rows that went into a filling head getter's batch took no room: admit what
+            # still fits now (it would wait un-woken otherwise; invariant 3).
         self._leave_put(p)
         return True
 
