@@ -10,8 +10,8 @@ Two checks of the package's structure:
   ``__init__`` happens to use fails the isolated import. One subprocess per mode, both
   at once.
 - *Layers point down.* Parsed with ``ast`` (relative imports resolved, imports under
-  ``TYPE_CHECKING`` included): the queues layer imports neither the running nor the
-  input layer, the running layer does not import the input layer, and no private layer
+  ``TYPE_CHECKING`` included): the layers, from the bottom, are queues, replay,
+  running and input, and each imports only the layers below it; no private layer
   imports the public package or its public subpackages.
 """
 
@@ -281,15 +281,17 @@ def test_layer_checks_see_real_imports() -> None:
 
 
 _FORBIDDEN = {
-    "aqueue._queues": ("aqueue._running", "aqueue._input"),
+    "aqueue._queues": ("aqueue._replay", "aqueue._running", "aqueue._input"),
+    "aqueue._replay": ("aqueue._running", "aqueue._input"),
     "aqueue._running": ("aqueue._input",),
 }
 
 
 @pytest.mark.parametrize("layer", sorted(_FORBIDDEN))
 def test_layers_import_only_downwards(layer: str) -> None:
-    """The queues layer imports neither the running nor the input layer; the running
-    layer does not import the input layer (type-only imports included)."""
+    """The queues layer imports none of the replay, running and input layers; the
+    replay layer imports neither the running nor the input layer; the running layer
+    does not import the input layer (type-only imports included)."""
     modules = [n for n in MODULES if _within(n, layer)]
     assert len(modules) > 3
     bad = {
@@ -318,7 +320,9 @@ def test_private_layers_do_not_import_the_public_package() -> None:
     assert bad == {}
 
 
-@pytest.mark.parametrize("layer", ["aqueue._queues", "aqueue._running", "aqueue._input"])
+@pytest.mark.parametrize(
+    "layer", ["aqueue._queues", "aqueue._replay", "aqueue._running", "aqueue._input"]
+)
 def test_each_layer_docstring_maps_all_its_files(layer: str) -> None:
     """A layer's docstring is its map for the next engineer: it names every module of
     the layer (a file added without a line there fails)."""
