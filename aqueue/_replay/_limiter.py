@@ -78,6 +78,7 @@ def _count(value: Any, what: str, owner: str) -> int:
 
 def _fmt(x: float) -> str:
     """A number as it reads best in a message: 4 rather than 4.0."""
+    x = float(x)
     return str(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
 
 

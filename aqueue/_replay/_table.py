@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from .._errors import CheckpointError, ElementSpecError, int_arg, name_arg, seed_arg
 from .._queues._backend import checkpoint, in_event_loop, make_waker
-from .._queues._declare import Array, FixedShape, NumericDType, T, U
+from .._queues._declare import Array, FixedShape, NumericDType, T, U, format_shape
 from .._queues._requests import WAIT
 from .._queues._spec import declare_spec
 from .._queues._waiting import wait_task
@@ -186,7 +186,7 @@ class ReplayTable(Generic[T]):
         spec = declare_spec(owner, dtypes, shapes, names, allow_unknown_dims=True)
         fixed = spec.fixed_shapes
         if fixed is None:
-            got = "none" if spec.shapes is None else repr(spec.shapes)
+            got = "none" if spec.shapes is None else ", ".join(map(format_shape, spec.shapes))
             raise ElementSpecError(
                 f"{owner}: shapes must be declared and fully defined (items live in "
                 f"preallocated arrays of shape (max_size, *shape)); use shapes=() for "
