@@ -235,6 +235,51 @@ class ReplayTable(Generic[T]):
 
     # -- Reverb's queue and stack shapes --------------------------------------------------
 
+    @overload
+    @classmethod
+    def queue(
+        cls,
+        max_size: int,
+        dtypes: Any,
+        shapes: Any,
+        names: Sequence[str],
+        *,
+        name: str | None = ...,
+    ) -> ReplayTable[dict[str, Array]]: ...
+    @overload
+    @classmethod
+    def queue(
+        cls,
+        max_size: int,
+        dtypes: tuple[NumericDType, NumericDType],
+        shapes: Any = ...,
+        names: None = ...,
+        *,
+        name: str | None = ...,
+    ) -> ReplayTable[tuple[Array, Array]]: ...
+    @overload
+    @classmethod
+    def queue(
+        cls,
+        max_size: int,
+        dtypes: NumericDType,
+        shapes: Any = ...,
+        names: None = ...,
+        *,
+        name: str | None = ...,
+    ) -> ReplayTable[Array]: ...
+    @overload
+    @classmethod
+    def queue(
+        cls,
+        max_size: int,
+        dtypes: Any,
+        shapes: Any = ...,
+        names: Any = ...,
+        *,
+        name: str | None = ...,
+    ) -> ReplayTable[Any]: ...
+
     @classmethod
     def queue(
         cls,
@@ -248,9 +293,6 @@ class ReplayTable(Generic[T]):
         """A table that behaves as a FIFO queue (Reverb's ``Table.queue``): Fifo sampler
         and remover, each item sampled once, inserts wait while ``max_size`` items are
         held, samples wait while none is.
-
-        The element type is not inferred here; name it where it matters:
-        ``table: ReplayTable[np.ndarray] = ReplayTable.queue(...)``.
         """
         return cls(
             max_size,
@@ -263,6 +305,51 @@ class ReplayTable(Generic[T]):
             rate_limiter=RateLimiter(1.0, 1, 0.0, float(max_size)),
             name=name,
         )
+
+    @overload
+    @classmethod
+    def stack(
+        cls,
+        max_size: int,
+        dtypes: Any,
+        shapes: Any,
+        names: Sequence[str],
+        *,
+        name: str | None = ...,
+    ) -> ReplayTable[dict[str, Array]]: ...
+    @overload
+    @classmethod
+    def stack(
+        cls,
+        max_size: int,
+        dtypes: tuple[NumericDType, NumericDType],
+        shapes: Any = ...,
+        names: None = ...,
+        *,
+        name: str | None = ...,
+    ) -> ReplayTable[tuple[Array, Array]]: ...
+    @overload
+    @classmethod
+    def stack(
+        cls,
+        max_size: int,
+        dtypes: NumericDType,
+        shapes: Any = ...,
+        names: None = ...,
+        *,
+        name: str | None = ...,
+    ) -> ReplayTable[Array]: ...
+    @overload
+    @classmethod
+    def stack(
+        cls,
+        max_size: int,
+        dtypes: Any,
+        shapes: Any = ...,
+        names: Any = ...,
+        *,
+        name: str | None = ...,
+    ) -> ReplayTable[Any]: ...
 
     @classmethod
     def stack(

@@ -189,17 +189,17 @@ async def test_sample_waits_for_min_size_and_inserts_wait_for_the_limiter(
 
 async def test_waiters_are_served_in_arrival_order(make_table: MakeTable) -> None:
     """Waiting samples are served in the order they arrived, and so are waiting
-    inserts, even when a later one could have gone first."""
+    inserts: a request that arrives behind a waiting one waits, even when it could be
+    served at once."""
     t = await make_table(10, np.float32, SHAPE, sampler=aqueue.Fifo(), max_times_sampled=1)
+    await t.insert_many(items([0, 1]))
     async with anyio.create_task_group() as tg:
-        big = spawn(tg, t.sample, 3)
+        big = spawn(tg, t.sample, 3)  # 2 draws are left: it waits
         await settle()
-        small = spawn(tg, t.sample, 1)
-        await settle()
-        await t.insert_many(items([0, 1]))
+        small = spawn(tg, t.sample, 1)  # it could be served, but arrived later
         await settle()
         assert big.pending
-        assert small.pending  # it could be served, but arrived later
+        assert small.pending
         await t.insert(item(2))
         await settle()
         assert big.result().keys.tolist() == [0, 1, 2]
@@ -207,22 +207,21 @@ async def test_waiters_are_served_in_arrival_order(make_table: MakeTable) -> Non
         await t.insert(item(3))
         await settle()
         assert small.result().keys.tolist() == [3]
-    limited = await make_table(
-        10, np.float32, SHAPE, rate_limiter=aqueue.RateLimiter(1.0, 1, -10.0, 2.0)
-    )
+    limiter = aqueue.RateLimiter(1.0, 1, -10.0, 2.0)
+    limited = await make_table(10, np.float32, SHAPE, rate_limiter=limiter)
     await limited.insert_many(items([0, 1]))
+    await limited.sample(1)  # inserts * 1 - samples = 1
     async with anyio.create_task_group() as tg:
-        many = spawn(tg, limited.insert_many, items([2, 3]))
+        many = spawn(tg, limited.insert_many, items([2, 3]))  # 4 - 1 > 2: it waits
         await settle()
-        one = spawn(tg, limited.insert, item(4))
-        await settle()
-        await limited.sample(1)
+        one = spawn(tg, limited.insert, item(4))  # 3 - 1 <= 2 fits, but arrived later
         await settle()
         assert many.pending
-        assert one.pending  # it fits now, but the batch arrived first
+        assert one.pending
         await limited.sample(1)
         await settle()
         assert many.result().tolist() == [2, 3]
+        assert one.pending  # 5 - 2 > 2
         await limited.sample(1)
         await settle()
         assert one.result() == 4
