@@ -130,6 +130,20 @@ class TableCore:
         self.sampler.insert(slots, priorities)
         self.remover.insert(slots, priorities)
 
+    def _replace(self, old: Array, comps: Sequence[Array], keys: Array, priorities: Array) -> None:
+        """``_drop(old)`` then ``_add(...)``; a prioritized state does both in one pass
+        over its tree."""
+        store = self.store
+        store.release(old)
+        slots = store.alloc(len(keys))
+        store.add(slots, keys, priorities, comps)
+        for state in (self.sampler, self.remover):
+            if isinstance(state, PrioritizedState):
+                state.replace(old, slots, priorities)
+            else:
+                state.remove(old)
+                state.insert(slots, priorities)
+
     def _drop(self, slots: Array, *, in_sampler: bool = True) -> None:
         if in_sampler:
             self.sampler.remove(slots)
@@ -151,14 +165,14 @@ class TableCore:
         elif remover.deterministic:
             assert not isinstance(remover, (UniformState, PrioritizedState))
             old, gone = remover.evictions(excess, priorities)
-            self._drop(old)
             if gone.size:
+                self._drop(old)
                 keep = np.ones(k, dtype=bool)
                 keep[gone] = False
                 if keep.any():
                     self._add([c[keep] for c in comps], keys[keep], priorities[keep])
             else:
-                self._add(comps, keys, priorities)
+                self._replace(old, comps, keys, priorities)
         else:
             assert isinstance(remover, (UniformState, PrioritizedState))
             room = self.max_size - store.size
@@ -199,23 +213,27 @@ class TableCore:
         elif not mts:
             assert isinstance(sampler, (UniformState, PrioritizedState))
             slots, weights, total = sampler.draw(n, self.rng)
-            probabilities = weights / total
+            probabilities = weights / total if len(weights) else np.full(n, 1.0 / total)
         else:
             assert isinstance(sampler, (UniformState, PrioritizedState))
             slots, probabilities, out_of_sampler = self._draw_with_budget(n, sampler)
-        # times_sampled, counting each draw in order
+        # times_sampled, counting each draw in order (a repeated slot: t + 1, t + 2, ...)
+        times = store.times[slots]
+        times += 1
         order = np.argsort(slots, kind="stable")
         ordered = slots[order]
-        if n == 1 or bool((ordered[1:] != ordered[:-1]).all()):
-            times = store.times[slots] + 1
+        repeat = ordered[1:] == ordered[:-1]
+        if not repeat.any():
             store.times[slots] = times
             distinct = slots
-        else:
-            occ = occurrences(slots)
-            times = store.times[slots] + occ + 1
-            starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-            distinct = ordered[starts]
-            store.times[distinct] += np.diff(np.append(starts, n))
+        else:  # (about one batch of 256 in four, from 100,000 items)
+            pos = np.arange(n)
+            start = np.where(np.concatenate(([False], repeat)), 0, pos)
+            np.maximum.accumulate(start, out=start)
+            times[order] += pos - start  # each draw's rank among the draws of its slot
+            last = np.flatnonzero(np.concatenate((~repeat, [True])))
+            distinct = ordered[last]
+            store.times[distinct] = times[order[last]]
         store.sampled_live += n
         self.samples += n
         data = tuple(np.take(d, slots, axis=0) for d in store.data)
@@ -244,6 +262,8 @@ class TableCore:
         left = n
         while left:
             slots, weights, total = sampler.draw(left, rng)
+            if not len(weights):
+                weights = np.ones(len(slots))
             occ = occurrences(slots)
             before = np.array([taken.get(s, 0) for s in slots.tolist()], dtype=np.int64)
             remaining = mts - store.times[slots] - before

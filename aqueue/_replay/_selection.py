@@ -8,8 +8,9 @@ slots), always in batches and under the table's lock. Then:
 
 - random states (Uniform, Prioritized) ``draw(m, rng)``: ``m`` slots drawn
   independently, with replacement, each with its weight and the total weight
-  (probability = weight / total); and ``victim(priority, rng)``: the slot to evict when
-  one more item of that priority arrives at ``max_size``, or -1 for the newcomer itself;
+  (probability = weight / total; an empty weights array means every weight is 1);
+  and ``victim(priority, rng)``: the slot to evict when one more item of that
+  priority arrives at ``max_size``, or -1 for the newcomer itself;
 - deterministic states (Fifo, Lifo, MinHeap, MaxHeap) ``first(k)``: the first ``k``
   items in their order; and ``evictions(excess, priorities)``: which held slots, and
   which of ``k`` arriving items (positions), the remover evicts when they arrive
@@ -20,11 +21,13 @@ slots), always in batches and under the table's lock. Then:
 The states (invariants):
 
 - ``UniformState``: ``dense[:n]`` lists the held slots; ``pos[slot]`` is each one's
-  index there. A batch removal fills the holes below the new ``n`` with the survivors
-  above it (ascending with ascending), so draws index a dense array in O(1).
+  index there. A batch removal of k fills the holes below the new ``n`` with the
+  survivors among the last k positions (ascending with ascending), so draws index a
+  dense array in O(1) and a removal costs O(k).
 - ``PrioritizedState``: a ``SumTree`` whose leaf ``slot`` holds ``priority**exponent``
   (0 for priority 0 and for free slots). When the total is 0, every held item is
-  equally likely (draws then index ``flatnonzero(live)``, O(max_size)).
+  equally likely (draws then index ``flatnonzero(live)``, O(max_size)). ``replace``
+  removes and inserts in one pass over the tree (an insert at max_size).
 - ``OrderState``: nothing of its own: the store's key log is the order by key.
 - ``HeapState``: a binary heap (``heapq``) of ``(priority or -priority, seq, slot)``
   with lazy deletion: an entry is valid while ``seq[slot]`` equals its seq. Every
@@ -56,6 +59,7 @@ __all__ = ["HeapState", "OrderState", "PrioritizedState", "State", "UniformState
 
 Array = npt.NDArray[Any]
 _EMPTY = np.empty(0, dtype=np.int64)
+_UNIT = np.empty(0, dtype=np.float64)  # "every weight is 1" (a uniform draw)
 
 
 class UniformState:
@@ -85,18 +89,19 @@ class UniformState:
         n = self.n - k
         gone = self.pos[slots]
         self.pos[slots] = -1
-        holes = np.sort(gone[gone < n])
+        below = gone < n
+        holes = np.sort(gone[below])
         if holes.size:
-            tail = np.arange(n, self.n)
-            movers = tail[~np.isin(tail, gone)]
-            moved = self.dense[movers]
+            stays = np.ones(k, dtype=bool)  # which of the last k positions survive
+            stays[gone[~below] - n] = False
+            moved = self.dense[n + np.flatnonzero(stays)]
             self.dense[holes] = moved
             self.pos[moved] = holes
         self.n = n
 
     def draw(self, m: int, rng: np.random.Generator) -> tuple[Array, Array, float]:
         idx = rng.integers(0, self.n, m)
-        return self.dense[idx], np.ones(m), float(self.n)
+        return self.dense[idx], _UNIT, float(self.n)
 
     def victim(self, priority: float, rng: np.random.Generator) -> int:
         r = int(rng.integers(0, self.n + 1))
@@ -144,6 +149,15 @@ class PrioritizedState:
         self.tree.set(slots, np.zeros(len(slots)))
         self.live[slots] = False
         self.count -= len(slots)
+
+    def replace(self, gone: Array, slots: Array, priorities: Array) -> None:
+        """``remove(gone)`` then ``insert(slots, priorities)``, in one pass over the tree
+        (at max_size each insert evicts: the slots freed are mostly the ones filled)."""
+        self.tree.leaves()[gone] = 0.0
+        self.live[gone] = False
+        self.tree.set(slots, self.weights(priorities), also=gone)
+        self.live[slots] = True
+        self.count += len(slots) - len(gone)
 
     def draw(self, m: int, rng: np.random.Generator) -> tuple[Array, Array, float]:
         prefix = self.tree.prefix()

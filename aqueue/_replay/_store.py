@@ -18,14 +18,20 @@ Invariants (all changed under the table's lock, by the engine only):
   ``key[log_slots[i]] == log_keys[i]``; a released item's entry just dies (its slot
   may be reused for a larger key). Dead entries are dropped when the log would
   overflow its ``2 * max_size`` entries (``_compact``: amortized O(1) per insert), or
-  trimmed off its end. ``lookup`` is a ``searchsorted`` of the keys in the log plus the
-  liveness check: no Python object per item. Every live item has exactly one live entry.
+  trimmed off its end. Every live item has exactly one live entry.
+- ``direct[key & mask]`` (``mask + 1``, a power of two >= 2 * max_size) is the slot the
+  latest stored key with those low bits went to. ``lookup`` tries it first (one gather
+  and a check that the slot holds that key); only keys whose entry a later key took
+  (an item that outlived ``mask + 1`` inserts) are searched in the log
+  (``searchsorted``). No Python object per item either way.
 - ``head`` is an index into the log before which every entry is dead: the oldest
   item (Fifo) is the first live entry at or after it.
 - ``sampled_live`` is the sum of ``times`` over the items held (a table with
   ``max_times_sampled`` can serve ``size * max_times_sampled - sampled_live`` draws).
-- ``max_priority()``: the largest priority held, 1.0 when empty; cached, and
-  recomputed (one ``max`` over ``priority``) only after the item holding it changed.
+- ``max_priority()``: the largest priority held, 1.0 when empty. Cached with how many
+  items hold it (``_at_max``): adding and updating keep both, and only when the last
+  item holding it leaves or is lowered is it recomputed (one ``max`` over
+  ``priority``) when next asked for.
 """
 
 from __future__ import annotations
@@ -48,15 +54,18 @@ class ItemStore:
     """The items of one table (see the module docstring)."""
 
     __slots__ = (
+        "_at_max",
         "_max",
         "_max_valid",
         "data",
+        "direct",
         "free",
         "head",
         "key",
         "log_keys",
         "log_n",
         "log_slots",
+        "mask",
         "max_size",
         "next_key",
         "nfree",
@@ -82,8 +91,11 @@ class ItemStore:
         self.log_slots = np.empty(2 * max_size, dtype=np.int64)
         self.log_n = 0
         self.head = 0
+        self.mask = (1 << (2 * max_size - 1).bit_length()) - 1
+        self.direct = np.full(self.mask + 1, -1, dtype=np.int64)
         self.sampled_live = 0
-        self._max = 1.0
+        self._max = -np.inf  # (valid: no item held)
+        self._at_max = 0
         self._max_valid = True
 
     # -- slots ----------------------------------------------------------------------
@@ -110,10 +122,7 @@ class ItemStore:
         self.priority[slots] = priorities
         self.times[slots] = 0
         self.size += k
-        if self._max_valid and self.size > k:
-            self._max = max(self._max, float(priorities.max()))
-        else:
-            self._max_valid = False  # (the first items: the cached 1.0 no longer holds)
+        self._track_max(priorities)
         n = self.log_n
         if n + k > len(self.log_keys):
             self._compact()
@@ -121,36 +130,54 @@ class ItemStore:
         self.log_keys[n : n + k] = keys
         self.log_slots[n : n + k] = slots
         self.log_n = n + k
+        self.direct[keys & self.mask] = slots
 
     def release(self, slots: Array) -> None:
         """Free the (distinct, held) ``slots``; their rows keep their data until reused."""
         k = len(slots)
         if not k:
             return
-        if self._max_valid and bool((self.priority[slots] >= self._max).any()):
-            self._max_valid = False
+        self._untrack_max(self.priority[slots])
         self.sampled_live -= int(self.times[slots].sum())
         self.key[slots] = -1
         self.priority[slots] = -np.inf
         self.free[self.nfree : self.nfree + k] = slots
         self.nfree += k
         self.size -= k
+        if self.size == 0:
+            self._max, self._at_max, self._max_valid = -np.inf, 0, True
 
     def set_priorities(self, slots: Array, priorities: Array) -> None:
         """New priorities for held, distinct ``slots``."""
-        if self._max_valid:
-            if bool((self.priority[slots] >= self._max).any()):
-                self._max_valid = False
-            else:
-                self._max = max(self._max, float(priorities.max()))
+        self._untrack_max(self.priority[slots])
         self.priority[slots] = priorities
+        self._track_max(priorities)
+
+    def _track_max(self, values: Array) -> None:
+        """``values`` are now held (the cached maximum follows)."""
+        if not self._max_valid or not len(values):
+            return
+        top = float(values.max())
+        if top > self._max:
+            self._max, self._at_max = top, int((values == top).sum())
+        elif top == self._max:
+            self._at_max += int((values == top).sum())
+        elif self._at_max == 0:  # the maximum left, and nothing here reaches it
+            self._max_valid = False
+
+    def _untrack_max(self, values: Array) -> None:
+        """``values`` are no longer held (or are about to change)."""
+        if self._max_valid and len(values):
+            self._at_max -= int((values == self._max).sum())
 
     def max_priority(self) -> float:
         """The largest priority held; 1.0 when the table is empty."""
         if self.size == 0:
             return 1.0
-        if not self._max_valid:
-            self._max = float(self.priority.max())
+        if not self._max_valid or self._at_max <= 0:
+            priority = self.priority
+            self._max = float(priority.max())
+            self._at_max = int((priority == self._max).sum())
             self._max_valid = True
         return self._max
 
@@ -168,14 +195,19 @@ class ItemStore:
 
     def lookup(self, keys: Array) -> Array:
         """The slot of each key (int64 array), -1 where the table holds no such item."""
-        n = self.log_n
-        if n == 0 or len(keys) == 0:
-            return np.full(len(keys), -1, dtype=np.int64)
-        idx = np.searchsorted(self.log_keys[:n], keys)
-        np.minimum(idx, n - 1, out=idx)
-        slots = self.log_slots[idx]
-        ok = (self.log_keys[idx] == keys) & (self.key[slots] == keys)
-        return np.where(ok, slots, -1)
+        slots = self.direct[keys & self.mask]
+        ok = (keys >= 0) & (self.key[slots] == keys)  # (slot -1 reads the last row: checked)
+        found = np.where(ok, slots, -1)
+        if not ok.all():  # a key whose direct entry a later key took may still be held
+            miss = np.flatnonzero(~ok & (keys >= 0) & (keys < self.next_key))
+            if miss.size and self.log_n:
+                n = self.log_n
+                idx = np.searchsorted(self.log_keys[:n], keys[miss])
+                np.minimum(idx, n - 1, out=idx)
+                logged = self.log_slots[idx]
+                hit = (self.log_keys[idx] == keys[miss]) & (self.key[logged] == keys[miss])
+                found[miss[hit]] = logged[hit]
+        return found
 
     def oldest(self, k: int) -> Array:
         """The slots of the ``k`` oldest items, oldest first (fewer if fewer are held)."""
@@ -256,6 +288,7 @@ class ItemStore:
         self.log_keys[: len(keys)] = keys
         self.log_slots[: len(keys)] = slots
         self.log_n = len(keys)
+        self.direct[keys & self.mask] = slots
         self.head = 0
         self.sampled_live = int(times.sum())
         self._max_valid = False

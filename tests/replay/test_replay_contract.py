@@ -144,6 +144,19 @@ async def test_update_priorities_reports_unknown_keys(make_table: MakeTable) -> 
     assert (await t.update_priorities([], [])).tolist() == []
 
 
+async def test_keys_held_through_many_later_inserts_are_found(make_table: MakeTable) -> None:
+    """Items that outlive many later inserts (a MinHeap remover keeps the high
+    priorities while low ones come and go) are still found by their keys; keys
+    evicted since are not."""
+    t = await make_table(4, np.float32, SHAPE, remover=aqueue.MinHeap())
+    await t.insert_many(items([0, 1]), priorities=[10.0, 10.0])
+    for j in range(2, 40):
+        await t.insert(item(j), priority=1.0)
+    found = await t.update_priorities([0, 1, 38, 39, 2, 16], [20.0] * 6)
+    assert found.tolist() == [True, True, True, True, False, False]
+    assert (await t.delete([1, 1, 17])).tolist() == [True, False, False]
+
+
 async def test_delete_reports_unknown_keys_and_counts(make_table: MakeTable) -> None:
     """delete returns one bool per key (a repeated key: True for its first), removes
     the items and counts them as deletes."""
