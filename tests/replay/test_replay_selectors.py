@@ -295,3 +295,33 @@ def test_sum_tree_rounding_never_lands_on_an_empty_leaf() -> None:
     prefix = tree.prefix()
     leaf = tree.find(np.array([prefix[-1], np.nextafter(prefix[-1], 0.0)]), prefix)
     assert leaf.tolist() == [9, 9]
+
+
+async def test_default_priority_tracks_the_largest_held_through_churn() -> None:
+    """Random inserts, updates, deletes, evictions and samples that use items up: each
+    insert without a priority gets exactly the largest priority then held (1.0 when
+    none is)."""
+    rng = np.random.default_rng(21)
+    t = aqueue.ReplayTable(
+        12, np.float32, SHAPE, sampler=aqueue.Prioritized(0.5), max_times_sampled=2, seed=22
+    )
+    view = t.blocking()
+    for step in range(400):
+        op = rng.integers(0, 5)
+        held = t.snapshot()
+        if op == 0 or held.keys.size == 0:
+            expected = float(held.priorities.max()) if held.keys.size else 1.0
+            key = view.insert(items([step])[0])
+            after = t.snapshot()
+            if key in after.keys:  # (a full table may evict the newcomer)
+                assert after.priorities[after.keys.tolist().index(key)] == expected
+        elif op == 1:
+            k = int(rng.integers(1, 4))
+            view.insert_many(items(range(k)), priorities=rng.integers(0, 4, k).astype(float))
+        elif op == 2:
+            keys = rng.choice(held.keys, size=min(3, held.keys.size), replace=False)
+            view.update_priorities(keys, rng.integers(0, 4, len(keys)).astype(float))
+        elif op == 3:
+            view.delete(rng.choice(held.keys, size=1))
+        else:
+            view.sample(1)
