@@ -297,7 +297,7 @@ def test_sum_tree_rounding_never_lands_on_an_empty_leaf() -> None:
     assert leaf.tolist() == [9, 9]
 
 
-async def test_default_priority_tracks_the_largest_held_through_churn() -> None:
+def test_default_priority_tracks_the_largest_held_through_churn() -> None:
     """Random inserts, updates, deletes, evictions and samples that use items up: each
     insert without a priority gets exactly the largest priority then held (1.0 when
     none is)."""
