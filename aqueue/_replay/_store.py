@@ -162,8 +162,8 @@ class ItemStore:
             self._max, self._at_max = top, int((values == top).sum())
         elif top == self._max:
             self._at_max += int((values == top).sum())
-        elif self._at_max == 0:  # the maximum left, and nothing here reaches it
-            self._max_valid = False
+        # (below the maximum: nothing changes; with no holder left, max_priority
+        # recomputes it when asked)
 
     def _untrack_max(self, values: Array) -> None:
         """``values`` are no longer held (or are about to change)."""
