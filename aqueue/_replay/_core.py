@@ -292,11 +292,11 @@ class TableCore:
         held = slots[found]
         if held.size:
             values = priorities[found]
-            if held.size > 1:
+            if held.size > 1 and not self.store.distinct(held):
+                # a key given twice: its last value counts
                 _, first_from_end = np.unique(held[::-1], return_index=True)
                 last = np.sort(len(held) - 1 - first_from_end)
-                if len(last) < len(held):  # a key given twice: its last value counts
-                    held, values = held[last], values[last]
+                held, values = held[last], values[last]
             store.set_priorities(held, values)
             self.sampler.update(held, values)
             self.remover.update(held, values)

@@ -72,6 +72,7 @@ class ItemStore:
         "priority",
         "sampled_live",
         "size",
+        "stamp",
         "times",
     )
 
@@ -94,6 +95,7 @@ class ItemStore:
         self.mask = (1 << (2 * max_size - 1).bit_length()) - 1
         self.direct = np.full(self.mask + 1, -1, dtype=np.int64)
         self.sampled_live = 0
+        self.stamp = np.zeros(max_size, dtype=np.int64)  # scratch of ``distinct``
         self._max = -np.inf  # (valid: no item held)
         self._at_max = 0
         self._max_valid = True
@@ -193,20 +195,30 @@ class ItemStore:
         self.log_n = m
         self.head = 0
 
+    def distinct(self, slots: Array) -> bool:
+        """Whether no slot appears twice in ``slots`` (one scatter and one gather: each
+        slot keeps one position, so a repeated slot loses one)."""
+        pos = np.arange(len(slots))
+        self.stamp[slots] = pos
+        return bool((self.stamp[slots] == pos).all())
+
     def lookup(self, keys: Array) -> Array:
         """The slot of each key (int64 array), -1 where the table holds no such item."""
-        slots = self.direct[keys & self.mask]
-        ok = (keys >= 0) & (self.key[slots] == keys)  # (slot -1 reads the last row: checked)
+        slots: Array = self.direct[keys & self.mask]
+        ok = self.key[slots] == keys  # (slot -1 reads the last row: checked like any)
+        if ok.all() and (not len(keys) or keys.min() >= 0):
+            return slots
+        ok &= keys >= 0  # (a free slot's key is -1)
         found = np.where(ok, slots, -1)
-        if not ok.all():  # a key whose direct entry a later key took may still be held
-            miss = np.flatnonzero(~ok & (keys >= 0) & (keys < self.next_key))
-            if miss.size and self.log_n:
-                n = self.log_n
-                idx = np.searchsorted(self.log_keys[:n], keys[miss])
-                np.minimum(idx, n - 1, out=idx)
-                logged = self.log_slots[idx]
-                hit = (self.log_keys[idx] == keys[miss]) & (self.key[logged] == keys[miss])
-                found[miss[hit]] = logged[hit]
+        # a key whose direct entry a later key took may still be held: search the log
+        miss = np.flatnonzero(~ok & (keys >= 0) & (keys < self.next_key))
+        if miss.size and self.log_n:
+            n = self.log_n
+            idx = np.searchsorted(self.log_keys[:n], keys[miss])
+            np.minimum(idx, n - 1, out=idx)
+            logged = self.log_slots[idx]
+            hit = (self.log_keys[idx] == keys[miss]) & (self.key[logged] == keys[miss])
+            found[miss[hit]] = logged[hit]
         return found
 
     def oldest(self, k: int) -> Array:
