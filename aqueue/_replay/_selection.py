@@ -165,9 +165,8 @@ class PrioritizedState:
         if total > 0.0:
             u = rng.random(m)
             u *= total
-            np.minimum(u, np.nextafter(total, 0.0), out=u)
-            slots = self.tree.find(u, prefix)
-            return slots, self.tree.leaves()[slots], total
+            slots, weights = self.tree.find(u, prefix)
+            return slots, weights, total
         held = np.flatnonzero(self.live)
         return held[rng.integers(0, self.count, m)], np.ones(m), float(self.count)
 
@@ -179,7 +178,7 @@ class PrioritizedState:
             u = float(rng.random()) * (total + weight)
             if u >= total:
                 return -1
-            return int(self.tree.find(np.array([u]), prefix)[0])
+            return int(self.tree.find(np.array([u]), prefix)[0][0])
         r = int(rng.integers(0, self.count + 1))
         return -1 if r == self.count else int(np.flatnonzero(self.live)[r])
 

@@ -279,8 +279,9 @@ def test_sum_tree_maps_prefix_intervals_to_leaves(size: int) -> None:
     prefix = tree.prefix()
     bounds = np.concatenate([[0.0], np.cumsum(w)])
     u = rng.random(500) * prefix[-1]
-    leaf = tree.find(u.copy(), prefix)
+    leaf, value = tree.find(u.copy(), prefix)
     assert (w[leaf] > 0).all()
+    assert np.array_equal(value, w[leaf])
     inside = (bounds[leaf] <= u * (1 + 1e-12) + 1e-12) & (u <= bounds[leaf + 1] * (1 + 1e-12))
     assert inside.all()
 
@@ -293,8 +294,9 @@ def test_sum_tree_rounding_never_lands_on_an_empty_leaf() -> None:
     w[:10] = 1.0 / 3.0
     tree.set(np.arange(3000), w)
     prefix = tree.prefix()
-    leaf = tree.find(np.array([prefix[-1], np.nextafter(prefix[-1], 0.0)]), prefix)
+    leaf, value = tree.find(np.array([prefix[-1], np.nextafter(prefix[-1], 0.0)]), prefix)
     assert leaf.tolist() == [9, 9]
+    assert value.tolist() == [1.0 / 3.0] * 2
 
 
 def test_default_priority_tracks_the_largest_held_through_churn() -> None:
