@@ -16,6 +16,7 @@ TOUR = [
     "input_pipeline",
     "pipeline",
     "prefetch_files",
+    "replay_table",
 ]
 
 
