@@ -109,7 +109,7 @@ def priorities_arg(
             f"{owner}: {what} must be a 1-d sequence of {count} numbers, got {got}"
         )
     out = arr.astype(np.float64)
-    if count and not (bool((out >= 0).all()) and float(out.max()) <= limit.limit):
+    if count and not (float(out.min()) >= 0 and float(out.max()) <= limit.limit):  # (NaN: no)
         bad = int(np.flatnonzero(~((out >= 0) & (out <= limit.limit)))[0])
         raise _bad_priority(float(out[bad]), f"{what}[{bad}]", owner, limit)
     return out

@@ -27,7 +27,8 @@ Invariants (all changed under the table's lock, by the engine only):
 - ``head`` is an index into the log before which every entry is dead: the oldest
   item (Fifo) is the first live entry at or after it.
 - ``sampled_live`` is the sum of ``times`` over the items held (a table with
-  ``max_times_sampled`` can serve ``size * max_times_sampled - sampled_live`` draws).
+  ``max_times_sampled`` can serve ``size * max_times_sampled - sampled_live`` draws);
+  kept only when ``track_sampled`` (a table without the limit never reads it).
 - ``max_priority()``: the largest priority held, 1.0 when empty. Cached with how many
   items hold it (``_at_max``): adding and updating keep both, and only when the last
   item holding it leaves or is lowered is it recomputed (one ``max`` over
@@ -74,12 +75,19 @@ class ItemStore:
         "size",
         "stamp",
         "times",
+        "track_sampled",
     )
 
     def __init__(
-        self, max_size: int, dtypes: Sequence[np.dtype[Any]], shapes: Sequence[FixedShape]
+        self,
+        max_size: int,
+        dtypes: Sequence[np.dtype[Any]],
+        shapes: Sequence[FixedShape],
+        *,
+        track_sampled: bool = True,
     ) -> None:
         self.max_size = max_size
+        self.track_sampled = track_sampled  # keep ``sampled_live`` (max_times_sampled)
         self.data = tuple(np.empty((max_size, *s), dtype=dt) for dt, s in zip(dtypes, shapes))
         self.key = np.full(max_size, -1, dtype=np.int64)
         self.priority = np.full(max_size, -np.inf, dtype=np.float64)
@@ -140,7 +148,8 @@ class ItemStore:
         if not k:
             return
         self._untrack_max(self.priority[slots])
-        self.sampled_live -= int(self.times[slots].sum())
+        if self.track_sampled:
+            self.sampled_live -= int(self.times[slots].sum())
         self.key[slots] = -1
         self.priority[slots] = -np.inf
         self.free[self.nfree : self.nfree + k] = slots
@@ -226,10 +235,14 @@ class ItemStore:
         k = min(k, self.size)
         if k == 0:
             return _EMPTY
-        parts: list[Array] = []
-        need = k
         pos = self.head
         n = self.log_n
+        if pos + k <= n:  # the usual case: the next k entries are all live
+            slots: Array = self.log_slots[pos : pos + k]
+            if bool((self.key[slots] == self.log_keys[pos : pos + k]).all()):
+                return slots.copy()
+        parts: list[Array] = []
+        need = k
         first = True
         while need > 0 and pos < n:
             end = min(n, pos + max(2 * need, 64))
