@@ -9,8 +9,9 @@ the levels above it, and their last value is the total.
 
 Invariant: every kept inner node holds exactly ``tree[2i] + tree[2i + 1]`` as stored. A
 batched ``set`` writes the leaves, then recomputes their ancestors level by level from
-their children (``depth - top`` numpy steps for the whole batch, however large), never
-adding deltas: repeated indices are harmless, rounding cannot drift, and the tree is a
+their children (each parent as the value just written plus its sibling's: one gather
+per level, ``depth - top`` steps for the whole batch, however large), never adding
+deltas: repeated indices are harmless, rounding cannot drift, and the tree is a
 pure function of its leaves (``rebuild`` gives the same floats, which snapshots rely on).
 
 ``find(u, prefix)`` maps each ``u`` in ``[0, total)`` to the leaf whose interval of the
@@ -67,10 +68,14 @@ class SumTree:
         if also is not None:
             idx = np.concatenate([also, idx])
         i = idx + self.capacity
+        v = tree[i]  # (read back: where an index repeats, every copy sees the value kept)
         for _ in range(self.depth - self.top):
+            # parent = this node + its sibling; the sibling is current whether or not it
+            # changed (it was written one level down), and a + b == b + a exactly, so
+            # siblings that both changed write the same parent value
+            v = v + tree[i ^ 1]
             i >>= 1
-            left = i << 1
-            tree[i] = tree[left] + tree[left + 1]
+            tree[i] = v
 
     def rebuild(self) -> None:
         """Recompute every kept inner node from the leaves."""
