@@ -23,7 +23,8 @@ The states (invariants):
 - ``UniformState``: ``dense[:n]`` lists the held slots; ``pos[slot]`` is each one's
   index there. A batch removal of k fills the holes below the new ``n`` with the
   survivors among the last k positions (ascending with ascending), so draws index a
-  dense array in O(1) and a removal costs O(k).
+  dense array in O(1) and a removal costs O(k). When the table is full every slot
+  holds an item, and draws are slots themselves (one random read fewer per draw).
 - ``PrioritizedState``: a ``SumTree`` whose leaf ``slot`` holds ``priority**exponent``
   (0 for priority 0 and for free slots). When the total is 0, every held item is
   equally likely (draws then index ``flatnonzero(live)``, O(max_size)). ``replace``
@@ -101,6 +102,8 @@ class UniformState:
 
     def draw(self, m: int, rng: np.random.Generator) -> tuple[Array, Array, float]:
         idx = rng.integers(0, self.n, m)
+        if self.n == len(self.dense):  # full: every slot holds an item, draw slots
+            return idx, _UNIT, float(self.n)
         return self.dense[idx], _UNIT, float(self.n)
 
     def victim(self, priority: float, rng: np.random.Generator) -> int:

@@ -73,7 +73,6 @@ class ItemStore:
         "priority",
         "sampled_live",
         "size",
-        "stamp",
         "times",
         "track_sampled",
     )
@@ -103,7 +102,6 @@ class ItemStore:
         self.mask = (1 << (2 * max_size - 1).bit_length()) - 1
         self.direct = np.full(self.mask + 1, -1, dtype=np.int64)
         self.sampled_live = 0
-        self.stamp = np.zeros(max_size, dtype=np.int64)  # scratch of ``distinct``
         self._max = -np.inf  # (valid: no item held)
         self._at_max = 0
         self._max_valid = True
@@ -203,13 +201,6 @@ class ItemStore:
         self.log_slots[:m] = slots[live]
         self.log_n = m
         self.head = 0
-
-    def distinct(self, slots: Array) -> bool:
-        """Whether no slot appears twice in ``slots`` (one scatter and one gather: each
-        slot keeps one position, so a repeated slot loses one)."""
-        pos = np.arange(len(slots))
-        self.stamp[slots] = pos
-        return bool((self.stamp[slots] == pos).all())
 
     def lookup(self, keys: Array) -> Array:
         """The slot of each key (int64 array), -1 where the table holds no such item."""
