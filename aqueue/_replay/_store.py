@@ -229,9 +229,9 @@ class ItemStore:
         pos = self.head
         n = self.log_n
         if pos + k <= n:  # the usual case: the next k entries are all live
-            slots: Array = self.log_slots[pos : pos + k]
-            if bool((self.key[slots] == self.log_keys[pos : pos + k]).all()):
-                return slots.copy()
+            window: Array = self.log_slots[pos : pos + k].copy()
+            if bool((self.key[window] == self.log_keys[pos : pos + k]).all()):
+                return window
         parts: list[Array] = []
         need = k
         first = True
