@@ -87,6 +87,7 @@ class TableCore:
         "sampler",
         "samples",
         "store",
+        "taken",
     )
 
     def __init__(
@@ -109,6 +110,8 @@ class TableCore:
         self.remover = make_state(remover, store)
         self.limiter = limiter
         self.mts = max_times_sampled
+        # (scratch of _draw_with_budget, only with max_times_sampled)
+        self.taken = np.zeros(max_size if max_times_sampled else 0, dtype=np.int64)
         self.rng = rng
         self.inserts = 0
         self.samples = 0
@@ -265,7 +268,7 @@ class TableCore:
         (rounds with rejection; see the module docstring): slots, probabilities, and
         the slots taken out of the sampler (used up)."""
         store, rng, mts = self.store, self.rng, self.mts
-        taken: dict[int, int] = {}
+        taken = self.taken  # draws accepted per slot in this batch (zero outside it)
         parts: list[Array] = []
         probs: list[Array] = []
         out: list[Array] = []
@@ -275,8 +278,7 @@ class TableCore:
             if not len(weights):
                 weights = np.ones(len(slots))
             occ = occurrences(slots)
-            before = np.array([taken.get(s, 0) for s in slots.tolist()], dtype=np.int64)
-            remaining = mts - store.times[slots] - before
+            remaining = mts - store.times[slots] - taken[slots]
             accept = occ < remaining
             last = accept & (occ == remaining - 1)  # the draw that uses an item up
             gone_mass = np.where(last, weights, 0.0)
@@ -284,15 +286,16 @@ class TableCore:
             chosen = slots[accept]
             parts.append(chosen)
             probs.append(weights[accept] / (total - removed_before[accept]))
-            for s in chosen.tolist():
-                taken[s] = taken.get(s, 0) + 1
+            np.add.at(taken, chosen, 1)
             used_up = slots[last]
             if used_up.size:
                 sampler.remove(used_up)
                 out.append(used_up)
             left -= len(chosen)
         cat = np.concatenate
-        return cat(parts), cat(probs), cat(out) if out else np.empty(0, dtype=np.int64)
+        drawn = cat(parts)
+        taken[drawn] = 0
+        return drawn, cat(probs), cat(out) if out else np.empty(0, dtype=np.int64)
 
     def update(self, keys: Array, priorities: Array) -> Array:
         """New priorities for the items of ``keys``: which were held."""
