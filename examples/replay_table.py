@@ -126,6 +126,9 @@ async def learn(args: argparse.Namespace) -> dict[str, Any]:
         seed=args.seed,
         name="transitions",
     )
+    # The actors: threads of this process sharing the in-process table. (A Redis mode,
+    # with the actors as processes on a shared table opened by name from --url, belongs
+    # here once aqueue.redis offers replay tables; the learner below stays the same.)
     counts = [[0] for _ in range(args.actors)]
     games = [RandomWalk(n, args.step_ms / 1000, args.seed + a) for a in range(args.actors)]
     threads = [
