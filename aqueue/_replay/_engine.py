@@ -42,7 +42,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._errors import OutOfRangeError, QueueClosedError
-from .._queues._requests import WAIT
+from .._queues._requests import WAIT, fire_all
 from ._core import TableCore
 from ._requests import InsertRequest, ReplayRequest, SampleRequest
 from ._results import ReplayStatistics
@@ -88,7 +88,7 @@ class ReplayEngine:
         self,
         req: ReplayRequest,
         arm: Callable[[], Any],
-        deferred: list[ReplayRequest] | None = None,
+        deferred: list[Any] | None = None,
     ) -> Any:
         """The first step of a new request: its result, or WAIT after parking it with
         a waker from ``arm``. Raises what the operation raises (nothing changed)."""
@@ -105,8 +105,7 @@ class ReplayEngine:
                     self.deferred = None
         finally:
             if deferred:
-                for r in deferred:
-                    r.fire()
+                fire_all(deferred)  # (it only calls each request's fire())
 
     def retry(self, req: Any, arm: Callable[[], Any], deferred: list[Any] | None = None) -> Any:
         """One more step of parked request ``req`` (``Steps.retry``)."""
@@ -123,8 +122,7 @@ class ReplayEngine:
                     self.deferred = None
         finally:
             if deferred:
-                for r in deferred:
-                    r.fire()
+                fire_all(deferred)  # (it only calls each request's fire())
 
     def leave(self, req: Any) -> None:
         """``req`` leaves on an exception (``Steps.leave``): out of its list, and the
