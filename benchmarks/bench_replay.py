@@ -576,6 +576,7 @@ def limiter_run(steps: int, src: np.ndarray) -> dict[str, Any]:
                 st = table.statistics()
                 diffs.append(st.inserts * 4.0 - st.samples)
                 await table.update_priorities(s.keys, td_errors(rng))
+            final.append(table.statistics())  # (with the time, at one moment)
             return time.perf_counter() - t0
         finally:
             stop.set()
@@ -583,8 +584,9 @@ def limiter_run(steps: int, src: np.ndarray) -> dict[str, Any]:
             for t in threads:
                 t.join()
 
+    final: list[Any] = []
     seconds = anyio.run(learner)
-    st = table.statistics()
+    st = final[0]
     return {
         "seconds": seconds,
         "inserts": st.inserts,

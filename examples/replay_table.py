@@ -152,6 +152,7 @@ async def learn(args: argparse.Namespace) -> dict[str, Any]:
             grad = (s.weights(args.beta) * td) @ d["obs"]
             w += args.learning_rate * grad / args.batch
             await table.update_priorities(s.keys, np.abs(td) + 1e-3)
+        stats = table.statistics()  # (with the time, at one moment: the shares add up)
         seconds = time.perf_counter() - t0
         # the error over the whole table (a uniform look), for comparison
         snap = table.snapshot()
@@ -161,7 +162,6 @@ async def learn(args: argparse.Namespace) -> dict[str, Any]:
         table.close()
         for t in threads:
             t.join(10)
-    stats = table.statistics()
     return {
         "seconds": seconds,
         "inserts": stats.inserts,
