@@ -152,7 +152,7 @@ async def learn(args: argparse.Namespace) -> dict[str, Any]:
             grad = (s.weights(args.beta) * td) @ d["obs"]
             w += args.learning_rate * grad / args.batch
             await table.update_priorities(s.keys, np.abs(td) + 1e-3)
-        stats = table.statistics()  # (with the time, at one moment: the shares add up)
+        at_end = table.statistics()  # (the waits with the run's time, at one moment)
         seconds = time.perf_counter() - t0
         # the error over the whole table (a uniform look), for comparison
         snap = table.snapshot()
@@ -162,6 +162,7 @@ async def learn(args: argparse.Namespace) -> dict[str, Any]:
         table.close()
         for t in threads:
             t.join(10)
+    stats = table.statistics()  # (the counts once every actor has stopped)
     return {
         "seconds": seconds,
         "inserts": stats.inserts,
@@ -169,8 +170,8 @@ async def learn(args: argparse.Namespace) -> dict[str, Any]:
         "ratio": stats.samples / max(1, stats.inserts),
         "band": (limiter.min_diff, limiter.max_diff),
         "diff": stats.inserts * args.samples_per_insert - stats.samples,
-        "actors_waited": stats.insert_wait_s / seconds,
-        "learner_waited": stats.sample_wait_s / seconds,
+        "actors_waited": at_end.insert_wait_s / seconds,
+        "learner_waited": at_end.sample_wait_s / seconds,
         "value_error": float(np.abs(w[1:-1] - true_values(n)[1:-1]).max()),
         "sampled_td": float(np.mean(sampled_errors[-20:])),
         "table_td": all_errors[0],
