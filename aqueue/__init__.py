@@ -4,7 +4,9 @@ Async FIFOQueue, RandomShuffleQueue, PaddingFIFOQueue and PriorityQueue over num
 elements, with awaitable enqueue_many / dequeue_many / dequeue_up_to and a thread-side
 blocking view; QueueRunner and Coordinator (producer tasks and threads under one cancel
 scope); TF's input functions and a composable Pipeline; a Monitor that samples each
-queue's fill and throughput while a coordinator runs (history, CSV, plot, live line).
+queue's fill and throughput while a coordinator runs (history, CSV, plot, live line);
+a ReplayTable (Reverb's model: selectors, removers, a rate limiter, priorities,
+snapshots) whose every wait can time out or be cancelled without a trace.
 """
 
 from ._errors import CheckpointError as CheckpointError
@@ -42,6 +44,21 @@ from ._queues._snapshot import QueueSnapshot as QueueSnapshot
 from ._queues._views import BatchIterator as BatchIterator
 from ._queues._views import BlockingQueue as BlockingQueue
 from ._queues._views import ElementIterator as ElementIterator
+from ._replay._limiter import MinSize as MinSize
+from ._replay._limiter import RateLimiter as RateLimiter
+from ._replay._limiter import SampleToInsertRatio as SampleToInsertRatio
+from ._replay._results import ReplaySample as ReplaySample
+from ._replay._results import ReplayStatistics as ReplayStatistics
+from ._replay._selectors import Fifo as Fifo
+from ._replay._selectors import Lifo as Lifo
+from ._replay._selectors import MaxHeap as MaxHeap
+from ._replay._selectors import MinHeap as MinHeap
+from ._replay._selectors import Prioritized as Prioritized
+from ._replay._selectors import Uniform as Uniform
+from ._replay._snapshot import ReplaySnapshot as ReplaySnapshot
+from ._replay._table import ReplayTable as ReplayTable
+from ._replay._views import BlockingReplayTable as BlockingReplayTable
+from ._replay._views import SampleIterator as SampleIterator
 from ._running._coordinator import Coordinator as Coordinator
 from ._running._monitor import Monitor as Monitor
 from ._running._registry import add_queue_runner as add_queue_runner
@@ -60,6 +77,7 @@ __all__ = [
     "BatchIterator",
     "Batches",
     "BlockingQueue",
+    "BlockingReplayTable",
     "BlockingView",
     "CheckpointError",
     "CheckpointWarning",
@@ -67,6 +85,11 @@ __all__ = [
     "ElementIterator",
     "ElementSpecError",
     "FIFOQueue",
+    "Fifo",
+    "Lifo",
+    "MaxHeap",
+    "MinHeap",
+    "MinSize",
     "Monitor",
     "MonitorHistory",
     "MonitorSample",
@@ -76,6 +99,7 @@ __all__ = [
     "Pipeline",
     "PipelineItems",
     "PipelineState",
+    "Prioritized",
     "PriorityQueue",
     "QueueBase",
     "QueueClosedError",
@@ -88,9 +112,17 @@ __all__ = [
     "QueueSnapshot",
     "QueueStatistics",
     "RandomShuffleQueue",
+    "RateLimiter",
+    "ReplaySample",
+    "ReplaySnapshot",
+    "ReplayStatistics",
+    "ReplayTable",
+    "SampleIterator",
+    "SampleToInsertRatio",
     "StageHistory",
     "StageSample",
     "StageStatistics",
+    "Uniform",
     "add_queue_runner",
     "batch",
     "batch_join",
