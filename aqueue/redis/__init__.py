@@ -74,6 +74,43 @@ Where the Redis queues differ from the in-process ones:
 | a dequeue cannot fail on stored data | PayloadError when another client wrote a non-AQ1 payload into the queue's keys; the batch is put back | data from outside aqueue |
 | asyncio and trio | the same; on trio the synchronous client runs in worker threads (redis.asyncio is asyncio-only) | |
 
+How the package is built (its files, bottom up; each module's docstring states its
+invariants). One operation is written once, as a generator that yields what to send
+and reads the replies (``_ops``), and run by one of two drivers (``_transport``): the
+async queue and the thread view differ only in the driver and the transport.
+
+=====================  =================================================================
+file                   what it holds
+=====================  =================================================================
+``_errors.py``         the errors only this backend raises, drawn as a tree
+``_spec.py``           the in-process ElementSpec and argument checks, reused; the
+                       dtypes AQ1 carries
+``_codec.py``          AQ1: elements to bytes and back (msgpack header + raw bytes)
+``_functions.lua``     the server-side function library: every state change of a queue,
+                       the take rule and the put rule
+``_library.py``        loading that library (versioned by a hash of its source)
+``_acl.py``            the least-privilege ACL line, derived from the library
+``_handle.py``         Handle: what every operation of one queue needs (name, spec,
+                       codec, settings, random numbers)
+``_transport.py``      what an operation asks (Call, Read, Wait); the AsyncTransport and
+                       SyncTransport protocols; the two drivers ``run`` and
+                       ``run_blocking``; the wait clock
+``_ops.py``            the operations, sans I/O: TakeOp, PutOp (with their undo, the
+                       ``aq_leave`` call) and the one-call ones (stats, close, producers)
+``_clients.py``        the transports over redis-py: RedisAsyncio (asyncio), RedisThreads
+                       (trio: the sync client in worker threads), RedisSync (threads)
+``_queue.py``          RedisQueue: each public operation checks its arguments,
+                       checkpoints and runs its op with ``run``
+``_blocking.py``       BlockingRedisQueue (``q.blocking()``): the same ops with
+                       ``run_blocking``, a timeout and the event-loop check
+``_server.py``         ``connect()`` and RedisServer: connections, the library check,
+                       opening and deleting queues, the producers' heartbeat
+=====================  =================================================================
+
+One ``dequeue_many``: ``RedisQueue.dequeue_many`` (``_queue.py``: ``batch_count``,
+checkpoint) → ``run`` (``_transport.py``) → ``TakeOp.run`` (``_ops.py``: ``aq_take`` with
+the ``MGET`` of its payloads behind it, decode, ``aq_ack``) → ``aq_take`` (``_functions.lua``).
+
 Security. Pass a password or an ACL user in the URL, ``rediss://`` for TLS. Redis checks
 every command a function runs against the calling user's ACL, so a least-privilege
 actor needs FCALL/FCALL_RO, BLPOP and the data commands the functions use, on ``aq:*``

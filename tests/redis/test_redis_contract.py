@@ -65,9 +65,9 @@ class InProcessServer:
 
 def _inline(monkeypatch: pytest.MonkeyPatch, how: str) -> None:
     """Every payload under its own key, or every payload inline (in this process)."""
-    from aqueue.redis import _protocol
+    from aqueue.redis import _ops
 
-    monkeypatch.setattr(_protocol, "INLINE_MAX", 0 if how == "keys" else 1 << 30)
+    monkeypatch.setattr(_ops, "INLINE_MAX", 0 if how == "keys" else 1 << 30)
 
 
 @pytest.fixture(params=["redis-keys", "redis-inline", "in-process"])
