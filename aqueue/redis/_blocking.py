@@ -86,6 +86,11 @@ class BlockingRedisQueue:
         """Like dequeue_many, but once the queue is closed return the 1..n that remain."""
         return self._take_batch("upto", n, timeout, "dequeue_up_to")
 
+    def dequeue_burst(self, n: int, timeout: float | None = None) -> Any:
+        """Block until at least one element can be taken, then take 1..n at once (see
+        ``dequeue_burst`` on the queue)."""
+        return self._take_batch("some", n, timeout, "dequeue_burst")
+
     def close(self, cancel_pending_enqueues: bool = False) -> None:
         """Close the queue for every process (see ``aclose`` on the queue)."""
         run_blocking(_ops.close(self._h, bool(cancel_pending_enqueues)), self._t)

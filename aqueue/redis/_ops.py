@@ -29,7 +29,8 @@ after the last call instead):
                   (OutOfRange, queue deleted).
 
 The take modes are the in-process ones: "one" (an element), "many" (exactly n),
-"upto" (n, or what is left once the queue is final).
+"upto" (n, or what is left once the queue is final), "some" (a burst: 1..n, as soon as
+one can be taken; it registers as a waiter that needs one element).
 
 An enqueue (``PutOp``) sends its payloads in calls of at most ``max_call_bytes``:
 each call is one transaction that stages the payloads under fresh refs (``MSET``)
@@ -114,7 +115,8 @@ def undoing(steps: Op[T], leave: Callable[[], Call | None]) -> Op[T]:
 
 
 class TakeOp:
-    """One dequeue, dequeue_many or dequeue_up_to (see the module docstring)."""
+    """One dequeue, dequeue_many, dequeue_up_to or dequeue_burst (see the module
+    docstring)."""
 
     __slots__ = (
         "count",
@@ -164,7 +166,8 @@ class TakeOp:
     def renew(self) -> None:
         """A fresh lease id (at the start, and after a lease expired)."""
         self.lease = uuid.uuid4().hex
-        self.member = f"{1 if self.progressive else self.n}:{self.lease}"
+        need = 1 if self.progressive or self.mode == "some" else self.n  # to be woken
+        self.member = f"{need}:{self.lease}"
         self.payloads = []
 
     def take_call(self) -> Call:

@@ -149,20 +149,21 @@ class RedisQueue:
     async def dequeue_up_to(self, n: int) -> Any:
         """Like dequeue_many, but once the queue is closed return the 1..n that remain.
 
-        As in TensorFlow, on an *open* queue this waits for all ``n`` elements.
+        As in TensorFlow, on an *open* queue this waits for all ``n`` elements; use
+        ``dequeue_burst`` to take whatever is there now.
         """
         return await self._take_batch("upto", n, "dequeue_up_to")
 
     async def dequeue_burst(self, n: int) -> Any:
         """Wait until at least one element can be taken, then take 1..n at once, as a
-        batch (see ``aqueue.FIFOQueue.dequeue_burst``).
+        batch, in one server call (see ``aqueue.FIFOQueue.dequeue_burst``). On a shuffle
+        queue, an open queue keeps ``min_after_dequeue`` elements.
 
         Raises:
             OutOfRangeError: the queue is closed and empty (nothing is consumed).
             ElementSpecError: ``n < 0`` or the queue has no declared shapes.
         """
-        n = self._h.spec.batch_count(n, "dequeue_burst")
-        return await self._take_batch("many", min(n, 1), "dequeue_burst")
+        return await self._take_batch("some", n, "dequeue_burst")
 
     async def _take_batch(self, mode: str, n: Any, what: str) -> Any:
         n = self._h.spec.batch_count(n, what)
