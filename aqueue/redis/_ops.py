@@ -157,7 +157,7 @@ class TakeOp:
             if got is WAIT:
                 yield Wait(f"{self.h.prefix}ev:data:{self.lease}", self.h.wait_timeout)
             elif got is not None:
-                if values is None:  # a progressive op reads its payloads now
+                if values is None or len(values) < got:  # not all fetched: read them now
                     values = yield Read(self.payload_keys(got))
                 result = self.received(values)
                 if self.on_ack((yield self.ack_call())):
@@ -171,14 +171,15 @@ class TakeOp:
         self.payloads = []
 
     def take_call(self) -> Call:
-        """The next ``aq_take``, with the MGET of the payload keys behind it: all ``n``
-        lease keys (missing ones read as nil, cheaply), or none for a progressive op,
-        which reads its payloads once its lease is complete (``payload_keys``)."""
+        """The next ``aq_take``, with the MGET of the payload keys behind it: the lease
+        keys of all ``n`` (missing ones read as nil, cheaply), at most ``capacity`` of
+        them (a burst rarely gets more; the rest are read after), or none for a
+        progressive op, which reads its payloads once its lease is complete."""
         h = self.h
         self.stage = "take"
         prog = "1" if self.progressive else "0"
         args = [h.gen, self.lease, self.lease, self.mode, self.n, h.lease_ms, h.reg_ms, prog]
-        fetch = [] if self.progressive else self.payload_keys(self.n)
+        fetch = [] if self.progressive else self.payload_keys(min(self.n, h.capacity))
         return Call("aq_take", h.key, [*args, *self.rands], fetch=fetch)
 
     def payload_keys(self, count: int) -> list[str]:

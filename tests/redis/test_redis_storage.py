@@ -252,3 +252,24 @@ async def test_woken_enqueues_split_the_room(srv: Any, redis_server: RedisProc, 
         assert raw.lrange(f"{h.prefix}ev:space:{wids[0]}", 0, -1) == [b"2"]
         assert raw.lrange(f"{h.prefix}ev:space:{wids[1]}", 0, -1) == []
         assert raw.zrange(f"{h.prefix}ev:space", 0, -1) == [f"1:{wids[1]}".encode()]
+
+
+async def test_a_burst_reads_every_payload_of_an_overfull_queue(
+    srv: Any, redis_server: RedisProc, qname: str
+) -> None:
+    """Elements a leaving take puts back can leave a queue above its capacity for a
+    while; a dequeue_burst(n) then takes up to n of them, more than the capacity, and
+    reads every payload (those its take call did not fetch are read right after)."""
+    q = await open_q(srv, "fifo", qname, 4, (128,))  # 1 KiB + the header: payload keys
+    rows = np.arange(7 * 128).reshape(7, 128)
+    await q.enqueue_many(rows[:4])
+    h = q._h  # a take of 3 without its ack, then the same lease leaves
+    args = [h.gen, "held", "held", "many", 3, h.lease_ms, h.reg_ms, "0"]
+    assert await q._t.call(Call("aq_take", h.key, args)) == [b"ok", 3]
+    await q.enqueue_many(rows[4:])
+    leave = [h.gen, "held", "0", "held", "3:held", ""]
+    assert await q._t.call(Call("aq_leave", h.key, leave)) == 1  # put back at the head
+    assert (await q.statistics()).size == 7
+    got = await q.dequeue_burst(100)
+    assert got[:, 0].tolist() == [0, 128, 256, 384, 512, 640, 768]
+    assert payload_keys(redis_server, qname) == []
