@@ -44,8 +44,8 @@ never pickle; a foreign or corrupted payload raises PayloadError and is put back
 
 Operations, errors and forms are the in-process ones (``aqueue.FIFOQueue``,
 ``aqueue.RandomShuffleQueue``): ``enqueue``, ``enqueue_many``, ``dequeue``,
-``dequeue_many``, ``dequeue_up_to``, ``async for``, ``batches(n)``, ``blocking()``,
-QueueClosedError, OutOfRangeError, ElementSpecError. What needs the server is a
+``dequeue_many``, ``dequeue_up_to``, ``dequeue_burst``, ``async for``, ``batches(n)``,
+``blocking()``, QueueClosedError, OutOfRangeError, ElementSpecError. What needs the server is a
 coroutine: ``await q.size()``, ``await q.statistics()``, ``await q.is_closed()``,
 ``await q.aclose(cancel_pending_enqueues=False)``. Producer accounting for runners:
 ``producer_id = await q.register_producer()`` / ``await q.producer_done(producer_id)``; the
@@ -64,6 +64,7 @@ Where the Redis queues differ from the in-process ones:
 | ``async with q:`` closes the queue | not provided: call ``await q.aclose()`` | the queue is shared; one process leaving a block must not close it |
 | strict head-of-line order: waiting dequeues are served oldest first, a pending ``enqueue_many``'s elements stay contiguous | wake-ups go oldest first, but a new call may take or add ahead of a waiter; a big ``enqueue_many`` that must wait for room goes in chunks that other producers' elements may interleave with | no global order between processes without serialising them |
 | a waiting ``dequeue_many`` on a FIFO queue claims what is queued and copies later enqueues straight into its batch; claimed elements have left the queue (``size()`` does not count them) | a waiting ``dequeue_many(n)`` takes nothing until it can take all ``n`` at once (one larger than ``capacity - min_after_dequeue`` takes as elements arrive); ``size()`` counts everything queued | a take is one atomic server call; nothing is held for a waiter between calls |
+| ``dequeue_burst(n)`` takes 1..n as soon as one element can be taken, never ahead of a waiting batch dequeue | the same 1..n, in one server call (a take, then its ack, as for ``dequeue_many``; a ``Pipeline`` reading a shared queue takes its bursts this way); it may take ahead of a waiting ``dequeue_many`` that needs more than is there | nothing is held for a waiter between calls |
 | a timed thread ``enqueue_many`` is admitted early when the waiting dequeue will take enough to make room | it waits until the whole batch fits | no cross-process reservation |
 | a cancelled ``enqueue`` never admitted its element | the same under anyio cancel scopes; a *native* asyncio cancellation (``task.cancel()``, ``asyncio.timeout``) arriving during the server call takes effect when the call returns, so the element may be in although ``CancelledError`` was raised (as with anyio streams under native cancellation); never twice, and of an ``enqueue_many`` always a prefix | the call's outcome is only known when it returns |
 | cancellation is immediate | a cancelled call first lets its current server call finish (milliseconds), then undoes what it took (one more call) | so that its outcome is known and its connection kept |
