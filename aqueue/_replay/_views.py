@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import numbers
 import threading
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ._ops import TableOps
     from ._table import ReplayTable
 
-__all__ = ["BlockingReplayTable", "SampleIterator"]
+__all__ = ["BlockingReplayTable", "SampleIterator", "Sampled"]
 
 T = TypeVar("T")
 
@@ -156,17 +156,24 @@ class BlockingReplayTable(Generic[T]):
         return self._table.statistics()
 
 
+class Sampled(Protocol[T]):
+    """What ``SampleIterator`` iterates over: any table (in process, or shared through
+    ``aqueue.redis``) with an awaitable ``sample(n)``."""
+
+    async def sample(self, n: int) -> ReplaySample[T]: ...
+
+
 class SampleIterator(Generic[T]):
     """The iterator of ``table.samples(n)`` (see the module docstring)."""
 
     __slots__ = ("_n", "_table")
 
-    def __init__(self, table: ReplayTable[T], n: int) -> None:
+    def __init__(self, table: Sampled[T], n: int) -> None:
         self._table = table
         self._n = n
 
     @property
-    def table(self) -> ReplayTable[T]:
+    def table(self) -> Sampled[T]:
         """The table sampled."""
         return self._table
 

@@ -147,6 +147,8 @@ from ._library import LIBRARY_VERSION as LIBRARY_VERSION
 from ._queue import RedisFIFOQueue as RedisFIFOQueue
 from ._queue import RedisQueue as RedisQueue
 from ._queue import RedisRandomShuffleQueue as RedisRandomShuffleQueue
+from ._replay_blocking import BlockingRedisReplayTable as BlockingRedisReplayTable
+from ._replay_table import RedisReplayTable as RedisReplayTable
 from ._server import RedisServer as RedisServer
 from ._server import connect as connect
 
@@ -154,12 +156,14 @@ __all__ = [
     "LIBRARY_VERSION",
     "AuthenticationFailedError",
     "BlockingRedisQueue",
+    "BlockingRedisReplayTable",
     "ConnectFailedError",
     "PasswordRequiredError",
     "PayloadError",
     "RedisFIFOQueue",
     "RedisQueue",
     "RedisRandomShuffleQueue",
+    "RedisReplayTable",
     "RedisServer",
     "ServerConnectionError",
     "ServerError",

@@ -29,6 +29,9 @@ import redis
 
 import aqueue
 from aqueue._queues._declare import format_shape
+from aqueue._replay._checks import table_settings
+from aqueue._replay._limiter import MinSize, RateLimiter
+from aqueue._replay._selectors import Fifo, Selector, Uniform
 
 from ._clients import RedisAsyncio, RedisSync, RedisThreads, client_options, map_error
 from ._errors import (
@@ -42,6 +45,8 @@ from ._handle import Handle
 from ._library import LIBRARY_SOURCE, library_problem
 from ._ops import keep_producers
 from ._queue import RedisFIFOQueue, RedisRandomShuffleQueue
+from ._replay_ops import open_table
+from ._replay_table import RedisReplayTable
 from ._spec import int_arg, make_spec, name_arg, positive_arg
 from ._transport import AsyncTransport, Call, run
 
@@ -287,9 +292,75 @@ class RedisServer:
 
     async def delete_queue(self, name: str) -> bool:
         """Delete queue ``name`` and all its keys; True if it existed. Its waiters wake
-        and fail (OutOfRangeError, QueueClosedError)."""
+        and fail (OutOfRangeError, QueueClosedError).
+
+        Raises:
+            ElementSpecError: ``name`` holds a replay table (use ``delete_table``).
+        """
         name = name_arg(name, "RedisServer.delete_queue")
         r = await self._live().call(Call("aq_delete", f"aq:{{{name}}}:meta", []))
+        if int(r) < 0:
+            raise aqueue.ElementSpecError(
+                f"RedisServer.delete_queue: '{name}' is a replay table; use delete_table"
+            )
+        return bool(r)
+
+    async def replay_table(
+        self,
+        name: str,
+        max_size: int,
+        dtypes: Any,
+        shapes: Any = None,
+        names: Any = None,
+        *,
+        sampler: Selector = Uniform(),  # noqa: B008 - frozen, shared safely
+        remover: Selector = Fifo(),  # noqa: B008
+        max_times_sampled: int = 0,
+        rate_limiter: RateLimiter = MinSize(1),  # noqa: B008
+        seed: int | None = None,
+    ) -> RedisReplayTable[Any]:
+        """Open (creating if needed) the replay table ``name``, shared by every process
+        that opens it; arguments as ``aqueue.ReplayTable`` (``seed`` seeds this client's
+        random numbers only: the draws of its samples and random evictions).
+
+        Raises:
+            ElementSpecError: A bad argument (as in process), a dtype AQ1 cannot carry,
+                or a table (or queue) of that name exists with other settings (the
+                message names the field, the stored and the given value).
+        """
+        name = name_arg(name, "RedisReplayTable")
+        owner = f"RedisReplayTable '{name}'"
+        settings = table_settings(
+            owner,
+            max_size,
+            dtypes,
+            shapes,
+            names,
+            sampler=sampler,
+            remover=remover,
+            max_times_sampled=max_times_sampled,
+            rate_limiter=rate_limiter,
+            seed=seed,
+        )
+        make_spec(owner, dtypes, shapes, names)  # (refuses what AQ1 cannot carry)
+        op = open_table(name, settings, self._wait_timeout, _readable)
+        handle = await run(op, self._live())
+        assert self._sync is not None
+        return RedisReplayTable(handle, self._live(), self._sync)
+
+    async def delete_table(self, name: str) -> bool:
+        """Delete replay table ``name`` with all its keys and items; True if it existed.
+        Its waiters wake and fail (QueueClosedError, OutOfRangeError).
+
+        Raises:
+            ElementSpecError: ``name`` holds a queue (use ``delete_queue``).
+        """
+        name = name_arg(name, "RedisServer.delete_table")
+        r = await self._live().call(Call("rt_drop", f"aq:{{{name}}}:meta", []))
+        if int(r) < 0:
+            raise aqueue.ElementSpecError(
+                f"RedisServer.delete_table: '{name}' is a queue; use delete_queue"
+            )
         return bool(r)
 
     async def _open(
@@ -354,7 +425,11 @@ class RedisServer:
         )
 
 
-_KINDS = {"fifo": "RedisFIFOQueue", "shuffle": "RedisRandomShuffleQueue"}
+_KINDS = {
+    "fifo": "RedisFIFOQueue",
+    "shuffle": "RedisRandomShuffleQueue",
+    "table": "RedisReplayTable",
+}
 
 
 def _readable(field: str, stored: str) -> str:
