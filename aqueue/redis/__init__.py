@@ -120,7 +120,7 @@ it could still write ``aq:*`` keys directly, which is why dequeues validate payl
 An admin loads the library once (``connect(..., load_functions=True)``, the default);
 actors connect with ``load_functions=False``. The exact line::
 
-    ACL SETUSER aqueue-actor on >PASSWORD resetkeys ~aq:* resetchannels -@all +fcall +fcall_ro +blpop +ping +multi +exec +mset +mget +del +exists +get +hdel +hget +hincrby +hlen +hmget +hset +hvals +llen +lpush +lrange +ltrim +pexpire +rename +rpush +set +time +zadd +zcard +zcount +zrange +zrem +zremrangebyscore +zscore
+    ACL SETUSER aqueue-actor on >PASSWORD resetkeys ~aq:* resetchannels -@all +fcall +fcall_ro +blpop +ping +multi +exec +mset +mget +copy +del +exists +get +getrange +hdel +hget +hincrby +hkeys +hlen +hmget +hset +hvals +llen +lpush +lrange +ltrim +pexpire +rename +rpush +set +setrange +time +zadd +zcard +zcount +zrange +zrem +zremrangebyscore +zscore
 """
 
 # The table and the ACL line above are copied verbatim into README: one line each.

@@ -7,7 +7,7 @@
 --            limiter format (the settings, compared on reopen), spi min_size lo hi
 --            skind sexp rkind rexp fanout order maxheap (the same, as this file reads
 --            them), closed, the counters next_key inserts samples deletes evictions sl
---            seq arr, and the wait clocks iw_tot iw_since sw_tot sw_since (ms)
+--            seq arr, and the wait clocks iw_tot iw_since sw_tot sw_since (us)
 --   it       hash key -> record: struct '<ddddB' priority, times sampled, seq, pos,
 --            inline (1: the payload is pl[key], 0: it is the string d:<key>)
 --   d:<key>  the payload of an item of 1 KiB or more; it never passes through Lua
@@ -50,6 +50,10 @@ local RT_FIELDS = {'gen', 'kind', 'max_size', 'mts', 'closed', 'spi', 'min_size'
 local SMALL_LEVEL = 2048  -- tree levels of at most this many nodes are read whole, once a call
 
 local function istr(n) return string.format('%d', n) end
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
 local function fstr(x) return string.format('%.17g', x) end
 local function num(s)
   if s == 'inf' then return math.huge end
@@ -546,7 +550,7 @@ end
 local function reg_add(t, dir, member, now, wait_ms)
   local reg = t.P .. 'w' .. dir
   if not redis.call('ZSCORE', reg, member) then
-    if redis.call('ZCARD', reg) == 0 then redis.call('HSET', t.meta, dir .. 'w_since', istr(now)) end
+    if redis.call('ZCARD', reg) == 0 then redis.call('HSET', t.meta, dir .. 'w_since', istr(now_us())) end
     t.arr = t.arr + 1
     redis.call('ZADD', reg, istr(t.arr), member)
   end
@@ -560,8 +564,9 @@ local function reg_del(t, dir, member, now)
   if redis.call('ZREM', reg, member) == 0 then return false end
   redis.call('ZREM', reg .. ':dl', member)
   if redis.call('ZCARD', reg) == 0 then
-    local since = tonumber(redis.call('HGET', t.meta, dir .. 'w_since') or now)
-    redis.call('HINCRBY', t.meta, dir .. 'w_tot', istr(math.max(0, now - since)))
+    local us = now_us()
+    local since = tonumber(redis.call('HGET', t.meta, dir .. 'w_since') or us)
+    redis.call('HINCRBY', t.meta, dir .. 'w_tot', istr(math.max(0, us - since)))
   end
   return true
 end
@@ -881,17 +886,18 @@ local function rt_close(keys, args)
 end
 
 -- rt_stats (read-only): ARGV gen -> {size, inserts, samples, deletes, evictions,
--- insert wait ms, sample wait ms, inserts waiting, samples waiting, closed} or {}
+-- insert wait us, sample wait us, inserts waiting, samples waiting, closed} or {}
 local function rt_stats(keys, args)
   local t = rt_load(keys, args[1])
   if not t then return {} end
   local P, now = t.P, now_ms()
   local m = redis.call('HMGET', t.meta, 'iw_tot', 'iw_since', 'sw_tot', 'sw_since')
   local out = {t.size, t.inserts, t.samples, t.deletes, t.evictions}
+  local us = now_us()
   for i, dir in ipairs({'i', 's'}) do
     local total = tonumber(m[2 * i - 1] or 0)
     if redis.call('EXISTS', P .. 'w' .. dir) == 1 then
-      total = total + math.max(0, now - tonumber(m[2 * i] or now))
+      total = total + math.max(0, us - tonumber(m[2 * i] or us))
     end
     out[#out + 1] = total
   end

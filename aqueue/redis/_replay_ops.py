@@ -314,8 +314,8 @@ def delete(h: TableHandle, keys: npt.NDArray[np.int64]) -> Op[npt.NDArray[np.boo
 
 
 def stats(h: TableHandle) -> Op[list[int]]:
-    """``rt_stats``: size, inserts, samples, deletes, evictions, insert wait ms, sample
-    wait ms, inserts waiting, samples waiting, closed."""
+    """``rt_stats``: size, inserts, samples, deletes, evictions, insert wait µs, sample
+    wait µs, inserts waiting, samples waiting, closed."""
     reply = yield Call("rt_stats", h.key, [h.gen], ro=True)
     if not reply:
         raise h.gone()
@@ -323,7 +323,7 @@ def stats(h: TableHandle) -> Op[list[int]]:
 
 
 def statistics(h: TableHandle, v: list[int]) -> ReplayStatistics:
-    """The record of ``stats``' reply (milliseconds to seconds)."""
+    """The record of ``stats``' reply (microseconds to seconds)."""
     return ReplayStatistics(
         size=v[0],
         max_size=h.settings.max_size,
@@ -331,8 +331,8 @@ def statistics(h: TableHandle, v: list[int]) -> ReplayStatistics:
         samples=v[2],
         deletes=v[3],
         evictions=v[4],
-        insert_wait_s=v[5] / 1000,
-        sample_wait_s=v[6] / 1000,
+        insert_wait_s=v[5] / 1e6,
+        sample_wait_s=v[6] / 1e6,
         inserts_waiting=v[7],
         samples_waiting=v[8],
         closed=bool(v[9]),

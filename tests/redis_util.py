@@ -1,4 +1,5 @@
-"""Helpers for the Redis backend's tests (imported by conftest and by test modules).
+"""Helpers for the tests that need a Redis server (tests/redis, and the replay-table
+contract over Redis in tests/replay; imported by their conftests and test modules).
 
 ``start_redis``/``stop_redis`` run a private redis-server; ``until`` polls an async
 predicate (threads and other processes are invisible to ``wait_all_tasks_blocked``).
