@@ -73,6 +73,14 @@ class TableOps(Generic[T]):
         self.limiter.check_insert_count(k, self.owner)
         return InsertRequest(comps, k, prios)
 
+    def enqueue_many_request(self, batch: Any) -> InsertRequest | None:
+        """The request of a sink's ``enqueue_many(batch)``: progressive (in pieces, as
+        the limiter admits them), default priorities; None for an empty batch."""
+        comps, k = self.spec.batch(batch)
+        if k == 0:
+            return None
+        return InsertRequest(comps, k, None, progressive=True)
+
     def sample_count(self, n: Any) -> int:
         """``n`` checked for ``sample(n)``, refused if it could never be served."""
         count = sample_count_arg(n, self.owner)

@@ -121,6 +121,28 @@ class BlockingReplayTable(Generic[T]):
         keys: npt.NDArray[np.int64] = self._run(req, timeout, "insert_many")
         return keys
 
+    def enqueue(self, element: Any, timeout: float | None = None) -> None:
+        """``insert(element, timeout=timeout)`` with the default priority, its key
+        dropped (what a ``QueueRunner``'s producer threads call)."""
+        self._check("enqueue")
+        self._run(self._ops.insert_request(element, None), timeout, "enqueue")
+
+    def enqueue_many(self, batch: Any, timeout: float | None = None) -> None:
+        """Insert a batch with the default priority, as a queue's view does: without a
+        timeout progressively (as ``ReplayTable.enqueue_many``), with one all or
+        nothing (as ``insert_many``, so a batch the limiter could never admit at once
+        is refused)."""
+        self._check("enqueue_many")
+        ops = self._ops
+        if timeout is None:
+            req = ops.enqueue_many_request(batch)
+        else:
+            req = ops.insert_many_request(batch, None)
+        if req is None:
+            _timeout_arg(timeout, f"{ops.owner}.enqueue_many")
+            return
+        self._run(req, timeout, "enqueue_many")
+
     def sample(self, n: int, timeout: float | None = None) -> ReplaySample[T]:
         """Draw ``n`` items (see ``ReplayTable.sample``)."""
         self._check("sample")
