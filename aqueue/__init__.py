@@ -6,7 +6,8 @@ blocking view; QueueRunner and Coordinator (producer tasks and threads under one
 scope); TF's input functions and a composable Pipeline; a Monitor that samples each
 queue's fill and throughput while a coordinator runs (history, CSV, plot, live line);
 a ReplayTable (Reverb's model: selectors, removers, a rate limiter, priorities,
-snapshots) whose every wait can time out or be cancelled without a trace.
+snapshots) whose every wait can time out or be cancelled without a trace, and which
+runners and pipelines fill like a queue (both are an ``aqueue.Sink``).
 """
 
 from ._errors import CheckpointError as CheckpointError
@@ -37,6 +38,8 @@ from ._queues._fifo import PaddingFIFOQueue as PaddingFIFOQueue
 from ._queues._protocol import AsyncQueue as AsyncQueue
 from ._queues._protocol import BlockingView as BlockingView
 from ._queues._protocol import QueueStatistics as QueueStatistics
+from ._queues._protocol import Sink as Sink
+from ._queues._protocol import SinkView as SinkView
 from ._queues._queue import QueueBase as QueueBase
 from ._queues._reorder import PriorityQueue as PriorityQueue
 from ._queues._reorder import RandomShuffleQueue as RandomShuffleQueue
@@ -47,6 +50,8 @@ from ._queues._views import ElementIterator as ElementIterator
 from ._replay._limiter import MinSize as MinSize
 from ._replay._limiter import RateLimiter as RateLimiter
 from ._replay._limiter import SampleToInsertRatio as SampleToInsertRatio
+from ._replay._protocol import AsyncReplayTable as AsyncReplayTable
+from ._replay._protocol import BlockingReplayView as BlockingReplayView
 from ._replay._results import ReplaySample as ReplaySample
 from ._replay._results import ReplayStatistics as ReplayStatistics
 from ._replay._selectors import Fifo as Fifo
@@ -69,15 +74,19 @@ from ._running._samples import QueueHistory as QueueHistory
 from ._running._samples import QueueSample as QueueSample
 from ._running._samples import StageHistory as StageHistory
 from ._running._samples import StageSample as StageSample
+from ._running._samples import TableHistory as TableHistory
+from ._running._samples import TableSample as TableSample
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AsyncQueue",
+    "AsyncReplayTable",
     "BatchIterator",
     "Batches",
     "BlockingQueue",
     "BlockingReplayTable",
+    "BlockingReplayView",
     "BlockingView",
     "CheckpointError",
     "CheckpointWarning",
@@ -119,9 +128,13 @@ __all__ = [
     "ReplayTable",
     "SampleIterator",
     "SampleToInsertRatio",
+    "Sink",
+    "SinkView",
     "StageHistory",
     "StageSample",
     "StageStatistics",
+    "TableHistory",
+    "TableSample",
     "Uniform",
     "add_queue_runner",
     "batch",

@@ -114,10 +114,35 @@ def suite_redis(tree: Path, tmp: Path) -> dict[str, float]:
     return {f"redis/W5/{kind}": rate for kind, rate in rates.items()}
 
 
+def suite_items(tree: Path, tmp: Path) -> dict[str, float]:
+    out = tmp / "items.json"
+    _run(
+        tree,
+        [
+            str(HERE / "bench_items.py"),
+            "--no-peers",
+            "--repeat",
+            "1",
+            "--items",
+            "51200",
+            "--json",
+            str(out),
+        ],
+    )
+    rows = json.loads(out.read_text())["rows"]
+    return {
+        f"W7/{r['label']}/C={c}": rates[0]
+        for r in rows
+        if r["label"].startswith("aqueue")
+        for c, rates in r["items_per_s"].items()
+    }
+
+
 SUITES = {
     "queues": suite_queues,
     "overlap": suite_overlap,
     "pipeline": suite_pipeline,
+    "items": suite_items,
     "redis": suite_redis,
 }
 

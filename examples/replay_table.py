@@ -4,10 +4,13 @@ and updates priorities, paced by a SampleToInsertRatio rate limiter.
 
 The game is a random walk on a line of ``--states`` cells (a stand-in for an emulator:
 stateful, blocking for ``--step-ms`` per step, bound to the thread that first used
-it). Reaching the right end pays 1, the left end 0; both end the episode. Each actor
-thread plays its own game and inserts its transitions ``{"obs", "reward",
-"next_obs", "done"}`` through ``table.blocking()``, ``--actor-batch`` at a time (one
-trip across the thread boundary per burst).
+it). Reaching the right end pays 1, the left end 0; both end the episode. The actors
+are the producers of a ``QueueRunner`` whose sink is the table: each is a sync
+callable, so it runs on a thread of its own (its game always sees the same thread),
+plays ``--actor-batch`` steps and returns the transitions ``{"obs", "reward",
+"next_obs", "done"}`` as one batch, which the runner inserts with the default priority
+(``enqueue_many``: one trip across the thread boundary per burst, admitted as the
+rate limiter allows).
 
 The learner fits a value function (one weight per cell, by temporal differences) on
 batches drawn with ``Prioritized(--exponent)``: transitions with a large TD error come
@@ -17,11 +20,15 @@ each batch's fresh |TD error| becomes its new priority. ``SampleToInsertRatio(
 the same few transitions (it waits for the actors) and the actors from racing ahead
 (they wait for the learner).
 
-At the end the script closes the table (the actor threads' next insert raises
-QueueClosedError and they stop) and prints, in plain words: how many transitions
-went in and out, the samples-per-insert ratio reached against the target, the share
-of the run each side waited, how well the value function matches the true one, and
-that prioritized sampling favoured the transitions with large errors.
+At the end the learner leaves the coordinator's block, which stops the runner: the
+table is closed, so an actor waiting on the rate limiter gets QueueClosedError and
+every actor thread ends. The script prints the coordinator's report (the table's
+size, inserts and samples per second, the share of the run each side was held back)
+and, in plain words: how many transitions went in and out, the samples-per-insert
+ratio reached against the target, the share of the run each side waited, how well
+the value function matches the true one, and that prioritized sampling favoured the
+transitions with large errors. With ``--plot PATH`` a Monitor samples the table
+during the run and draws its fill and each side's held-back share over time.
 
 Shared tables: this script runs the table in process. A table shared by actor
 *processes* on other hosts will be ``aqueue.redis``'s replay table; this script will
@@ -29,7 +36,7 @@ then take a ``--url`` and run its actors as processes, with the same learner.
 
 Run: python examples/replay_table.py [--steps 400] [--actors 4] [--batch 64]
      [--samples-per-insert 4] [--min-size 500] [--error-buffer 1000]
-     [--exponent 0.6] [--beta 0.4] [--backend asyncio|trio]
+     [--exponent 0.6] [--beta 0.4] [--backend asyncio|trio] [--plot table.png]
 """
 
 from __future__ import annotations
@@ -43,7 +50,14 @@ from typing import Any
 import anyio
 import numpy as np
 
-from aqueue import Prioritized, QueueClosedError, ReplayTable, SampleToInsertRatio
+from aqueue import (
+    Coordinator,
+    Monitor,
+    Prioritized,
+    QueueRunner,
+    ReplayTable,
+    SampleToInsertRatio,
+)
 
 GAMMA = 0.9  # discount of the value function
 
@@ -93,24 +107,26 @@ def true_values(n: int) -> np.ndarray:
     return np.linalg.solve(a, b)
 
 
-def actor(table: ReplayTable[Any], game: RandomWalk, burst: int, counts: list[int]) -> None:
-    """Play and insert transitions in bursts until the table is closed."""
-    view = table.blocking()
-    n = game.states
-    while True:
-        steps = [game.step() for _ in range(burst)]
+class Actor:
+    """One actor, a sync producer of the runner (so it runs on a thread of its own):
+    each call plays ``burst`` steps of its game and returns them as one batch."""
+
+    def __init__(self, game: RandomWalk, burst: int) -> None:
+        self.game = game
+        self.burst = burst
+        self.produced = 0  # transitions handed to the runner
+
+    def __call__(self) -> dict[str, np.ndarray]:
+        n = self.game.states
+        steps = [self.game.step() for _ in range(self.burst)]
         s, r, s2, d = (np.array(x) for x in zip(*steps))
-        batch = {
+        self.produced += self.burst
+        return {
             "obs": one_hot(s, n),
             "reward": r.astype(np.float32),
             "next_obs": one_hot(s2, n),
             "done": d,
         }
-        try:
-            view.insert_many(batch)
-        except QueueClosedError:
-            return
-        counts[0] += burst
 
 
 async def learn(args: argparse.Namespace) -> dict[str, Any]:
@@ -126,22 +142,19 @@ async def learn(args: argparse.Namespace) -> dict[str, Any]:
         seed=args.seed,
         name="transitions",
     )
-    # The actors: threads of this process sharing the in-process table. (A Redis mode,
-    # with the actors as processes on a shared table opened by name from --url, belongs
-    # here once aqueue.redis offers replay tables; the learner below stays the same.)
-    counts = [[0] for _ in range(args.actors)]
+    # The actors: a runner's producers, each on a thread of this process. (A Redis
+    # mode, with the actors as processes on a shared table opened by name from --url,
+    # belongs here once aqueue.redis offers replay tables; the learner stays the same.)
     games = [RandomWalk(n, args.step_ms / 1000, args.seed + a) for a in range(args.actors)]
-    threads = [
-        threading.Thread(target=actor, args=(table, g, args.actor_batch, c), daemon=True)
-        for g, c in zip(games, counts)
-    ]
+    actors = [Actor(g, args.actor_batch) for g in games]
+    monitor = Monitor(interval=args.interval) if args.plot else None
     w = np.zeros(n, dtype=np.float32)
     sampled_errors: list[float] = []
     all_errors: list[float] = []
     t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    try:
+    async with Coordinator(monitor=monitor) as coord:
+        runner = QueueRunner(table, actors, enqueue_many=True, name="actors")
+        coord.start(runner)
         for _ in range(args.steps):
             s = await table.sample(args.batch)
             d = s.data
@@ -158,11 +171,10 @@ async def learn(args: argparse.Namespace) -> dict[str, Any]:
         snap = table.snapshot()
         obs, reward, nxt, done = snap.items
         all_errors.append(float(np.abs(reward + GAMMA * (nxt @ w) * ~done - obs @ w).mean()))
-    finally:
-        table.close()
-        for t in threads:
-            t.join(10)
+    # Leaving the block stopped the runner: the table is closed, every actor has ended.
     stats = table.statistics()  # (the counts once every actor has stopped)
+    if monitor is not None:
+        monitor.plot(args.plot, title="Replay table: actors against the learner")
     return {
         "seconds": seconds,
         "inserts": stats.inserts,
@@ -175,8 +187,10 @@ async def learn(args: argparse.Namespace) -> dict[str, Any]:
         "value_error": float(np.abs(w[1:-1] - true_values(n)[1:-1]).max()),
         "sampled_td": float(np.mean(sampled_errors[-20:])),
         "table_td": all_errors[0],
-        "actors_alive": sum(t.is_alive() for t in threads),
-        "per_actor": [c[0] for c in counts],
+        "actors_alive": sum(state != "done" for _, state in runner.producer_states()),
+        "closed": stats.closed,
+        "per_actor": [a.produced for a in actors],
+        "report": coord.report(),
     }
 
 
@@ -202,6 +216,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--learning-rate", type=float, default=0.5, help="the value function's step size")
     add("--seed", type=int, default=0, help="seeds the table and the games")
     add("--backend", choices=["asyncio", "trio"], default="asyncio", help="event loop")
+    add("--plot", default=None, help="write a PNG of the table over time (needs matplotlib)")
+    add("--interval", type=float, default=0.05, help="seconds between the plot's samples")
     return parser.parse_args(argv)
 
 
@@ -214,6 +230,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     r: dict[str, Any] = anyio.run(learn, args, backend=args.backend)
     lo, hi = r["band"]
+    print(r["report"])
     say(
         f"{args.actors} actor threads inserted {r['inserts']:,} transitions and the learner "
         f"sampled {r['samples']:,} ({args.steps} batches of {args.batch}) in "
@@ -242,13 +259,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"batches' mean |TD error| was {r['sampled_td']:.4f}, against {r['table_td']:.4f} "
         "over the whole table."
     )
+    if args.plot:
+        say(
+            f"The plot in {args.plot} shows the table's fill over time and, per interval, "
+            "the share the actors (orange) and the learner (purple) were held back."
+        )
     say(
-        "What this showed: actor threads fed a replay table through its blocking view while "
+        "What this showed: actor threads, run by a QueueRunner, fed a replay table while "
         "an async learner trained on prioritized batches, the rate limiter held the ratio of "
-        "samples to inserts in its band by making one side wait, and closing the table "
-        f"stopped every actor ({r['actors_alive']} still running)."
+        "samples to inserts in its band by making one side wait, and leaving the "
+        "coordinator's block closed the table and stopped every actor "
+        f"({r['actors_alive']} still running)."
     )
-    if r["actors_alive"] or not held:
+    if r["actors_alive"] or not r["closed"] or not held:
         raise SystemExit(1)
     return r
 

@@ -194,7 +194,7 @@ def check_table(client: redis.Redis, name: str) -> list[str]:
         problems.append(f"pz holds {len(pz)} members for {size} items")
     small = client.hgetall(p + "pl")
     times = 0
-    for key, (prio, t, seq, pos, inl) in recs.items():
+    for key, (prio, t, seq, _pos, inl) in recs.items():
         member = f"{int(seq):015d}:{key}".encode()
         if pz.get(member) != prio:
             problems.append(f"key {key}: pz member {member!r} missing or not {prio}")

@@ -3,6 +3,9 @@ and says in plain words what it showed."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from support import example_main, one_line
 
@@ -11,11 +14,17 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_replay_table_example_paces_actors_and_learner(
-    backend: str, capsys: pytest.CaptureFixture[str]
+    backend: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """Actor threads and a prioritized learner under SampleToInsertRatio: the learner
-    takes exactly its batches, the limiter's difference ends inside its band, the
-    value function is learned, and closing the table stops every actor."""
+    """Actor threads (a QueueRunner's producers) and a prioritized learner under
+    SampleToInsertRatio: the learner takes exactly its batches, the limiter's
+    difference ends inside its band, the value function is learned, and leaving the
+    coordinator's block closes the table and stops every actor; the report has the
+    table's row, and ``--plot`` draws the run (asyncio only)."""
+    plot = tmp_path / "table.png"
+    args = ["--plot", str(plot), "--interval", "0.01"] if backend == "asyncio" else []
+    if args:
+        pytest.importorskip("matplotlib")
     result = example_main("replay_table")(
         [
             "--steps", "60",
@@ -23,16 +32,25 @@ def test_replay_table_example_paces_actors_and_learner(
             "--min-size", "100",
             "--error-buffer", "300",
             "--backend", backend,
+            *args,
         ]
     )  # fmt: skip
     assert result["samples"] == 60 * 32
-    assert result["inserts"] == sum(result["per_actor"])
+    # every transition an actor produced went in, but for the bursts the stop cut short
+    produced = sum(result["per_actor"])
+    assert 0 <= produced - result["inserts"] < 4 * 8
     lo, hi = result["band"]
     assert lo <= result["diff"] <= hi
     assert result["actors_alive"] == 0
+    assert result["closed"]
     assert 0.0 <= result["actors_waited"] <= 1.0
     out = one_line(capsys.readouterr().out)
+    assert "replay table size/max_size inserted sampled" in " ".join(out.split())
+    assert re.search(r"'transitions' \(closed\) +\d+/20000 +\d+ +1920 ", out)
     assert "the learner sampled 1,920 (60 batches of 32)" in out
     assert "inside its band" in out
-    assert "What this showed: actor threads fed a replay table" in out
+    assert "What this showed: actor threads, run by a QueueRunner, fed a replay table" in out
     assert "(0 still running)" in out
+    if args:
+        assert plot.read_bytes().startswith(b"\x89PNG")
+        assert f"The plot in {plot}" in out

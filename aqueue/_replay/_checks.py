@@ -46,6 +46,7 @@ __all__ = [
     "priority_arg",
     "sample_count_arg",
     "table_settings",
+    "timeout_arg",
 ]
 
 _DBL_MAX = float(np.finfo(np.float64).max)
@@ -164,6 +165,24 @@ def sample_count_arg(n: Any, owner: str) -> int:
     if type(n) is int and n >= 1:
         return n
     return int_arg(n, "n", f"{owner}.sample", 1)
+
+
+def timeout_arg(timeout: Any, owner: str) -> float | None:
+    """A thread view's ``timeout=`` checked: seconds >= 0, or None (no limit).
+
+    Raises:
+        ElementSpecError: Not a number, NaN or negative.
+    """
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise ElementSpecError(
+            f"{owner}: timeout must be a number of seconds or None, got {type(timeout).__name__}"
+        )
+    t = float(timeout)
+    if math.isnan(t) or t < 0:
+        raise ElementSpecError(f"{owner}: timeout must be >= 0 seconds, got {timeout}")
+    return t
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,10 @@ class TableCore:
         """Whether the limiter admits ``k`` items now."""
         return self.limiter.can_insert(self.inserts, self.samples, self.deletes, k)
 
+    def admitted(self, k: int) -> int:
+        """How many of ``k`` items in a row the limiter admits now (0..k)."""
+        return self.limiter.admitted(self.inserts, self.samples, self.deletes, k)
+
     def can_sample(self, n: int) -> bool:
         """Whether the limiter allows ``n`` samples now and the items held can supply
         them (with ``max_times_sampled``, n draws must be left among them)."""

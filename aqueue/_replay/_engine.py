@@ -15,7 +15,12 @@ Invariants:
   one of its direction (arrival order per direction), even if it could complete.
 - An insert or a sample completes entirely inside one step, or changes nothing. A
   waiter that leaves therefore leaves no trace: no item inserted or evicted, no
-  counter of the limiter moved, no ``times_sampled`` changed.
+  counter of the limiter moved, no ``times_sampled`` changed. The one exception is a
+  *progressive* insert (``InsertRequest.progressive``: a sink's ``enqueue_many``, the
+  queues' semantics): each of its steps inserts the longest prefix of what is left
+  that the limiter admits (exactly what single inserts in a row would get in), it
+  waits, at the head of the inserters, only while not one more item is admitted, and
+  a waiter that leaves leaves that prefix in.
 - After every change (an insert, a sample, a delete, close, a waiter leaving) the head
   of each list is *notified* if, and only if, it can now progress and was not notified
   yet: an insert when the limiter admits its items, a sample when the limiter allows
@@ -147,7 +152,11 @@ class ReplayEngine:
                 self._notify()
                 raise QueueClosedError(
                     f"replay table '{self.name}' was closed while this insert waited "
-                    "(nothing was inserted)"
+                    + (
+                        f"({req.done} of its {req.count} items were inserted)"
+                        if req.progressive
+                        else "(nothing was inserted)"
+                    )
                 )
         else:
             if self.closed:
@@ -155,6 +164,8 @@ class ReplayEngine:
             if self.inserters:
                 return WAIT
         core = self.core
+        if req.progressive:
+            return self._insert_prefix(req)
         if not core.can_insert(req.count):
             return WAIT
         keys = core.insert(req.comps, req.count, req.priorities)
@@ -162,6 +173,27 @@ class ReplayEngine:
             self._remove(req)
         self._notify()
         return keys
+
+    def _insert_prefix(self, req: InsertRequest) -> Any:
+        """A progressive insert's step (it is the head, or no insert waits): insert
+        the longest prefix of what is left that the limiter admits; None once all is
+        in, WAIT while some is left."""
+        core = self.core
+        start, left = req.done, req.count - req.done
+        m = core.admitted(left)
+        if m:
+            stop = start + m
+            prios = None if req.priorities is None else req.priorities[start:stop]
+            core.insert(tuple(c[start:stop] for c in req.comps), m, prios)
+            req.done = stop
+        if m < left:
+            if m:
+                self._notify()  # (samples may go now)
+            return WAIT
+        if req.registered:
+            self._remove(req)
+        self._notify()
+        return None
 
     def _try_sample(self, req: SampleRequest) -> Any:
         if (self.samplers[0] is not req) if req.registered else bool(self.samplers):
@@ -229,7 +261,7 @@ class ReplayEngine:
         core = self.core
         if self.inserters:
             head = self.inserters[0]
-            if not head.notified and (self.closed or core.can_insert(head.count)):
+            if not head.notified and (self.closed or core.can_insert(head.least)):
                 head.notified = True
                 self._wake(head)
         if self.samplers:

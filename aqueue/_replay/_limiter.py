@@ -169,6 +169,24 @@ class RateLimiter:
             return True
         return (inserts + n) * self.samples_per_insert - samples <= self.max_diff
 
+    def admitted(self, inserts: int, samples: int, deletes: int, k: int) -> int:
+        """How many of ``k`` items, inserted in a row, may go in now: the largest ``m <=
+        k`` with ``can_insert(m)`` (0 when not even one may). Both conditions of
+        ``can_insert`` only get harder as ``m`` grows, so admitting a prefix of a batch
+        now and the rest later admits exactly what single inserts in a row would."""
+        fill = self.min_size_to_sample - (inserts - deletes)  # filling up to the minimum
+        if math.isinf(self.max_diff):
+            band = k
+        else:
+            band = math.floor((self.max_diff + samples) / self.samples_per_insert) - inserts
+        m = max(0, min(k, max(fill, band)))
+        # (float rounding at the edge of the band: settle it with can_insert itself)
+        while m > 0 and not self.can_insert(inserts, samples, deletes, m):
+            m -= 1
+        while m < k and self.can_insert(inserts, samples, deletes, m + 1):
+            m += 1
+        return m
+
     def most_samples_at_once(self) -> float:
         """The largest ``n`` a ``sample(n)`` can ever be allowed (see the module
         docstring); ``inf`` when unbounded."""

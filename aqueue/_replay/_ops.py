@@ -48,6 +48,14 @@ class TableOps(TableArgs, Generic[T]):
             return None
         return InsertRequest(comps, k, prios)
 
+    def enqueue_many_request(self, batch: Any) -> InsertRequest | None:
+        """The request of a sink's ``enqueue_many(batch)``: progressive (in pieces, as
+        the limiter admits them), default priorities; None for an empty batch."""
+        comps, k = self.spec.batch(batch)
+        if k == 0:
+            return None
+        return InsertRequest(comps, k, None, progressive=True)
+
     def sample_request(self, n: Any) -> SampleRequest:
         """The request of ``sample(n)``."""
         return SampleRequest(self.sample_count(n))

@@ -16,7 +16,9 @@ engine's lock only:
 
 An insert or a sample completes entirely inside one step, so a request never holds
 anything: when its waiter leaves (cancelled, timed out) it has changed nothing, and
-leaving only removes it from its list and passes the wake-up on.
+leaving only removes it from its list and passes the wake-up on. The one exception is
+a progressive insert (a sink's ``enqueue_many``, as a queue's): the prefix it inserted
+before leaving stays in the table.
 """
 
 from __future__ import annotations
@@ -50,15 +52,25 @@ class ReplayRequest:
 
 class InsertRequest(ReplayRequest):
     """An insert of ``count`` items: ``comps`` (one batch array per component) and
-    their ``priorities`` (float64, or None for the table's largest)."""
+    their ``priorities`` (float64, or None for the table's largest).
 
-    __slots__ = ("comps", "count", "priorities")
+    A *progressive* request (a sink's ``enqueue_many``) goes in piece by piece: each
+    step inserts the longest prefix of what is left that the rate limiter admits, and
+    ``done`` counts the items in so far; it waits only while not one more is admitted
+    (``least`` is 1, where a whole request needs ``count``)."""
 
-    def __init__(self, comps: Components, count: int, priorities: Any) -> None:
+    __slots__ = ("comps", "count", "done", "least", "priorities", "progressive")
+
+    def __init__(
+        self, comps: Components, count: int, priorities: Any, *, progressive: bool = False
+    ) -> None:
         super().__init__()
         self.comps = comps
         self.count = count
         self.priorities = priorities
+        self.progressive = progressive
+        self.done = 0
+        self.least = 1 if progressive else count
 
 
 class SampleRequest(ReplayRequest):

@@ -7,6 +7,15 @@ request, then ``wait_task`` until the engine completes it. ``update_priorities``
 ``delete`` never wait: checkpoint, then one step. The thread view (``blocking()``) runs
 the same steps with ``wait_thread``. Invariants and semantics: ``_engine.py`` (waiting,
 closing), ``_core.py`` (what a batch means), ``_store.py`` (storage and keys).
+
+A table is a ``Sink`` (``aqueue/_queues/_protocol.py``), so a ``QueueRunner`` fills it
+and ``Pipeline.to_queue`` sends into it: ``enqueue`` is ``insert`` with the default
+priority (its key dropped), ``enqueue_many`` inserts a batch progressively (the
+queues' ``enqueue_many``: in pieces as the limiter admits them, never refused for its
+size), and producer accounting is held (``Producers``, as a queue's): the last clean
+producer's end closes the table, and so does an unclean one (closing fails waiting
+inserts at once either way). These methods are public so that the table, not a
+wrapper, is what a runner holds and a coordinator watches.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import CheckpointError, ElementSpecError, name_arg
+from .._queues._accounting import Producers
 from .._queues._backend import checkpoint, in_event_loop, make_waker
 from .._queues._declare import Array, FixedShape, NumericDType, T, U
 from .._queues._requests import WAIT
@@ -209,6 +219,7 @@ class ReplayTable(Generic[T]):
         )
         self._engine = engine = ReplayEngine(core, tname)
         self._ops: TableOps[T] = TableOps(settings, engine)
+        self._producers = Producers(tname, self._close_for_producers, "replay table")
 
     # -- Reverb's queue and stack shapes --------------------------------------------------
 
@@ -537,6 +548,73 @@ class ReplayTable(Generic[T]):
         k = self._ops.keys(keys)
         await checkpoint()
         return self._ops.delete_now(k)
+
+    # -- as a sink: what runners and pipelines fill -------------------------------------
+
+    async def enqueue(self, element: Any) -> None:
+        """``insert(element)`` with the default priority (the largest held), its key
+        dropped: what a ``QueueRunner``'s producers and ``Pipeline.to_queue`` call.
+
+        Raises:
+            ElementSpecError: A bad element (nothing inserted).
+            QueueClosedError: The table is closed, or was closed while this waited.
+        """
+        await self.insert(element)
+
+    async def enqueue_many(self, batch: Any) -> None:
+        """Insert the items of ``batch`` (sliced along axis 0) in order, with the default
+        priority, progressively: each step inserts as many as the rate limiter admits
+        then, and the call waits only while it admits none (so a batch of any size is
+        accepted, and the table paces it as it would single inserts in a row). If
+        cancelled (or the table is closed) meanwhile, exactly a prefix of the batch is
+        in, as with a queue's ``enqueue_many``. Use ``insert_many`` for all or nothing,
+        priorities and keys.
+
+        Raises:
+            ElementSpecError: A bad batch (nothing inserted).
+            QueueClosedError: The table is closed, or was closed while this waited.
+        """
+        engine = self._engine
+        req = self._ops.enqueue_many_request(batch)
+        await checkpoint()
+        if req is None:
+            return
+        if engine.start(req, make_waker) is WAIT:
+            await wait_task(engine, cast("Any", req))
+
+    async def register_producer(self) -> str:
+        """Producer accounting, as a queue's: count one more producer of this table and
+        return its id for ``producer_done``. A ``QueueRunner`` (and a pipeline's
+        ``to_queue`` stage) does this for each of its producers; call it yourself for
+        producers of your own. With producers registered, the table closes after the
+        last one has ended. Completes without waiting.
+
+        Raises:
+            QueueClosedError: The table is closed (a producer would have nothing to do).
+        """
+        return self._producers.register(self._engine.closed)
+
+    async def producer_done(self, producer_id: str, *, clean: bool = True) -> None:
+        """Producer ``producer_id`` has ended (see ``register_producer``). The clean end
+        of the last registered producer closes the table (samples that can be served
+        still are, then ``samples(n)`` ends); an unclean end (``clean=False``: the
+        producer failed) closes it at once, whoever else produces. Either way closing
+        fails the inserts waiting then (a table has no "let waiting inserts finish":
+        they wait for the learner, who may never sample again). Completes without
+        waiting.
+
+        Raises:
+            ElementSpecError: ``producer_id`` is not registered (or already done).
+        """
+        self._producers.done(producer_id, clean)
+
+    def release_producers(self) -> None:
+        """Called by a ``Coordinator`` when it stops (user code does not need it):
+        close the table, which fails every insert waiting now (producers end cleanly)."""
+        self.close()
+
+    def _close_for_producers(self, cancel_pending_enqueues: bool) -> None:
+        self.close()  # (inserts waiting fail on a close either way)
 
     def samples(self, n: int) -> SampleIterator[T]:
         """An async iterator of ``sample(n)`` results; it ends when the table is closed

@@ -20,18 +20,17 @@ and cannot serve another (OutOfRangeError becomes StopAsyncIteration).
 
 from __future__ import annotations
 
-import math
-import numbers
 import threading
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import ElementSpecError, OutOfRangeError
+from .._errors import OutOfRangeError
 from .._queues._backend import in_event_loop
 from .._queues._requests import WAIT
 from .._queues._waiting import wait_thread
+from ._checks import timeout_arg
 from ._requests import ReplayRequest
 from ._results import ReplaySample, ReplayStatistics
 
@@ -42,19 +41,6 @@ if TYPE_CHECKING:
 __all__ = ["BlockingReplayTable", "SampleIterator", "Sampled"]
 
 T = TypeVar("T")
-
-
-def _timeout_arg(timeout: Any, owner: str) -> float | None:
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
-        raise ElementSpecError(
-            f"{owner}: timeout must be a number of seconds or None, got {type(timeout).__name__}"
-        )
-    t = float(timeout)
-    if math.isnan(t) or t < 0:
-        raise ElementSpecError(f"{owner}: timeout must be >= 0 seconds, got {timeout}")
-    return t
 
 
 class BlockingReplayTable(Generic[T]):
@@ -89,7 +75,7 @@ class BlockingReplayTable(Generic[T]):
             )
 
     def _run(self, req: ReplayRequest, timeout: Any, what: str) -> Any:
-        t = _timeout_arg(timeout, f"{self._ops.owner}.{what}")
+        t = timeout_arg(timeout, f"{self._ops.owner}.{what}")
         engine = self._ops.engine
         result = engine.start(req, threading.Event, [])
         if result is WAIT:
@@ -116,10 +102,32 @@ class BlockingReplayTable(Generic[T]):
         self._check("insert_many")
         req = self._ops.insert_many_request(batch, priorities)
         if req is None:
-            _timeout_arg(timeout, f"{self._ops.owner}.insert_many")
+            timeout_arg(timeout, f"{self._ops.owner}.insert_many")
             return np.empty(0, dtype=np.int64)
         keys: npt.NDArray[np.int64] = self._run(req, timeout, "insert_many")
         return keys
+
+    def enqueue(self, element: Any, timeout: float | None = None) -> None:
+        """``insert(element, timeout=timeout)`` with the default priority, its key
+        dropped (what a ``QueueRunner``'s producer threads call)."""
+        self._check("enqueue")
+        self._run(self._ops.insert_request(element, None), timeout, "enqueue")
+
+    def enqueue_many(self, batch: Any, timeout: float | None = None) -> None:
+        """Insert a batch with the default priority, as a queue's view does: without a
+        timeout progressively (as ``ReplayTable.enqueue_many``), with one all or
+        nothing (as ``insert_many``, so a batch the limiter could never admit at once
+        is refused)."""
+        self._check("enqueue_many")
+        ops = self._ops
+        if timeout is None:
+            req = ops.enqueue_many_request(batch)
+        else:
+            req = ops.insert_many_request(batch, None)
+        if req is None:
+            timeout_arg(timeout, f"{ops.owner}.enqueue_many")
+            return
+        self._run(req, timeout, "enqueue_many")
 
     def sample(self, n: int, timeout: float | None = None) -> ReplaySample[T]:
         """Draw ``n`` items (see ``ReplayTable.sample``)."""
@@ -133,14 +141,14 @@ class BlockingReplayTable(Generic[T]):
         """Set priorities (see ``ReplayTable.update_priorities``); never waits."""
         ops = self._ops
         k, p = ops.keys_and_priorities(keys, priorities)
-        _timeout_arg(timeout, f"{ops.owner}.update_priorities")
+        timeout_arg(timeout, f"{ops.owner}.update_priorities")
         return ops.update_now(k, p)
 
     def delete(self, keys: Any, timeout: float | None = None) -> npt.NDArray[np.bool_]:
         """Remove items (see ``ReplayTable.delete``); never waits."""
         ops = self._ops
         k = ops.keys(keys)
-        _timeout_arg(timeout, f"{ops.owner}.delete")
+        timeout_arg(timeout, f"{ops.owner}.delete")
         return ops.delete_now(k)
 
     def close(self) -> None:

@@ -24,14 +24,18 @@ file                 what it holds
                      recorded exceptions; it is the ``Supervisor`` runners are handed
 ``_outcome.py``      ``block_outcome``: which exception leaves a coordinator's block, with
                      which notes (exception groups unwrapped)
-``_watchdog.py``     QueueMonitor: the queues a coordinator has seen; stall warnings;
-                     ``coord.report()``: the queue table and the input-bound fraction
+``_watchdog.py``     QueueMonitor: the queues and replay tables a coordinator has seen
+                     (``Watched``, ``WatchedTable``), their baselines and shared
+                     readings; stall warnings
+``_report.py``       ``coord.report()``: the queue table, the replay-table table and
+                     the input-bound fraction (what the body consumes, and how long it
+                     waited on it)
 ``_monitor.py``      Monitor (``Coordinator(monitor=...)``): settings, stage providers,
                      ``history()``, ``write_csv``, ``plot``; ``begin_monitor``
 ``_sampler.py``      Sampler: one coordinator block's sampling task and final sample;
                      Record: what a monitor keeps across blocks
-``_samples.py``      MonitorSample / QueueSample / StageSample, the numpy
-                     MonitorHistory built from them, and the CSV rows
+``_samples.py``      MonitorSample / QueueSample / TableSample / StageSample, the
+                     numpy MonitorHistory built from them, and the CSV rows
 ``_plot.py``         ``Monitor.plot``: the PNG (matplotlib, the ``plot`` extra)
 ``_live.py``         ``Monitor(live=True)``: the terminal line (tqdm, the ``live`` extra)
 ``_alive.py``        weak registries of what runs now (entered coordinators, launched
@@ -44,7 +48,10 @@ thread a runner starts is a named ``threading.Thread`` (``_producers.py``), and 
 thread or task is started outside a coordinator's block (``add_queue_runner`` only
 registers).
 
-Runners and the coordinator work over the queue interface (``AsyncQueue`` in
-``aqueue/_queues/_protocol.py``), never over a backend's class, so they run the
-in-process queues and the shared ones of ``aqueue.redis`` alike.
+Runners and the coordinator work over the interfaces (``Sink`` and ``AsyncQueue`` in
+``aqueue/_queues/_protocol.py``, ``AsyncReplayTable`` in
+``aqueue/_replay/_protocol.py``), never over a backend's class, so they run the
+in-process queues, the shared ones of ``aqueue.redis`` and replay tables alike: a
+runner fills any ``Sink``; the coordinator watches what is an ``AsyncQueue`` or an
+``AsyncReplayTable`` (decided once, when first seen).
 """

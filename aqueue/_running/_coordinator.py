@@ -8,8 +8,8 @@ holds, each in its own module:
 - its ``Supervision`` (``_supervision.py``): the task group, starting runners and
   tasks, stop requests (clean and failed), the recorded exceptions; the coordinator's
   methods of that kind are one-line calls to it;
-- its ``QueueMonitor`` (``_watchdog.py``): the queues it has seen, the stall watchdog,
-  ``report()``;
+- its ``QueueMonitor`` (``_watchdog.py``): the queues and replay tables it has seen,
+  the stall watchdog; ``report()`` reads it (``_report.py``);
 - while the block runs, a ``Sampler`` (``_sampler.py``) for ``monitor=``, and an
   ``UnstartedWatch`` (``_registry.py``) when its context has registered runners not
   yet started.
@@ -72,14 +72,16 @@ import anyio
 
 from .._errors import OutOfRangeError
 from .._queues._protocol import AsyncQueue
+from .._replay._protocol import AsyncReplayTable
 from . import _alive
 from ._monitor import Monitor, begin_monitor
 from ._outcome import block_outcome
 from ._registry import UnstartedWatch
+from ._report import input_wait, report
 from ._runner import QueueRunner
 from ._sampler import Sampler
 from ._supervision import NEW, RUNNING, Supervision
-from ._watchdog import QueueMonitor, Watched, input_wait, report
+from ._watchdog import QueueMonitor, Seen
 
 __all__ = ["SHARED_STATISTICS_TIMEOUT_S", "Coordinator"]
 
@@ -178,8 +180,9 @@ class Coordinator:
         self._monitor.read_shared_with(self._read_baseline)
         return self
 
-    def _read_baseline(self, w: Watched) -> None:
-        """Start reading a shared queue's baseline statistics (see the module docstring)."""
+    def _read_baseline(self, w: Seen[Any]) -> None:
+        """Start reading a shared queue's (or table's) baseline statistics (see the
+        module docstring)."""
         if self._supervision.state != RUNNING:
             return
         self._monitor.begin_baseline(w)
@@ -187,7 +190,7 @@ class Coordinator:
             self._monitor.read_baseline,
             w,
             self._statistics_timeout,
-            name=f"aqueue Coordinator: statistics of '{w.queue.name}'",
+            name=f"aqueue Coordinator: statistics of '{w.name}'",
         )
 
     async def __aexit__(
@@ -328,21 +331,32 @@ class Coordinator:
 
     # -- watching and the report ---------------------------------------------------------
 
-    def watch(self, *queues: AsyncQueue[Any]) -> None:
-        """Add queues to the watchdog and the report, as the queues the body consumes.
+    def watch(self, *queues: AsyncQueue[Any] | AsyncReplayTable[Any]) -> None:
+        """Add queues and replay tables to the watchdog, the report and the monitor, as
+        what the body consumes.
 
-        The queues of started runners are watched anyway; watching a queue explicitly
-        makes it count towards the input-bound fraction of ``report()``.
+        The queues and tables of started runners are watched anyway; watching one
+        explicitly makes it count towards the input-bound fraction of ``report()``: a
+        queue's time empty, a table's time during which samples waited (a learner
+        waiting in ``sample()`` is waiting for input).
+
+        Raises:
+            TypeError: An argument is neither a queue nor a replay table (nothing is
+                watched then).
         """
         for q in queues:
-            if not isinstance(q, AsyncQueue):
+            if not isinstance(q, (AsyncQueue, AsyncReplayTable)):
                 raise TypeError(
-                    f"Coordinator.watch: expected aqueue queues, got {type(q).__name__}"
+                    "Coordinator.watch: expected aqueue queues or replay tables, got "
+                    f"{type(q).__name__}"
                 )
+        for q in queues:
             self._monitor.add(q, explicit=True)
 
     def report(self) -> str:
-        """A text table of every queue seen, and the fraction of the body's time spent
+        """A text table of every queue seen, one of every replay table seen (size,
+        inserts and samples per second, the share of the body's time each side was
+        held back by the rate limiter), and the fraction of the body's time spent
         waiting for input ("input-bound: 37%").
 
         Shared queues (``aqueue.redis``) show the figures read from their server when
@@ -353,12 +367,12 @@ class Coordinator:
     @property
     def input_bound(self) -> float | None:
         """The fraction of the body's time (so far, or until it ended) spent waiting on
-        its input queue: the figure of ``report()``'s last line, and of a ``Monitor``'s
-        overall input-bound share; None before any input queue was seen, and while a
-        shared input queue has no figures (``report()`` says why)."""
-        waited, queue, _ = input_wait(self._monitor, self._t_body_end is not None)
+        its input queue (or table): the figure of ``report()``'s last line, and of a
+        ``Monitor``'s overall input-bound share; None before any input queue was seen,
+        and while a shared input queue has no figures (``report()`` says why)."""
+        waited, seen, _ = input_wait(self._monitor, self._t_body_end is not None)
         body = self._body_seconds()
-        if queue is None:
+        if seen is None:
             return None
         return min(1.0, waited / body) if body > 0 else 0.0
 

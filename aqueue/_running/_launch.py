@@ -2,7 +2,7 @@
 
 ``QueueRunner.launch`` (``_runner.py``) makes a ``Launch`` for each start and calls
 ``start()``; the launch then owns everything about that start: its producer slots, the
-queue's blocking view (when a producer runs on a thread), the count of producers that
+sink's blocking view (when a producer runs on a thread), the count of producers that
 have not ended, and the supervisor (``ProducerSupervisor``, what the coordinator
 offers) that it reports to. A runner holds its current launch; it shares nothing else
 with it but the runner's ``exceptions_raised`` list, into which the launch appends.
@@ -51,7 +51,7 @@ from typing import Any, Protocol
 import anyio
 
 from .._errors import add_note
-from .._queues._protocol import AsyncQueue, BlockingView
+from .._queues._protocol import Sink, SinkView
 from ._producers import NewThreads, ProducerSlot, ThreadRecord, describe, fetchers
 
 __all__ = ["Launch", "ProducerSupervisor"]
@@ -86,7 +86,8 @@ class Launch:
     """One start of a runner: its producers, from registration to their last end.
 
     Args:
-        queue: The runner's queue.
+        queue: The runner's sink (a queue or a replay table; only its ``Sink``
+            methods are used).
         runner: The runner's name (in task and thread names, and in notes).
         producers: Fresh slots, one per producer.
         supervisor: What the coordinator that starts the runner offers.
@@ -111,7 +112,7 @@ class Launch:
 
     def __init__(
         self,
-        queue: AsyncQueue[Any],
+        queue: Sink,
         runner: str,
         producers: list[ProducerSlot],
         supervisor: ProducerSupervisor,
@@ -127,7 +128,7 @@ class Launch:
         self._clean_types = clean_types
         self._exceptions = exceptions
         threaded = any(p.kind.threaded for p in producers)
-        self._blocking: BlockingView[Any] | None = queue.blocking() if threaded else None
+        self._blocking: SinkView | None = queue.blocking() if threaded else None
         self._go = threading.Event()  # set once every producer thread is started
         self.producers = producers
         self.live = len(producers)

@@ -30,11 +30,11 @@ from __future__ import annotations
 import contextvars
 import logging
 import time
-from typing import Any
 
 import anyio
 
-from .._queues._protocol import AsyncQueue, local_statistics
+from .._queues._protocol import AsyncQueue, Sink, local_statistics
+from .._replay._protocol import AsyncReplayTable, local_table_statistics
 from . import _alive
 from ._runner import QueueRunner
 
@@ -113,7 +113,7 @@ class UnstartedWatch:
 
     def __init__(self) -> None:
         self._blocked_since: dict[QueueRunner, float] = {}
-        self._warned: list[AsyncQueue[Any]] = []  # warned about (compared by identity)
+        self._warned: list[Sink] = []  # warned about (compared by identity)
 
     @staticmethod
     def needed() -> bool:
@@ -136,10 +136,11 @@ class UnstartedWatch:
                 del self._blocked_since[r]
         for r in unstarted:
             q = r.queue
-            st = local_statistics(q)
-            if st is None or any(w is q for w in self._warned):
-                continue  # (a shared queue's statistics need its server: not watched here)
-            if st.tasks_waiting_dequeue == 0 or st.closed:
+            reading = _consumers(q)
+            if reading is None or any(w is q for w in self._warned):
+                continue  # (a shared one's statistics need its server: not watched here)
+            what, waiting, closed = reading
+            if waiting == 0 or closed:
                 self._blocked_since.pop(r, None)
                 continue
             since = self._blocked_since.setdefault(r, now)
@@ -147,7 +148,7 @@ class UnstartedWatch:
                 continue
             self._warned.append(q)
             message = (
-                f"queue '{q.name}' has {st.tasks_waiting_dequeue} consumer(s) waiting, but "
+                f"{what} '{q.name}' has {waiting} consumer(s) waiting, but "
                 f"QueueRunner '{r.name}' that feeds it was registered with add_queue_runner() "
                 "and never started; call coord.start_queue_runners() (or coord.start(runner)) "
                 "inside `async with Coordinator() as coord:`"
@@ -155,3 +156,16 @@ class UnstartedWatch:
             logger.warning("%s", message)
             messages.append(message)
         return messages
+
+
+def _consumers(sink: Sink) -> tuple[str, int, bool] | None:
+    """What ``sink`` is called, how many consumers wait on it (a queue's dequeuers, a
+    table's samplers) and whether it is closed; None when that cannot be read without
+    waiting (a shared one) or it is neither a queue nor a table."""
+    if isinstance(sink, AsyncQueue):
+        st = local_statistics(sink)
+        return None if st is None else ("queue", st.tasks_waiting_dequeue, st.closed)
+    if isinstance(sink, AsyncReplayTable):
+        rs = local_table_statistics(sink)
+        return None if rs is None else ("replay table", rs.samples_waiting, rs.closed)
+    return None

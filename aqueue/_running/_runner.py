@@ -1,10 +1,11 @@
 """QueueRunner: producers that keep one queue filled.
 
-A runner holds a queue (any ``AsyncQueue``: in-process or shared through a server)
-and a list of producers. A Coordinator starts it (``coord.start(runner)``, which calls
-``runner.launch`` with the ``Supervisor`` the coordinator offers); each producer then
-runs until it ends cleanly, fails, or the coordinator stops. Async producers run as
-tasks in the coordinator's task group, sync ones on dedicated, named daemon threads.
+A runner holds a sink (any ``Sink``: a queue, in-process or shared through a server,
+or a replay table) and a list of producers. A Coordinator starts it
+(``coord.start(runner)``, which calls ``runner.launch`` with the ``Supervisor`` the
+coordinator offers); each producer then runs until it ends cleanly, fails, or the
+coordinator stops. Async producers run as tasks in the coordinator's task group, sync
+ones on dedicated, named daemon threads.
 
 This module holds the runner's public surface (construction, properties, ``join``,
 ``producer_states``, ``source_queues``, ``launch``) and the ``Supervisor`` protocol.
@@ -19,15 +20,20 @@ Invariants:
   ``exceptions_raised`` (a new list, which the launch appends to); a runner launches
   again only once no producer of its current launch is running.
 - Producer kinds are told apart once, at construction (``classify``).
+- The runner reaches its sink through the ``Sink`` protocol only (``name``,
+  ``enqueue``/``enqueue_many``, the thread view's two, producer accounting), so a
+  queue and a replay table of any backend are filled alike, with no per-item work
+  that depends on which it is. ``QueueRunner`` is generic in its sink's type, so
+  ``runner.queue`` keeps it (a queue stays a queue to the type checker).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .._errors import OutOfRangeError, QueueClosedError
-from .._queues._protocol import AsyncQueue
+from .._queues._protocol import AsyncQueue, Sink
 from . import _alive
 from ._launch import Launch, ProducerSupervisor
 from ._producers import ProducerSlot, classify
@@ -36,6 +42,13 @@ __all__ = ["Producer", "QueueRunner", "Supervisor"]
 
 Producer = Callable[[], Any] | AsyncIterable[Any] | Iterable[Any]
 """An async or sync callable (called repeatedly) or an async or sync iterable."""
+
+if TYPE_CHECKING:  # a bare ``QueueRunner`` annotation means any sink's runner
+    from typing_extensions import TypeVar as _DefaultTypeVar
+
+    S = _DefaultTypeVar("S", bound=Sink, covariant=True, default=Sink)
+else:
+    S = TypeVar("S", bound=Sink, covariant=True)
 
 
 class Supervisor(ProducerSupervisor, Protocol):
@@ -47,12 +60,15 @@ class Supervisor(ProducerSupervisor, Protocol):
         ...
 
 
-class QueueRunner:
-    """Producers that keep one queue filled, started and stopped by a Coordinator.
+class QueueRunner(Generic[S]):
+    """Producers that keep one queue (or replay table) filled, started and stopped by
+    a Coordinator.
 
     Args:
-        queue: The queue the producers fill (an in-process queue, or a shared one
-            from ``aqueue.redis``).
+        queue: The sink the producers fill: an in-process queue, a shared one from
+            ``aqueue.redis``, or a replay table (each value is inserted with the
+            default priority; with ``enqueue_many``, a batch goes in as the table's
+            rate limiter admits it). Anything implementing ``aqueue.Sink``.
         producers: A non-empty sequence. Each item is an async callable (awaited
             repeatedly, each result enqueued), an async iterable (each item enqueued), a
             sync callable (called repeatedly on a dedicated thread) or a sync iterable
@@ -65,14 +81,14 @@ class QueueRunner:
             upstream queue is exhausted, or this queue was closed).
 
     Raises:
-        TypeError: A producer is none of the four kinds, ``queue`` is not a queue, or
+        TypeError: A producer is none of the four kinds, ``queue`` is not a sink, or
             ``queue_closed_exception_types`` is not a tuple of exception classes.
         ValueError: ``producers`` is empty.
     """
 
     def __init__(
         self,
-        queue: AsyncQueue[Any],
+        queue: S,
         producers: Sequence[Producer],
         *,
         enqueue_many: bool = False,
@@ -82,9 +98,10 @@ class QueueRunner:
             QueueClosedError,
         ),
     ) -> None:
-        if not isinstance(queue, AsyncQueue):
+        if not isinstance(queue, Sink):
             raise TypeError(
-                f"QueueRunner: queue must be an aqueue queue, got {type(queue).__name__}"
+                "QueueRunner: queue must be an aqueue queue or replay table (an "
+                f"aqueue.Sink), got {type(queue).__name__}"
             )
         if callable(producers) or not isinstance(producers, Sequence) or isinstance(producers, str):
             raise TypeError(
@@ -124,8 +141,8 @@ class QueueRunner:
         return self._name
 
     @property
-    def queue(self) -> AsyncQueue[Any]:
-        """The queue this runner fills."""
+    def queue(self) -> S:
+        """The queue (or replay table) this runner fills."""
         return self._queue
 
     @property

@@ -7,9 +7,11 @@ state below; the coordinator's own methods of that kind (``start``, ``request_st
 runners it starts: it is their ``Supervisor`` (``_runner.py``).
 
 - ``request_stop()`` (or an exception of ``clean_stop_exception_types``) is a *clean*
-  stop: ``should_stop()`` becomes true, every runner queue is closed with
-  ``cancel_pending_enqueues=True`` (which releases producers blocked on a full queue),
-  producers exit before their next item and the body keeps running.
+  stop: ``should_stop()`` becomes true, every runner's sink releases its producers
+  (``release_producers``: an in-process queue is closed with
+  ``cancel_pending_enqueues=True``, a table is closed, which releases producers
+  blocked on a full queue or on a rate limiter), producers exit before their next
+  item and the body keeps running.
 - Any other exception, reported by a producer, a supervised task, the body or
   ``request_stop(exc)``, is recorded (the first one wins) and cancels the scope: every
   task and the body are cancelled.

@@ -31,6 +31,7 @@
 --   wi, ws   zsets "<need>:<wid>" -> arrival number: the inserts and the samples waiting,
 --            oldest first; wi:dl, ws:dl the same members -> deadline (ms)
 --   wk:<wid> a waiter's wake-up list (BLPOP), short TTL
+--   producers zset producer id -> deadline (refreshed by its process's heartbeat)
 -- Invariants: size = inserts - deletes = HLEN it = HLEN dense; every held key has one
 -- record, one dense pos (record.pos), one pz member (its seq), one ko/pzn member when
 -- kept, and its payload (d:<key> or pl[key]); nothing else holds a payload key but a
@@ -571,6 +572,20 @@ local function reg_del(t, dir, member, now)
   return true
 end
 
+-- Close the table: waiting inserts wake (and fail); the oldest sample wakes (served, or
+-- OutOfRange, then the next).
+local function rt_shut(t)
+  redis.call('HSET', t.meta, 'closed', '1')
+  t.closed = true
+  for _, m in ipairs(redis.call('ZRANGE', t.P .. 'wi', 0, -1)) do
+    local _, wid = split_member(m)
+    wake(t, wid)
+  end
+  notify(t)
+end
+
+-- Drop expired waiter registrations (a crashed waiter's) and expired producers: when the
+-- last registered producer's process died without ending it, the table closes.
 local function rt_reap(t, now)
   local any = false
   for _, dir in ipairs({'i', 's'}) do
@@ -580,7 +595,13 @@ local function rt_reap(t, now)
       any = true
     end
   end
-  if any then notify(t) end
+  local producers = t.P .. 'producers'
+  if redis.call('ZREMRANGEBYSCORE', producers, '-inf', now) > 0
+      and redis.call('EXISTS', producers) == 0 and not t.closed then
+    rt_shut(t)
+  elseif any then
+    notify(t)
+  end
 end
 
 local function rt_begin(keys, gen)
@@ -602,11 +623,13 @@ end
 
 -- -- the functions ----------------------------------------------------------------------
 
--- rt_insert: ARGV gen wid k wait_ms mode(go|probe) np nr prio*np rand*nr entry*k
+-- rt_insert: ARGV gen wid k wait_ms mode np nr prio*np rand*nr entry*k
 -- (an entry is the ref of a payload staged at st:<ref> in the same transaction, or a
--- small payload itself; np is 0 for the default priority; with mode probe there are no
--- entries: it only asks whether the insert could go now)
--- -> {'ok', first key} | {'go'} | {'wait'} | {'closed', waited} | {'gone'}
+-- small payload itself; np is 0 for the default priority). Modes: go (all k or none),
+-- part (progressive: the first m the limiter admits now, 1 <= m <= k, or none; it waits
+-- for one), probe and pprobe (the same questions without entries: could it go now?)
+-- -> {'ok', first key, m} | {'go'} ({'go', m} for pprobe: m admitted now) | {'wait'} |
+-- {'closed', waited} | {'gone'}
 local function rt_insert(keys, args)
   local np, nr = tonumber(args[6]), tonumber(args[7])
   local first_entry = 8 + np + nr
@@ -616,7 +639,8 @@ local function rt_insert(keys, args)
     return {'gone'}
   end
   local wid, k, wait_ms, mode = args[2], tonumber(args[3]), tonumber(args[4]), args[5]
-  local member = istr(k) .. ':' .. wid
+  local part = mode == 'part' or mode == 'pprobe'
+  local member = istr(part and 1 or k) .. ':' .. wid
   if t.closed then
     local was = reg_del(t, 'i', member, now)
     rt_drop_staged(t.P, args, first_entry)
@@ -624,13 +648,26 @@ local function rt_insert(keys, args)
     return {'closed', was and 1 or 0}
   end
   local head = redis.call('ZRANGE', t.P .. 'wi', 0, 0)[1]
-  if (head and head ~= member) or not can_insert(t, k) then
+  if (head and head ~= member) or not can_insert(t, part and 1 or k) then
     rt_drop_staged(t.P, args, first_entry)
     reg_add(t, 'i', member, now, wait_ms)
     rt_save(t)
     return {'wait'}
   end
   if mode == 'probe' then return {'go'} end
+  if part and not can_insert(t, k) then
+    local lo, hi = 1, k - 1  -- can_insert is monotone in k: the largest m admitted now
+    while lo < hi do
+      local mid = math.floor((lo + hi + 1) / 2)
+      if can_insert(t, mid) then lo = mid else hi = mid - 1 end
+    end
+    if mode == 'pprobe' then return {'go', lo} end
+    local rest = {}
+    for j = first_entry + lo, #args do rest[#rest + 1] = args[j] end
+    rt_drop_staged(t.P, rest, 1)
+    k = lo
+  end
+  if mode == 'pprobe' then return {'go', k} end
   local default = np == 0 and max_priority(t) or nil
   local base = t.next_key
   local items = {}
@@ -674,7 +711,7 @@ local function rt_insert(keys, args)
   reg_del(t, 'i', member, now)
   rt_save(t)
   notify(t)
-  return {'ok', base}
+  return {'ok', base, k}
 end
 
 -- rt_sample: ARGV gen wid n wait_ms rand*...  (n random numbers for a random sampler)
@@ -875,14 +912,32 @@ end
 local function rt_close(keys, args)
   local t = rt_begin(keys, args[1])
   if not t then return 0 end
-  redis.call('HSET', t.meta, 'closed', '1')
-  t.closed = true
-  for _, m in ipairs(redis.call('ZRANGE', t.P .. 'wi', 0, -1)) do
-    local _, wid = split_member(m)
-    wake(t, wid)
-  end
-  notify(t)
+  rt_shut(t)
   return 1
+end
+
+-- rt_producer: ARGV gen op(add|beat|done) ttl_ms clean id... -> {'ok', n} | {'closed'} |
+-- {'gone'}. Registered producers (zset producers: id -> deadline, refreshed by the
+-- heartbeat) of every process: the clean end of the last one closes the table, an
+-- unclean end closes it at once.
+local function rt_producer(keys, args)
+  local t, now = rt_begin(keys, args[1])
+  if not t then return {'gone'} end
+  local key, op, ttl = t.P .. 'producers', args[2], tonumber(args[3])
+  if op == 'add' then
+    if t.closed then return {'closed'} end
+    redis.call('ZADD', key, now + ttl, args[5])
+    return {'ok', 1}
+  elseif op == 'beat' then
+    local n = 0
+    for i = 5, #args do n = n + redis.call('ZADD', key, 'XX', 'CH', now + ttl, args[i]) end
+    return {'ok', n}
+  end
+  local removed = redis.call('ZREM', key, args[5])
+  if not t.closed and (args[4] ~= '1' or (removed == 1 and redis.call('EXISTS', key) == 0)) then
+    rt_shut(t)
+  end
+  return {'ok', removed}
 end
 
 -- rt_stats (read-only): ARGV gen -> {size, inserts, samples, deletes, evictions,
@@ -961,7 +1016,7 @@ local function rt_drop(keys, args)
   local fanout = tonumber(redis.call('HGET', meta, 'fanout'))
   local size = tonumber(redis.call('HGET', meta, 'max_size'))
   local levels = {P .. 'it', P .. 'pl', P .. 'dense', P .. 'pz', P .. 'pzn', P .. 'ko', P .. 'wi',
-                  P .. 'ws', P .. 'wi:dl', P .. 'ws:dl'}
+                  P .. 'ws', P .. 'wi:dl', P .. 'ws:dl', P .. 'producers'}
   local j = 0
   while true do
     levels[#levels + 1] = P .. 't:s:' .. j
@@ -985,4 +1040,6 @@ redis.register_function{function_name = 'rt_update', callback = rt_update, flags
 redis.register_function{function_name = 'rt_remove_keys', callback = rt_remove_keys,
                         flags = {'allow-oom'}}
 redis.register_function{function_name = 'rt_close', callback = rt_close, flags = {'allow-oom'}}
+redis.register_function{function_name = 'rt_producer', callback = rt_producer,
+                        flags = {'allow-oom'}}
 redis.register_function{function_name = 'rt_drop', callback = rt_drop, flags = {'allow-oom'}}

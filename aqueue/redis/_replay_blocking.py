@@ -21,8 +21,8 @@ import numpy as np
 import numpy.typing as npt
 
 from aqueue._queues._backend import in_event_loop
+from aqueue._replay._checks import timeout_arg
 from aqueue._replay._results import ReplaySample, ReplayStatistics
-from aqueue._replay._views import _timeout_arg
 
 from . import _replay_ops as ops
 from ._replay_ops import InsertOp, SampleOp, TableHandle
@@ -87,18 +87,45 @@ class BlockingRedisReplayTable(Generic[T]):
         )
         return sample
 
+    def enqueue(self, element: Any, timeout: float | None = None) -> None:
+        """``insert(element, timeout=timeout)`` with the default priority, its key
+        dropped (see ``RedisReplayTable.enqueue``)."""
+        self._check("enqueue")
+        comps, prio = self._h.args.element(element, None)
+        deadline = self._deadline(timeout, "enqueue")
+        op = InsertOp(self._h, comps, 1, prio, sink=True)
+        run_blocking(op.run(), self._t, None, deadline)
+
+    def enqueue_many(self, batch: Any, timeout: float | None = None) -> None:
+        """Insert ``batch`` with the default priority: progressively without a timeout
+        (see ``RedisReplayTable.enqueue_many``), all or nothing with one (as
+        ``insert_many``: refused if the limiter could never admit it at once; on expiry
+        TimeoutError, and nothing was inserted)."""
+        self._check("enqueue_many")
+        if timeout is None:
+            comps, k = self._h.spec.batch(batch)
+            if k:
+                op = InsertOp(self._h, comps, k, None, progressive=True, sink=True)
+                run_blocking(op.run(), self._t)
+            return
+        comps, k, prios = self._h.args.batch(batch, None)
+        deadline = self._deadline(timeout, "enqueue_many")
+        if k:
+            op = InsertOp(self._h, comps, k, prios, sink=True)
+            run_blocking(op.run(), self._t, None, deadline)
+
     def update_priorities(
         self, keys: Any, priorities: Any, timeout: float | None = None
     ) -> npt.NDArray[np.bool_]:
         """Set priorities (see ``RedisReplayTable.update_priorities``)."""
         k, p = self._h.args.keys_and_priorities(keys, priorities)
-        _timeout_arg(timeout, f"{self._h.settings.owner}.update_priorities")
+        timeout_arg(timeout, f"{self._h.settings.owner}.update_priorities")
         return run_blocking(ops.update(self._h, k, p), self._t)
 
     def delete(self, keys: Any, timeout: float | None = None) -> npt.NDArray[np.bool_]:
         """Remove items (see ``RedisReplayTable.delete``)."""
         k = self._h.args.keys(keys)
-        _timeout_arg(timeout, f"{self._h.settings.owner}.delete")
+        timeout_arg(timeout, f"{self._h.settings.owner}.delete")
         return run_blocking(ops.delete(self._h, k), self._t)
 
     def close(self) -> None:
@@ -126,7 +153,7 @@ class BlockingRedisReplayTable(Generic[T]):
 
     def _deadline(self, timeout: Any, what: str) -> Deadline | None:
         """The deadline of a call with ``timeout`` (checked), or None."""
-        t = _timeout_arg(timeout, f"{self._h.settings.owner}.{what}")
+        t = timeout_arg(timeout, f"{self._h.settings.owner}.{what}")
         if t is None:
             return None
         return Deadline(t, f"BlockingReplayTable.{what}() on replay table '{self._h.name}'")

@@ -65,7 +65,10 @@ __all__ = [
     "TableHandle",
     "close",
     "delete",
+    "keep_table_producers",
     "open_table",
+    "producer_done",
+    "register_producer",
     "statistics",
     "stats",
     "update",
@@ -96,7 +99,13 @@ class TableHandle:
     """
 
     def __init__(
-        self, *, name: str, gen: str, settings: TableSettings, wait_timeout: float
+        self,
+        *,
+        name: str,
+        gen: str,
+        settings: TableSettings,
+        wait_timeout: float,
+        lease_time: float,
     ) -> None:
         self.name = name
         self.gen = gen
@@ -111,7 +120,13 @@ class TableHandle:
         self.reg_ms = str(int(wait_timeout * 4000) + 1000)
         self.sample_rands = isinstance(settings.sampler, (Uniform, Prioritized))
         self.evict_rands = isinstance(settings.remover, (Uniform, Prioritized))
+        self.lease_ms = str(int(lease_time * 1000))
         self.insert_waited = False
+        # Producer accounting of this table object: the ids it registered and has not
+        # ended; ``released`` is set by release_producers (a coordinator's stop): this
+        # object's sink inserts fail with QueueClosedError from their next step.
+        self.producers: set[str] = set()
+        self.released = False
         self._rng = np.random.default_rng(settings.seed)
         self._rng_lock = threading.Lock()
 
@@ -136,15 +151,54 @@ class TableHandle:
     def gone(self) -> aqueue.QueueClosedError:
         return aqueue.QueueClosedError(f"replay table '{self.name}' was deleted")
 
+    def check_released(self) -> None:
+        """Raise QueueClosedError if this object's producers were released."""
+        if self.released:
+            raise aqueue.QueueClosedError(
+                f"replay table '{self.name}': this process's producers were released (a "
+                "coordinator stopped); the shared table itself stays open"
+            )
+
 
 class InsertOp:
-    """One insert or insert_many (see the module docstring)."""
+    """One insert or insert_many (see the module docstring); with ``progressive`` a
+    sink's ``enqueue_many``: each call inserts the longest prefix of what is left that
+    the limiter admits then (it waits only while it admits none), so a cancelled one
+    leaves exactly a prefix in. With ``sink`` it fails once the producers of this table
+    object were released (``check_released``)."""
 
-    __slots__ = ("draw", "h", "k", "member", "payloads", "prios", "rands", "registered", "wid")
+    __slots__ = (
+        "done",
+        "draw",
+        "h",
+        "k",
+        "member",
+        "payloads",
+        "prios",
+        "progressive",
+        "rands",
+        "registered",
+        "sink",
+        "wid",
+        "window",
+    )
 
-    def __init__(self, h: TableHandle, comps: Any, k: int, priorities: Any) -> None:
+    def __init__(
+        self,
+        h: TableHandle,
+        comps: Any,
+        k: int,
+        priorities: Any,
+        *,
+        progressive: bool = False,
+        sink: bool = False,
+    ) -> None:
         self.h = h
         self.k = k
+        self.done = 0
+        self.window = 0  # a progressive op's probe: how many the limiter admitted then
+        self.progressive = progressive
+        self.sink = sink
         self.payloads = h.codec.encode_batch(comps, k)
         self.prios = [] if priorities is None else [repr(float(p)) for p in priorities]
         self.rands: list[str] = []
@@ -152,7 +206,7 @@ class InsertOp:
         if h.evict_rands:
             self.rands, self.draw = h.rands(k)
         self.wid = uuid.uuid4().hex
-        self.member = f"{k}:{self.wid}"
+        self.member = f"{1 if progressive else k}:{self.wid}"
         self.registered = False
 
     def run(self) -> Op[npt.NDArray[np.int64]]:
@@ -163,18 +217,28 @@ class InsertOp:
         h = self.h
         probe = h.insert_waited
         waited = False
+        keys: list[npt.NDArray[np.int64]] = []
         while True:
+            if self.sink:
+                h.check_released()
             self.registered = True  # from now on the server may hold a registration
             reply = yield self.call(probe)
             status = _text(reply[0])
             if status == "ok":
                 self.registered = False
-                self.draw = None
-                h.insert_waited = waited
-                base = int(reply[1])
-                return np.arange(base, base + self.k, dtype=np.int64)
+                self.draw = None  # (items went in: the numbers are used)
+                base, m = int(reply[1]), int(reply[2])
+                keys.append(np.arange(base, base + m, dtype=np.int64))
+                self.done += m
+                self.window = 0
+                if self.done == self.k:
+                    h.insert_waited = waited
+                    return keys[0] if len(keys) == 1 else np.concatenate(keys)
+                probe = True  # the limiter admitted no more: ask before sending the rest
+                continue
             if status == "go":
                 probe = False
+                self.window = int(reply[1]) if len(reply) > 1 else 0
             elif status == "wait":
                 waited = h.insert_waited = True
                 token = yield Wait(f"{h.prefix}wk:{self.wid}", h.wait_timeout)
@@ -189,15 +253,24 @@ class InsertOp:
                 raise h.gone()
 
     def call(self, probe: bool) -> Call:
-        """The next ``rt_insert``: a probe, or the insert with its payloads staged."""
+        """The next ``rt_insert`` (of the items not in yet): a probe, or the insert with
+        its payloads staged."""
         h = self.h
-        args: list[Any] = [h.gen, self.wid, self.k, h.reg_ms, "probe" if probe else "go"]
-        args += [len(self.prios), len(self.rands), *self.prios, *self.rands]
+        d, e = self.done, self.k
+        if self.progressive:
+            mode = "pprobe" if probe else "part"
+            if self.window and not probe:  # send what the probe saw admitted, no more
+                e = min(e, d + self.window)
+        else:
+            mode = "probe" if probe else "go"
+        prios, rands = self.prios[d:e], self.rands[d:e]
+        args: list[Any] = [h.gen, self.wid, e - d, h.reg_ms, mode]
+        args += [len(prios), len(rands), *prios, *rands]
         if probe:
             return Call("rt_insert", h.key, args, keep=True)
         stage = []
         inline_max = _ops.INLINE_MAX
-        for i, p in enumerate(self.payloads):
+        for i, p in enumerate(self.payloads[d:e], start=d):
             if len(p) < inline_max:
                 args.append(p)
             else:
@@ -339,6 +412,32 @@ def statistics(h: TableHandle, v: list[int]) -> ReplayStatistics:
     )
 
 
+def register_producer(h: TableHandle) -> Op[str]:
+    """``rt_producer add``: one more registered producer of every process's count; its
+    id (QueueClosedError: the table is closed)."""
+    pid = uuid.uuid4().hex
+    reply = yield Call("rt_producer", h.key, [h.gen, "add", h.lease_ms, "1", pid])
+    status = _text(reply[0])
+    if status == "gone":
+        raise h.gone()
+    if status != "ok":
+        raise aqueue.QueueClosedError(
+            f"replay table '{h.name}' is closed: cannot register a producer"
+        )
+    return pid
+
+
+def producer_done(h: TableHandle, pid: str, clean: bool) -> Op[None]:
+    """``rt_producer done``: the last clean end (of every process's producers) closes
+    the table, an unclean one closes it at once."""
+    yield Call("rt_producer", h.key, [h.gen, "done", h.lease_ms, "1" if clean else "0", pid])
+
+
+def keep_table_producers(h: TableHandle, pids: set[str]) -> Op[None]:
+    """The heartbeat: producers ``pids`` are alive for another ``lease_time``."""
+    yield Call("rt_producer", h.key, [h.gen, "beat", h.lease_ms, "1", *sorted(pids)])
+
+
 def close(h: TableHandle) -> Op[None]:
     """``rt_close``: closed for every process (idempotent); wakes the waiters."""
     yield Call("rt_close", h.key, [h.gen])
@@ -398,7 +497,7 @@ def _derived(settings: TableSettings) -> list[str]:
 
 
 def open_table(
-    name: str, settings: TableSettings, wait_timeout: float, readable: Any
+    name: str, settings: TableSettings, wait_timeout: float, lease_time: float, readable: Any
 ) -> Op[TableHandle]:
     """``rt_open``: create the table, or check that the one stored has these settings
     (ElementSpecError naming the first field that differs; ``readable(field, text)``
@@ -420,7 +519,9 @@ def open_table(
                 )
     gen = texts[1]
     assert gen is not None
-    return TableHandle(name=name, gen=gen, settings=settings, wait_timeout=wait_timeout)
+    return TableHandle(
+        name=name, gen=gen, settings=settings, wait_timeout=wait_timeout, lease_time=lease_time
+    )
 
 
 def _readable(field: str, stored: str | None, readable: Any) -> str:

@@ -19,12 +19,13 @@ Invariants (besides those of ``_replay_ops`` and ``_replay.lua``):
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import anyio.lowlevel
 import numpy as np
 import numpy.typing as npt
 
+import aqueue
 from aqueue._replay._limiter import RateLimiter
 from aqueue._replay._results import ReplaySample, ReplayStatistics
 from aqueue._replay._selectors import Selector
@@ -35,21 +36,36 @@ from ._replay_blocking import BlockingRedisReplayTable
 from ._replay_ops import InsertOp, SampleOp, TableHandle
 from ._transport import AsyncTransport, SyncTransport, run, run_blocking
 
-__all__ = ["RedisReplayTable"]
+__all__ = ["RedisReplayTable", "TableProducers"]
 
 T = TypeVar("T")
 Keys = npt.NDArray[np.int64]
 Found = npt.NDArray[np.bool_]
 
 
+class TableProducers(Protocol):
+    """The server object's producer bookkeeping (for the heartbeat)."""
+
+    def add_table_producer(self, handle: TableHandle, pid: str) -> None: ...
+
+    def remove_producer(self, handle: TableHandle, pid: str) -> None: ...
+
+
 class RedisReplayTable(Generic[T]):
     """A replay table stored in Redis (``server.replay_table``); see ``aqueue.redis``
     and ``aqueue.ReplayTable`` for the semantics."""
 
-    def __init__(self, handle: TableHandle, transport: AsyncTransport, sync: SyncTransport) -> None:
+    def __init__(
+        self,
+        handle: TableHandle,
+        transport: AsyncTransport,
+        sync: SyncTransport,
+        producers: TableProducers,
+    ) -> None:
         self._h = handle
         self._t = transport
         self._sync = sync
+        self._producers = producers
 
     # -- properties ---------------------------------------------------------------------
 
@@ -189,6 +205,81 @@ class RedisReplayTable(Generic[T]):
         since the table was created; the wait times are the seconds during which at
         least one insert (sample) of any process was registered as waiting."""
         return ops.statistics(self._h, await run(ops.stats(self._h), self._t))
+
+    # -- as a sink: what runners and pipelines fill --------------------------------------
+
+    async def enqueue(self, element: Any) -> None:
+        """``insert(element)`` with the default priority, its key dropped: what a
+        ``QueueRunner``'s producers and ``Pipeline.to_queue`` call.
+
+        Raises:
+            ElementSpecError: A bad element (nothing is sent).
+            QueueClosedError: The table is closed (or was closed while this waited), or
+                this object's producers were released (``release_producers``).
+        """
+        comps, prio = self._h.args.element(element, None)
+        op = InsertOp(self._h, comps, 1, prio, sink=True)
+        await anyio.lowlevel.checkpoint()
+        await run(op.run(), self._t)
+
+    async def enqueue_many(self, batch: Any) -> None:
+        """Insert the items of ``batch`` in order with the default priority,
+        progressively: each server call inserts as many as the rate limiter (of every
+        process) admits then, and the call waits only while it admits none, so a batch
+        of any size is accepted. If cancelled (or the table is closed) meanwhile,
+        exactly a prefix of the batch is in. Use ``insert_many`` for all or nothing.
+
+        Raises:
+            ElementSpecError: A bad batch (nothing is sent).
+            QueueClosedError: As ``enqueue``.
+        """
+        comps, k = self._h.spec.batch(batch)
+        await anyio.lowlevel.checkpoint()
+        if k:
+            op = InsertOp(self._h, comps, k, None, progressive=True, sink=True)
+            await run(op.run(), self._t)
+
+    async def register_producer(self) -> str:
+        """Register one producer of this table (counted on the server, with every
+        process's) and return its id for ``producer_done``. The registration lives with
+        an expiry of ``lease_time``, which the ``connect()`` context refreshes while it is
+        open: a producer whose process died stops counting when its registration
+        expires (if it was the last one, the table closes).
+
+        Raises:
+            QueueClosedError: The table is closed.
+        """
+        pid = await run(ops.register_producer(self._h), self._t)
+        self._h.producers.add(pid)
+        self._producers.add_table_producer(self._h, pid)
+        return pid
+
+    async def producer_done(self, producer_id: str, *, clean: bool = True) -> None:
+        """Producer ``producer_id`` has ended. The clean end of the last registered
+        producer of every process closes the table; an unclean end (``clean=False``)
+        closes it at once. Closing fails the inserts waiting then, in every process.
+
+        Raises:
+            ElementSpecError: ``producer_id`` was not registered through this object (or
+                is already done); nothing is sent.
+        """
+        h = self._h
+        if producer_id not in h.producers:
+            raise aqueue.ElementSpecError(
+                f"replay table '{h.name}'.producer_done: producer {producer_id!r} is not "
+                f"registered through this table object (registered: {sorted(h.producers)})"
+            )
+        h.producers.discard(producer_id)
+        self._producers.remove_producer(h, producer_id)
+        await run(ops.producer_done(h, producer_id, clean), self._t)
+
+    def release_producers(self) -> None:
+        """A coordinator's stop: this object's sink inserts (``enqueue``,
+        ``enqueue_many``, and the thread view's) fail with QueueClosedError from their
+        next step on (a waiting one within ``wait_timeout``), so its producers end
+        cleanly. The shared table is not closed (other processes may still fill it): it
+        closes when the last registered producer of all processes has ended."""
+        self._h.released = True
 
     # -- closing and the thread view ------------------------------------------------------
 

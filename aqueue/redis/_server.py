@@ -18,6 +18,7 @@ import json
 import logging
 import socket
 import uuid
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -45,10 +46,10 @@ from ._handle import Handle
 from ._library import LIBRARY_SOURCE, library_problem
 from ._ops import keep_producers
 from ._queue import RedisFIFOQueue, RedisRandomShuffleQueue
-from ._replay_ops import open_table
+from ._replay_ops import TableHandle, keep_table_producers, open_table
 from ._replay_table import RedisReplayTable
 from ._spec import int_arg, make_spec, name_arg, positive_arg
-from ._transport import AsyncTransport, Call, run
+from ._transport import AsyncTransport, Call, Op, run
 
 __all__ = ["RedisServer", "connect"]
 
@@ -126,7 +127,7 @@ class RedisServer:
         self._sync: RedisSync | None = None
         self._transport: AsyncTransport | None = None
         self._tg: anyio.abc.TaskGroup | None = None
-        self._producers: dict[str, tuple[Handle, set[str]]] = {}
+        self._producers: dict[str, tuple[Any, set[str], Callable[[Any, set[str]], Op[None]]]] = {}
 
     def __repr__(self) -> str:
         return f"<RedisServer {self._safe_url()}>"
@@ -245,18 +246,21 @@ class RedisServer:
     async def _heartbeat(self) -> None:
         while True:
             await anyio.sleep(self._lease_time / 3)
-            for handle, pids in list(self._producers.values()):
+            for handle, pids, beat in list(self._producers.values()):
                 if not pids:
                     continue
                 try:
-                    await run(keep_producers(handle, pids), self._live())
+                    await run(beat(handle, pids), self._live())
                 except aqueue.QueueError as exc:  # the next beat retries
                     _log.warning("producer heartbeat for queue '%s' failed: %s", handle.name, exc)
 
     def add_producer(self, handle: Handle, pid: str) -> None:
-        self._producers.setdefault(handle.key, (handle, set()))[1].add(pid)
+        self._producers.setdefault(handle.key, (handle, set(), keep_producers))[1].add(pid)
 
-    def remove_producer(self, handle: Handle, pid: str) -> None:
+    def add_table_producer(self, handle: TableHandle, pid: str) -> None:
+        self._producers.setdefault(handle.key, (handle, set(), keep_table_producers))[1].add(pid)
+
+    def remove_producer(self, handle: Handle | TableHandle, pid: str) -> None:
         entry = self._producers.get(handle.key)
         if entry is not None:
             entry[1].discard(pid)
@@ -343,10 +347,10 @@ class RedisServer:
             seed=seed,
         )
         make_spec(owner, dtypes, shapes, names)  # (refuses what AQ1 cannot carry)
-        op = open_table(name, settings, self._wait_timeout, _readable)
+        op = open_table(name, settings, self._wait_timeout, self._lease_time, _readable)
         handle = await run(op, self._live())
         assert self._sync is not None
-        return RedisReplayTable(handle, self._live(), self._sync)
+        return RedisReplayTable(handle, self._live(), self._sync, self)
 
     async def delete_table(self, name: str) -> bool:
         """Delete replay table ``name`` with all its keys and items; True if it existed.

@@ -16,15 +16,14 @@ waiter registered on a server.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from replay_support import MakeTable
 
 import aqueue
-
-MakeTable = Callable[..., Awaitable[Any]]
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +62,11 @@ async def make_table(
         async def make_shared(
             max_size: int, dtypes: Any, shapes: Any = None, names: Any = None, **options: Any
         ) -> Any:
-            name = f"t-{uuid.uuid4().hex[:12]}"
+            name = options.pop("name", None)
+            if name is None:
+                name = f"t-{uuid.uuid4().hex[:12]}"
+            else:  # a name a test reads in messages: the one of an earlier test goes
+                await server.delete_table(name)
             return await server.replay_table(name, max_size, dtypes, shapes, names, **options)
 
         yield make_shared

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
 
 import aqueue
+
+MakeTable = Callable[..., Awaitable[Any]]
+"""The type of the ``make_table`` fixture (``conftest.py``)."""
 
 SHAPE = (3,)
 

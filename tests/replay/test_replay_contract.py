@@ -13,8 +13,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from conftest import MakeTable
-from replay_support import SHAPE, counters, finished, item, items, values, waiting
+from replay_support import SHAPE, MakeTable, counters, finished, item, items, values, waiting
 from support import settle, spawn
 
 import aqueue

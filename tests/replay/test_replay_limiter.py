@@ -11,8 +11,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from conftest import MakeTable
-from replay_support import SHAPE, counters, finished, item, items, settled
+from replay_support import SHAPE, MakeTable, counters, finished, item, items, settled
 from support import spawn
 
 import aqueue

@@ -10,8 +10,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from conftest import MakeTable
-from replay_support import SHAPE, counters, item, items, until, values, waiting
+from replay_support import SHAPE, MakeTable, counters, item, items, until, values, waiting
 from support import poll, spawn
 
 import aqueue

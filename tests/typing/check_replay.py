@@ -1,4 +1,5 @@
-"""Checked by mypy (``mypy aqueue tests/typing``), never run: the replay table's types.
+"""Checked by mypy (``mypy aqueue tests/typing``), never run: the replay table's types,
+and a table as a sink of runners and pipelines (``aqueue.Sink``, ``AsyncReplayTable``).
 
 Each ``assert_type`` holds only if mypy infers exactly that type; the lines marked
 ``# type: ignore[...]`` must be errors (``warn_unused_ignores`` makes an unneeded one
@@ -69,6 +70,51 @@ async def records() -> None:
     limiter: aqueue.RateLimiter = aqueue.SampleToInsertRatio(4.0, 1000, 400.0)
     assert_type(limiter.can_sample(10, 20, 0, 1), bool)
     assert_type(aqueue.MinSize(1).max_diff, float)
+
+
+def act() -> Array:
+    return np.zeros(3, np.float32)
+
+
+async def as_a_sink() -> None:
+    table = aqueue.ReplayTable(100, np.float32, (3,), name="transitions")
+    runner = aqueue.QueueRunner(table, [act, act], name="actors")
+    assert_type(runner, aqueue.QueueRunner[aqueue.ReplayTable[Array]])
+    assert_type(runner.queue, aqueue.ReplayTable[Array])
+    assert_type(await table.enqueue(act()), None)
+    assert_type(await table.enqueue_many(np.zeros((4, 3), np.float32)), None)
+    assert_type(await table.register_producer(), str)
+    table.blocking().enqueue_many(np.zeros((4, 3), np.float32), timeout=1.0)
+    # a queue's runner still knows its queue
+    frames = aqueue.FIFOQueue(8, np.float32, (3,))
+    fills = aqueue.QueueRunner(frames, [range(3)])
+    assert_type(fills.queue, aqueue.FIFOQueue[Array])
+    assert_type(await fills.queue.dequeue(), Array)
+    runners: list[aqueue.QueueRunner] = [runner, fills]  # any sink's runner
+    sinks: list[aqueue.Sink] = [table, frames]
+    view: aqueue.SinkView = table.blocking()
+    # the protocol a shared table will implement too
+    shared: aqueue.AsyncReplayTable[Array] = table
+    assert_type(await shared.sample(4), aqueue.ReplaySample[Array])
+    assert_type(await shared.statistics(), aqueue.ReplayStatistics)
+    assert_type(shared.blocking(), aqueue.BlockingReplayView[Array])
+    assert_type(shared.blocking().sample(4, timeout=1.0).data, Array)
+    pipe = aqueue.Pipeline(range(10)).map(lambda i: act()).to_queue(table)
+    assert_type(pipe, aqueue.Pipeline[Array])
+    async with aqueue.Coordinator() as coord:
+        coord.watch(table, frames)
+        coord.start(runner)
+    print(runners, sinks, view)
+
+
+async def not_sinks() -> None:
+    aqueue.QueueRunner(object(), [range(3)])  # type: ignore[type-var]
+    aqueue.Pipeline(range(3)).to_queue(object())  # type: ignore[arg-type]
+    async with aqueue.Coordinator() as coord:
+        coord.watch(object())  # type: ignore[arg-type]
+    table = aqueue.ReplayTable(4, np.int64, ())
+    q: aqueue.AsyncQueue[Array] = table  # type: ignore[assignment]
+    del q
 
 
 class Step(NamedTuple):
