@@ -158,9 +158,11 @@ def table_state(client: redis.Redis, name: str) -> dict[str, object]:
         kind = client.type(key).decode()
         if kind == "hash":
             fields = client.hgetall(key)
-            if k.endswith(":meta"):  # the wait clocks move with time, not with operations
+            if k.endswith(":meta"):  # the wait clocks move with time, not with operations,
+                # and the waiters' arrival numbers with each registration
                 fields = {f: v for f, v in fields.items() if not f.endswith(b"w_since")}
                 fields = {f: v for f, v in fields.items() if not f.endswith(b"w_tot")}
+                fields.pop(b"arr", None)
             state[k] = fields
         elif kind == "zset":
             state[k] = client.zrange(key, 0, -1, withscores=True)

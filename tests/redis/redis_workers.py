@@ -196,3 +196,22 @@ def replay_actor(url: str, name: str, actor: int, count: int, progressive: bool)
             await table.producer_done(pid)
 
     asyncio.run(main())
+
+
+def replay_churner(url: str, name: str, ready: Any) -> None:
+    """Insert batches of 1 KiB+ items (payloads under their own keys), sample them and
+    update priorities, as fast as it can, until killed."""
+
+    async def main() -> None:
+        async with aqueue.redis.connect(url, lease_time=2.0, wait_timeout=0.05) as srv:
+            table = await srv.replay_table(
+                name, 64, np.float32, (300,), sampler=aqueue.Prioritized(0.7)
+            )
+            ready.put("started")
+            rng = np.random.default_rng(0)
+            while True:
+                await table.insert_many(np.ones((16, 300), np.float32))
+                s = await table.sample(32)
+                await table.update_priorities(s.keys, rng.random(32) + 0.1)
+
+    asyncio.run(main())

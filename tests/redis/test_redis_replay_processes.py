@@ -1,10 +1,13 @@
 """A replay table shared by processes (multiprocessing, spawn): actor processes insert
 while this process, the learner, samples under a SampleToInsertRatio limiter that
-counts every process's inserts and samples on the server."""
+counts every process's inserts and samples on the server; a client SIGKILLed in the
+middle of its calls leaves the table consistent."""
 
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
 from typing import Any
 
 import anyio
@@ -74,3 +77,33 @@ async def test_actor_processes_and_a_learner_share_one_limiter(
     assert set(got) <= {a * 1000 + i for a in range(3) for i in range(160)}
     with redis_server.client() as client:
         assert check_table(client, qname) == []
+
+
+async def test_a_client_killed_mid_call_leaves_the_table_consistent(
+    url: str, qname: str, redis_server: Any
+) -> None:
+    """A process inserting, sampling and updating priorities in a loop (staged payloads,
+    copies for its samples, a sum tree) is SIGKILLed at several moments: each time the
+    table's invariants hold (nothing staged or copied left behind, the tree exact), and
+    another client goes on using it."""
+    ready = CTX.Queue()
+    for delay in (0.3, 0.55, 0.8):
+        p = CTX.Process(target=redis_workers.replay_churner, args=(url, qname, ready), daemon=True)
+        p.start()
+        assert await anyio.to_thread.run_sync(ready.get, True, 30) == "started"
+        await anyio.sleep(delay)
+        os.kill(p.pid, signal.SIGKILL)
+        await anyio.to_thread.run_sync(p.join, 10)
+        with redis_server.client() as client:
+            assert check_table(client, qname) == []
+    async with aqueue.redis.connect(url, lease_time=2.0, wait_timeout=0.05) as srv:
+        table = await srv.replay_table(
+            qname, 64, np.float32, (300,), sampler=aqueue.Prioritized(0.7)
+        )
+        before = await table.statistics()
+        assert before.inserts > 0
+        await table.insert_many(np.zeros((4, 300), np.float32))
+        s = await table.sample(8)
+        assert s.data.shape == (8, 300)
+        st = await table.statistics()
+        assert (st.inserts, st.samples) == (before.inserts + 4, before.samples + 8)
