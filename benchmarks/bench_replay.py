@@ -40,6 +40,14 @@ Also measured: ``sample(256)`` alone against the floor's gather of 256 random ro
 the band and the range ``inserts * 4 - samples`` stayed in, and the share of the
 run each side waited.
 
+R2 (``--redis also``, the default, or ``--redis only``): the Redis replay table
+beside the Redis FIFO, on a private redis-server (``bench_redis.py``'s) or ``--url``:
+4 actor processes inserting ``insert_many(64)`` (enqueue_many(64) for the FIFO) and a
+learner process taking ``sample(256)`` under ``SampleToInsertRatio(4, 1000, 1024)``
+(``dequeue_many(256)`` for the FIFO), rounds interleaved; it prints MB/s moved (payload
+bytes in plus out), the ratio (target >= 0.5x the FIFO) and the samples/inserts reached
+against the band.
+
 Targets (printed as ratios, never asserted): aqueue >= 2x Reverb, >= TorchRL and >=
 cpprb in transitions/s for both samplers; uniform ``sample(256)`` >= 0.7x the bare
 gather; the limiter keeps ``inserts * 4 - samples`` within its band.
