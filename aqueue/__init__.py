@@ -15,6 +15,7 @@ from ._errors import QueueClosedError as QueueClosedError
 from ._errors import QueueEmpty as QueueEmpty
 from ._errors import QueueError as QueueError
 from ._errors import QueueFull as QueueFull
+from ._errors import WorkerProcessError as WorkerProcessError
 from ._input._batch_fns import batch as batch
 from ._input._batch_fns import shuffle_batch as shuffle_batch
 from ._input._batch_join import batch_join as batch_join
@@ -91,6 +92,7 @@ __all__ = [
     "StageHistory",
     "StageSample",
     "StageStatistics",
+    "WorkerProcessError",
     "add_queue_runner",
     "batch",
     "batch_join",

@@ -395,5 +395,6 @@ class Pipeline(Generic[T]):
 
     def describe(self) -> str:
         """A text report: one line per stage with its statistics, and the bottleneck."""
-        elapsed = None if self._run is None else self._run.elapsed
-        return describe_run(self.statistics(), elapsed, self._specs)
+        if self._run is None:
+            return describe_run(self.statistics(), None, self._specs)
+        return describe_run(self.statistics(), self._run.elapsed, self._specs, self._run.notes())

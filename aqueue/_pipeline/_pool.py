@@ -1,0 +1,460 @@
+"""The worker processes of a process map: starting them, one call per burst, their end.
+
+A ``WorkerPool`` belongs to one run of one ``map(fn, executor="process")`` stage: its
+``concurrency`` worker processes live from the run's start to its end (every epoch and
+``repeat`` of that run), each driven by one thread of the main process (a *driver*: the
+stage's step, ``_procmap.py``), which hands it a burst and waits for the results.
+
+Start. The pool's task (``run``, started when the pipeline opens) spawns the workers on
+a helper thread, so the event loop never waits for an interpreter to come up. The start
+method is *spawn*: a fresh interpreter that inherits nothing from the main process (no
+threads, locks, event loop, sockets or open files beyond its own socket), on every
+platform; never ``fork``, which would copy a running event loop and the locks other
+threads hold. So ``fn`` must pickle by reference: a function (or a class instance,
+or ``functools.partial``) defined at module level of an importable module, or of the
+main script, which the worker imports again as ``__mp_main__`` (guard its top level
+with ``if __name__ == "__main__":``), exactly as for ``multiprocessing``.
+
+A call (``Worker.call``, on the driver's thread): send the burst, answer the worker's
+requests for more scratch space, read its results (``_worker.py`` has the protocol),
+and build each item from shared memory: an array is a view of an arena block
+(``_shm.py``), which the arena reuses once every view of it is gone.
+
+The end. ``stop()`` (the run is finishing) shuts every worker's socket down: a worker
+waiting for a burst reads end-of-file and exits; a driver waiting for a result reads
+end-of-file and ends cleanly. The pool's task then waits ``GRACE_S`` for the workers
+to exit (one busy in ``fn`` finishes its item first), kills the rest with SIGKILL and
+reaps them all; ``closed`` is set after that. The same happens when the stage's input
+has ended and every driver is done. A worker that dies while the run goes on (a signal,
+``os._exit``, the OOM killer) is seen at once, by its driver (end-of-file) or by the
+pool's task watching its sentinel, and fails the run with a ``WorkerProcessError``
+naming the stage, the pid and the signal or exit code. If the main process dies, each
+worker sees its parent's sentinel and exits (``_worker.py``); the arena's memory goes
+with the last process that maps it.
+
+Invariants:
+
+- One driver per worker, and only it sends to or reads from that worker's socket while
+  the run goes on (under ``Worker.lock``); ``stop`` only shuts sockets down, never
+  closes one a driver may be using.
+- A worker's chunks are sent to it before the first message that refers to them.
+- Every block handed to a worker for a call is either adopted (an item views it) or
+  freed when the call returns or fails.
+- Each worker's death is described once (``Worker.death``): the driver and the watcher
+  raise the same exception object, which the coordinator records once.
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+import multiprocessing.connection
+import multiprocessing.process
+import os
+import pickle
+import signal
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+import anyio
+import numpy as np
+
+from .._errors import QueueClosedError, WorkerProcessError, add_note
+from . import _worker
+from ._shm import Arena, Block
+
+__all__ = ["GRACE_S", "Reply", "Worker", "WorkerPool"]
+
+GRACE_S = 0.5  # seconds a worker busy in fn gets to exit after a stop, before SIGKILL
+_EXIT_WAIT_S = 1.0  # seconds to wait for the exit status of a worker whose socket closed
+
+
+@dataclass
+class Reply:
+    """What one call returned."""
+
+    results: list[Any]
+    busy_s: float  # seconds the worker spent in fn
+    write_s: float  # seconds the worker spent writing and pickling the results
+    layout: list[tuple[np.dtype[Any], tuple[int, ...]]] | None  # arrays of the first item
+    scratch_bytes: int  # bytes of scratch space the results took
+    foreign: int  # items with an array that missed its batch column
+
+
+class _Reader(pickle.Unpickler):
+    """Unpickles a burst's results, turning persistent ids into shared-memory views."""
+
+    def __init__(
+        self,
+        file: io.BytesIO,
+        arena: Arena,
+        blocks: list[Block],
+        cols: list[np.ndarray[Any, Any] | None] | None,
+    ) -> None:
+        super().__init__(file)
+        self.arena = arena
+        self.blocks = blocks
+        self.bases: list[np.ndarray[Any, Any] | None] = [None] * len(blocks)
+        self.cols = cols
+        self.row = 0
+        self.hits = 0
+        self.scratch = 0
+
+    def persistent_load(self, pid: Any) -> Any:
+        if pid[0] == "r":
+            self.hits += 1
+            assert self.cols is not None
+            col = self.cols[pid[1]]
+            assert col is not None
+            return col[self.row]
+        _, bi, off, dtype, shape = pid
+        base = self.bases[bi]
+        if base is None:
+            base = self.bases[bi] = self.arena.adopt(self.blocks[bi])
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        self.scratch += nbytes
+        return base[off : off + nbytes].view(dtype).reshape(shape)
+
+
+class Worker:
+    """One worker process and its socket, seen from the main process."""
+
+    def __init__(self, pool: WorkerPool, index: int) -> None:
+        self.pool = pool
+        self.index = index
+        self.proc: multiprocessing.process.BaseProcess | None = None
+        self.conn: Connection | None = None
+        self.sock: socket.socket | None = None  # a second handle on the socket, for fds
+        self.known: set[int] = set()  # chunks sent to the worker
+        self.started = threading.Event()  # set once started, or once starting failed
+        self.lock = threading.Lock()  # held by the driver during a call
+        self.death: WorkerProcessError | None = None
+        self._status_lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
+    def start(self) -> None:
+        """Spawn the process (on the pool's helper thread)."""
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe(duplex=True)
+        proc = ctx.Process(
+            target=_worker.main,
+            args=(child, self.pool.fn_bytes),
+            name=f"aqueue {self.pool.label} worker {self.index}",
+            daemon=True,  # ended with the main process, if everything else failed
+        )
+        try:
+            proc.start()
+        finally:
+            child.close()
+        self.proc, self.conn = proc, parent
+        self.sock = socket.socket(fileno=os.dup(parent.fileno()))
+
+    # -- one call --------------------------------------------------------------------------
+
+    def call(
+        self,
+        items: list[Any],
+        *,
+        scratch: int,
+        row0: int = 0,
+        cols: list[np.ndarray[Any, Any] | None] | None = None,
+        spec: tuple[Any, ...] | None = None,
+        want_layout: bool = False,
+        check: Callable[[], None],
+    ) -> Reply:
+        """Run ``fn`` on ``items`` in the worker (see the module docstring).
+
+        Raises:
+            Exception: What ``fn`` raised, with the worker's traceback in a note.
+            WorkerProcessError: The worker died, or could not load ``fn``.
+            QueueClosedError: The run is stopping (a clean end).
+        """
+        while not self.started.wait(0.1):
+            check()
+        pool = self.pool
+        if self.conn is None:
+            raise QueueClosedError("the pipeline is stopping")  # never started
+        arena = pool.arena
+        blocks: list[Block] = []
+        adopted = False
+        try:
+            with self.lock:
+                if pool.stopping:
+                    raise QueueClosedError("the pipeline is stopping")
+                first = None
+                if scratch > 0:
+                    blocks.append(arena.alloc(scratch))
+                    first = self._share(blocks[-1])
+                if spec is not None:
+                    self._send_chunks({c[0] for c in spec if c is not None})
+                conn = self.conn
+                conn.send(("b", items, row0, spec, first, want_layout))
+                while True:
+                    data = conn.recv_bytes()
+                    tag = data[:1]
+                    if tag == b"M":
+                        need = pickle.loads(data[1:])
+                        blocks.append(arena.alloc(max(need, 2 * scratch)))
+                        conn.send(("s", *self._share(blocks[-1])))
+                    elif tag == b"R":
+                        reply = self._read(data, blocks, row0, cols)
+                        adopted = True
+                        return reply
+                    elif tag == b"E":
+                        raise self._failure(data)
+                    else:  # b"L"
+                        raise self._not_loaded(data)
+        except (EOFError, OSError) as exc:
+            if pool.stopping:
+                raise QueueClosedError("the pipeline is stopping") from None
+            raise self.gone() from exc
+        except Exception:
+            if pool.stopping:  # whatever went wrong, the run is ending anyway
+                raise QueueClosedError("the pipeline is stopping") from None
+            raise
+        finally:
+            if not adopted:
+                for b in blocks:
+                    arena.free(b)
+
+    def _share(self, block: Block) -> tuple[int, int, int]:
+        self._send_chunks({block.chunk})
+        return (block.chunk, block.offset, block.size)
+
+    def _send_chunks(self, wanted: set[int]) -> None:
+        for index in sorted(wanted - self.known):
+            chunk = self.pool.arena.chunks[index]
+            assert self.conn is not None
+            assert self.sock is not None
+            self.conn.send(("c", index, chunk.size))
+            socket.send_fds(self.sock, [b"c"], [chunk.fd])
+            self.known.add(index)
+
+    def _read(
+        self,
+        data: bytes,
+        blocks: list[Block],
+        row0: int,
+        cols: list[np.ndarray[Any, Any] | None] | None,
+    ) -> Reply:
+        f = io.BytesIO(data)
+        f.seek(1)
+        n, busy, write_s, layout = pickle.load(f)
+        reader = _Reader(f, self.pool.arena, blocks, cols)
+        wanted = 0 if cols is None else sum(c is not None for c in cols)
+        results = []
+        foreign = 0
+        for j in range(n):
+            reader.row = row0 + j
+            reader.hits = 0
+            results.append(reader.load())
+            foreign += reader.hits != wanted
+        for block, base in zip(blocks, reader.bases):
+            if base is None:  # nothing views it: reuse it now
+                self.pool.arena.free(block)
+        return Reply(results, busy, write_s, layout, reader.scratch, foreign)
+
+    def _failure(self, data: bytes) -> BaseException:
+        index, raw, text, trace = pickle.loads(data[1:])
+        item = f"item {index} of the burst"
+        exc: BaseException | None = None
+        if raw is not None:
+            try:
+                exc = pickle.loads(raw)
+            except Exception:
+                exc = None
+        if not isinstance(exc, Exception):
+            exc = RuntimeError(f"{text} (the exception could not be pickled back from the worker)")
+        add_note(exc, f"traceback in worker process {self.pid} ({item}):\n{trace.rstrip()}")
+        return exc
+
+    def _not_loaded(self, data: bytes) -> WorkerProcessError:
+        text, trace = pickle.loads(data[1:])
+        exc = WorkerProcessError(
+            f"pipeline stage {self.pool.label}: worker process {self.pid} could not load "
+            f"the function: {text}. executor='process' needs a function that pickles by "
+            "reference: defined at module level in an importable module, or in the main "
+            "script under `if __name__ == '__main__':`",
+            stage=self.pool.label,
+            pid=self.pid,
+        )
+        add_note(exc, f"traceback in worker process {self.pid}:\n{trace.rstrip()}")
+        return exc
+
+    # -- its end -----------------------------------------------------------------------------
+
+    def exit_status(self, timeout: float) -> int | None:
+        """The exit code (negative: the signal), waiting up to ``timeout`` s; None while
+        it runs. One caller at a time (two waits on one pid would race)."""
+        with self._status_lock:
+            proc = self.proc
+            if proc is None:
+                return None
+            proc.join(timeout)
+            return proc.exitcode
+
+    def gone(self) -> WorkerProcessError:
+        """The error for this worker's unexpected end (the same object every time)."""
+        if self.death is None:
+            code = self.exit_status(_EXIT_WAIT_S)
+            self.death = WorkerProcessError(
+                f"pipeline stage {self.pool.label}: worker process {self.pid} "
+                f"{describe_exit(code)}",
+                stage=self.pool.label,
+                pid=self.pid,
+                exitcode=code,
+            )
+        return self.death
+
+    def shutdown(self) -> None:
+        """Shut the socket down: the worker and the driver both read end-of-file."""
+        if self.sock is not None:
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def release(self) -> None:
+        """Close the socket once no call uses it (else the objects' own ``__del__`` do)."""
+        if not self.lock.acquire(blocking=False):
+            return
+        try:
+            for handle in (self.sock, self.conn):
+                if handle is not None:
+                    handle.close()
+            self.sock = self.conn = None
+        finally:
+            self.lock.release()
+
+
+def describe_exit(code: int | None) -> str:
+    """How a process ended, in words (``code`` as ``Process.exitcode`` gives it)."""
+    if code is None:
+        return "closed its socket but has not exited"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (the system may have run out of memory)" if -code == signal.SIGKILL else ""
+        return f"was killed by {name} (signal {-code}){hint}"
+    return (
+        f"exited with code {code} (sys.exit or os._exit in the function, or a failure "
+        "while it started: see its traceback on stderr)"
+    )
+
+
+class WorkerPool:
+    """The worker processes of one run of one process-map stage.
+
+    Args:
+        fn: The function (validated to pickle when the stage was built).
+        concurrency: Number of worker processes.
+        label: The stage, e.g. ``"1 'map(load)'"``, for names and messages.
+        arena: The stage's shared memory.
+    """
+
+    def __init__(self, fn: Any, concurrency: int, label: str, arena: Arena) -> None:
+        self.fn_bytes = pickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL)
+        self.label = label
+        self.arena = arena
+        self.workers = [Worker(self, k) for k in range(concurrency)]
+        self.stopping = False
+        self.spawn_s = 0.0  # seconds the helper thread took to start every worker
+        self.closed = anyio.Event()  # set once every worker has been reaped
+        self._stop = anyio.Event()
+
+    @property
+    def pids(self) -> list[int]:
+        return [w.pid for w in self.workers if w.pid is not None]
+
+    def stop(self) -> None:
+        """The run is finishing (event-loop thread): see the module docstring."""
+        self.stopping = True
+        self._stop.set()
+        for w in self.workers:
+            w.shutdown()
+
+    async def run(self, ended: Callable[[], Awaitable[None]]) -> None:
+        """The pool's task: start the workers, watch them until ``stop()`` or until
+        ``ended()`` returns (the stage's drivers are all done), then end them.
+
+        Raises:
+            WorkerProcessError: A worker died while the run went on.
+        """
+        death: list[WorkerProcessError] = []
+        try:
+            await anyio.to_thread.run_sync(self._start_all)
+            async with anyio.create_task_group() as tg:
+
+                async def watch(w: Worker) -> None:
+                    proc = w.proc
+                    if proc is None:
+                        return
+                    await anyio.wait_readable(proc.sentinel)
+                    if not self.stopping:
+                        death.append(await anyio.to_thread.run_sync(w.gone))
+                        tg.cancel_scope.cancel()
+
+                async def until_ended() -> None:
+                    await ended()
+                    tg.cancel_scope.cancel()
+
+                for w in self.workers:
+                    tg.start_soon(watch, w)
+                tg.start_soon(until_ended)
+                await self._stop.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._end()
+        if death:
+            raise death[0]
+
+    def _start_all(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            for w in self.workers:
+                if self.stopping:
+                    break
+                try:
+                    w.start()
+                finally:
+                    w.started.set()
+                if self.stopping:
+                    w.shutdown()
+        finally:
+            for w in self.workers:
+                w.started.set()  # (drivers waiting for a worker never started go on)
+            self.spawn_s = time.perf_counter() - t0
+
+    async def _end(self) -> None:
+        """Shut every worker down, give them ``GRACE_S`` to exit, kill the rest, reap."""
+        try:
+            self.stopping = True
+            for w in self.workers:
+                w.shutdown()
+            deadline = time.monotonic() + GRACE_S
+            sentinels = [w.proc.sentinel for w in self.workers if w.proc is not None]
+            while time.monotonic() < deadline:
+                if len(multiprocessing.connection.wait(sentinels, 0)) == len(sentinels):
+                    break
+                await anyio.sleep(0.005)
+            for w in self.workers:
+                if w.proc is None:
+                    continue
+                if not multiprocessing.connection.wait([w.proc.sentinel], 0):
+                    w.proc.kill()
+                await anyio.to_thread.run_sync(w.exit_status, 5.0)
+                w.release()
+            self.arena.close()
+        finally:
+            self.closed.set()
