@@ -291,7 +291,7 @@ class Fuser:
             # Each column is an array of its own over the block (its rows' ``base``),
             # which keeps the block's base alive: ``whole`` tells columns apart by it.
             count = n * int(np.prod(shape, dtype=np.int64))
-            own = np.frombuffer(memoryview(base), dtype=dtype, count=count, offset=off)
+            own = np.frombuffer(base.data, dtype=dtype, count=count, offset=off)
             cols.append(own.reshape((n, *shape)))
             spec.append((block.chunk, block.offset + off, dtype, shape, n))
         return _Buffer(seq, r0, n, cols, tuple(spec))
