@@ -52,6 +52,7 @@ import multiprocessing.connection
 import multiprocessing.process
 import os
 import pickle
+import runpy
 import signal
 import socket
 import threading
@@ -144,9 +145,16 @@ class Worker:
         """Spawn the process (on the pool's helper thread)."""
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe(duplex=True)
+        args = (child, self.pool.fn_bytes)
+        target: Callable[..., Any] = _worker.main
+        path = _worker.__file__
+        if path is not None and os.path.isfile(path):
+            # Run the worker's module as a file: importing it as a module would import
+            # the aqueue package first, which the worker does not need.
+            target, args = runpy.run_path, (path, {"_AQUEUE_WORKER": args}, _worker.RUN_NAME)
         proc = ctx.Process(
-            target=_worker.main,
-            args=(child, self.pool.fn_bytes),
+            target=target,
+            args=args,
             name=f"aqueue {self.pool.label} worker {self.index}",
             daemon=True,  # ended with the main process, if everything else failed
         )
@@ -224,6 +232,8 @@ class Worker:
             if not adopted:
                 for b in blocks:
                     arena.free(b)
+            if pool.stopping:
+                self.release()  # (the pool's end may have found this call running)
 
     def _share(self, block: Block) -> tuple[int, int, int]:
         self._send_chunks({block.chunk})

@@ -240,6 +240,8 @@ class Fuser:
         with self._lock:
             self.ended = True
             buf = self.current
+            if buf is not None and buf.assigned == buf.r0:  # reserved, never used
+                self.current = buf = None  # (its block is freed with it)
             return buf if buf is not None and self._complete(buf) else None
 
     def _complete(self, buf: _Buffer) -> bool:
@@ -325,6 +327,12 @@ class Fuser:
         assert isinstance(own, np.ndarray)
         col = own.reshape(entry[2])
         return col if len(arrays) == len(col) else col[: len(arrays)]
+
+    def drop(self) -> None:
+        """The run is finishing: let go of the buffer being filled (its block is freed
+        once no driver still holds it)."""
+        with self._lock:
+            self.current = None
 
     # -- checkpoints ------------------------------------------------------------------------
 

@@ -369,6 +369,8 @@ class PipelineRun:
         self.stop.stop()
         for pool in self.pools.values():
             pool.stop()
+        for fuser in self.fusers.values():
+            fuser.drop()
         for q in self.queues:
             q.close(cancel_pending_enqueues=True)
         for t in self.turns.values():

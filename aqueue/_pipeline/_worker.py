@@ -2,7 +2,10 @@
 
 The main process (``_pool.py``) starts each worker with ``multiprocessing``'s *spawn*
 start method and talks to it over one socket (a duplex ``multiprocessing`` Pipe). This
-module is the worker's side; it imports only the standard library and numpy.
+module is the worker's side; it imports only the standard library and numpy, and a
+worker runs it as a file (``runpy.run_path``, under ``RUN_NAME``), so that a worker
+never imports the aqueue package (a few hundred milliseconds of start-up) unless the
+function's own module does.
 
 Messages, main process -> worker (pickled tuples, ``Connection.send``):
 
@@ -47,6 +50,7 @@ import os
 import pickle
 import signal
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -56,7 +60,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["main"]
+__all__ = ["RUN_NAME", "main"]
+
+RUN_NAME = "__aqueue_worker__"  # the name this file runs under in a worker (see the end)
 
 _ALIGN = 64
 _perf = time.perf_counter
@@ -72,6 +78,12 @@ def main(conn: Connection, fn_bytes: bytes) -> None:
         _send(conn, b"L", (repr(exc), traceback.format_exc()))
         return
     _Server(conn, fn).serve()
+    # The main process is done with this worker: leave without the interpreter's
+    # teardown (module cleanup takes tens of milliseconds and holds nothing of value).
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    os._exit(0)
 
 
 def _exit_with_parent() -> None:
@@ -105,15 +117,16 @@ class _Server:
         self.sock = socket.socket(fileno=os.dup(conn.fileno()))  # for the descriptors
 
     def serve(self) -> None:
-        while True:
-            try:
+        """Serve bursts until the socket closes (the main process is done with us)."""
+        try:
+            while True:
                 msg = self.conn.recv()
-            except (EOFError, OSError):
-                return
-            if msg[0] == "c":
-                self.map_chunk(msg[1], msg[2])
-            elif msg[0] == "b":
-                self.burst(*msg[1:])
+                if msg[0] == "c":
+                    self.map_chunk(msg[1], msg[2])
+                elif msg[0] == "b":
+                    self.burst(*msg[1:])
+        except (EOFError, OSError):  # closed or shut down, also while answering
+            return
 
     def map_chunk(self, index: int, size: int) -> None:
         _, fds, _, _ = socket.recv_fds(self.sock, 1, 1)
@@ -241,3 +254,7 @@ class _Writer(pickle.Pickler):
         chunk, offset, size = self.server.more(nbytes)
         self.blocks.append([chunk, offset, size, nbytes])
         return len(self.blocks) - 1, 0
+
+
+if __name__ == RUN_NAME:  # a worker runs this file (``runpy.run_path``, from _pool.py)
+    main(*globals()["_AQUEUE_WORKER"])

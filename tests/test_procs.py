@@ -1,0 +1,504 @@
+"""Process maps (``map(fn, executor="process")``): worker processes that return numpy
+results through shared memory.
+
+What the items are (the same as a thread map's, arrays as views of shared memory),
+order and determinism, batches written in place, checkpoints, every way a run can end
+(normal end, an exception in the function, a worker killed or exiting, a cancellation,
+Ctrl-C, the main process killed) with no worker process and no shared memory left
+behind, and what ``describe()``, ``statistics()`` and a Monitor say. The functions the
+workers run are in ``proc_fns.py``.
+"""
+
+from __future__ import annotations
+
+import gc
+import mmap
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+import proc_fns
+import pytest
+
+import aqueue
+from aqueue import ElementSpecError, Monitor, Pipeline, WorkerProcessError
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+async def collect(pipe: Pipeline[Any]) -> list[Any]:
+    out = []
+    with anyio.fail_after(60):
+        async with pipe.open() as items:
+            async for x in items:
+                out.append(x)
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def shm_names() -> set[str]:
+    """aqueue's names in /dev/shm (there should never be any for long)."""
+    return {n for n in os.listdir("/dev/shm") if "aqueue" in n}
+
+
+def mapped_chunks() -> list[str]:
+    """This process's mappings and descriptors of aqueue's shared memory."""
+    with open("/proc/self/maps") as f:
+        maps = [line for line in f if "aqueue" in line]
+    fds = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if "aqueue" in target:
+            fds.append(target)
+    return maps + fds
+
+
+def assert_nothing_left(pids: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+    """No worker process alive, no name in /dev/shm, and (once every item is gone) no
+    mapping or descriptor of the arena in this process."""
+    gc.collect()
+    assert not [p for p in pids if alive(p)]
+    assert not shm_names()
+    assert not mapped_chunks()
+
+
+def notes(exc: BaseException) -> str:
+    return "\n".join(getattr(exc, "__notes__", ()))
+
+
+def in_shared_memory(a: np.ndarray) -> bool:
+    """Whether ``a`` views an mmap (the arena), rather than memory of its own."""
+    obj: Any = a
+    while isinstance(obj, np.ndarray):
+        obj = obj.base
+    if isinstance(obj, memoryview):
+        obj = obj.obj
+        while isinstance(obj, np.ndarray):
+            obj = obj.base
+        if isinstance(obj, memoryview):
+            obj = obj.obj
+    return isinstance(obj, mmap.mmap)
+
+
+# -- what the items are -----------------------------------------------------------------
+
+
+async def test_results_are_the_thread_maps_with_arrays_in_shared_memory() -> None:
+    """Every kind of result (arrays of many dtypes and layouts, nested in dicts, lists
+    and tuples, beside plain values) arrives as a thread map gives it; each numpy
+    array (but object arrays) is a view of shared memory, not unpickled bytes."""
+    want = await collect(Pipeline(range(20)).map(proc_fns.shapes, ordered=True, concurrency=2))
+    got = await collect(
+        Pipeline(range(20)).map(proc_fns.shapes, executor="process", ordered=True, concurrency=2)
+    )
+    assert len(got) == len(want) == 20
+    for g, w in zip(got, want):
+        assert g.keys() == w.keys()
+        for key in w:
+            if isinstance(w[key], np.ndarray):
+                assert g[key].dtype == w[key].dtype
+                assert g[key].shape == w[key].shape
+                if w[key].dtype.hasobject:
+                    assert g[key].tolist() == w[key].tolist()
+                else:
+                    assert np.array_equal(g[key], w[key])
+                    assert in_shared_memory(g[key]), key
+        assert g["i"] == w["i"]
+        assert g["name"] == w["name"]
+        assert g["none"] is None
+        assert np.array_equal(g["nested"][1][1]["deep"], w["nested"][1][1]["deep"])
+        assert in_shared_memory(g["nested"][1][1]["deep"])
+    del got, g
+    assert_nothing_left()
+
+
+async def test_ordered_map_keeps_input_order_and_workers_live_across_epochs() -> None:
+    """ordered=True delivers in input order across 3 epochs (repeat), and the same
+    worker processes serve every epoch."""
+    order = await collect(
+        Pipeline(list(range(300)))
+        .repeat(3)
+        .map(proc_fns.jitter, executor="process", ordered=True, concurrency=3)
+    )
+    assert order == list(range(300)) * 3
+    pids = await collect(
+        Pipeline(list(range(200))).repeat(3).map(proc_fns.pid, executor="process", concurrency=2)
+    )
+    assert len(pids) == 600
+    assert len(set(pids)) == 2
+    assert_nothing_left(set(pids))
+
+
+# -- batches written in place -------------------------------------------------------------
+
+
+async def test_batches_after_a_process_map_are_written_in_place() -> None:
+    """map(process) -> batch: the same batches as a thread map, in order; after the
+    first one (its layout is learned from the first result) every batch is the
+    workers' own shared-memory column, which describe() reports."""
+
+    def pipe(executor: str) -> Pipeline[Any]:
+        return (
+            Pipeline(range(203))
+            .map(proc_fns.frame, executor=executor, ordered=True, concurrency=2)
+            .batch(16, allow_smaller_final_batch=True)
+        )
+
+    want = await collect(pipe("thread"))
+    fused = pipe("process")
+    got = await collect(fused)
+    assert len(got) == len(want) == 13
+    for (ga, gi), (wa, wi) in zip(got, want):
+        assert np.array_equal(ga, wa)
+        assert np.array_equal(gi, wi)
+    assert [len(a) for a, _ in got] == [16] * 12 + [11]
+    assert all(in_shared_memory(a) for a, _ in got[1:])
+    assert "12 of 13 batches of stage 2 written in place" in fused.describe()
+    del got, ga, gi
+    assert_nothing_left()
+
+
+async def test_rows_that_miss_their_column_are_copied_into_the_batch() -> None:
+    """A result of another dtype cannot go in place: its batch is stacked as usual (and
+    gets numpy's common dtype); items of several lengths need dynamic_pad, as for
+    threads, and then nothing is written in place."""
+    got = await collect(
+        Pipeline(range(40))
+        .map(proc_fns.odd_dtype, executor="process", ordered=True, concurrency=2)
+        .batch(8)
+    )
+    want = [np.stack([proc_fns.odd_dtype(i) for i in range(k, k + 8)]) for k in range(0, 40, 8)]
+    assert [g.dtype for g in got] == [w.dtype for w in want]
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    padded = await collect(
+        Pipeline(range(9))
+        .map(proc_fns.sized, executor="process", ordered=True, concurrency=2)
+        .batch(3, dynamic_pad=True)
+    )
+    assert [p.shape for p in padded] == [(3, 3)] * 3
+    with pytest.raises(ElementSpecError, match="different shapes"):
+        await collect(
+            Pipeline(range(9)).map(proc_fns.sized, executor="process", concurrency=2).batch(3)
+        )
+    del got, padded
+    assert_nothing_left()
+
+
+# -- checkpoints --------------------------------------------------------------------------
+
+
+def resumable(fused: bool) -> Pipeline[Any]:
+    pipe = (
+        Pipeline(range(2_000))
+        .map(proc_fns.frame, executor="process", ordered=True, concurrency=2)
+        .shuffle(capacity=300, min_after_dequeue=200, seed=5)
+    )
+    if fused:  # the map writes the batch after it
+        pipe = (
+            Pipeline(range(2_000))
+            .map(proc_fns.frame, executor="process", ordered=True, concurrency=2)
+            .batch(8)
+        )
+    return pipe.batch(4) if not fused else pipe
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["map-shuffle-batch", "map-batch"])
+async def test_checkpoint_and_resume_are_exact(fused: bool) -> None:
+    """A checkpoint mid-run (items in the workers' hands finish first; a batch being
+    written in place comes along as items) and a resume give exactly the batches the
+    uninterrupted run gives."""
+    with anyio.fail_after(60):
+        async with resumable(fused).open() as batches:
+            before = [await batches.get() for _ in range(23)]
+            state = await batches.checkpoint()
+            after = [await batches.get() for _ in range(30)]
+        async with resumable(fused).open(state=state) as batches:
+            resumed = [await batches.get() for _ in range(30)]
+    assert state.exact
+    assert len(before) == 23
+    for r, a in zip(resumed, after):
+        assert np.array_equal(r[0], a[0])
+        assert np.array_equal(r[1], a[1])
+    del before, after, resumed, state, r, a, batches
+    assert_nothing_left()
+
+
+# -- faults -------------------------------------------------------------------------------
+
+
+async def test_an_exception_in_the_function_ends_the_run_with_it() -> None:
+    """fn raising on item 7: the pipeline ends with that exception, a note holding the
+    worker's traceback and another naming the stage; every worker is gone."""
+    pipe = Pipeline(range(40)).map(proc_fns.fail_at_7, executor="process", concurrency=2)
+    with pytest.raises(ValueError, match="bad item 7") as info:
+        await collect(pipe)
+    text = notes(info.value)
+    assert "traceback in worker process" in text
+    assert 'in fail_at_7\n    raise ValueError(f"bad item {i}")' in text
+    assert "raised in pipeline stage 1 'map(fail_at_7)'" in text
+    assert_nothing_left()
+
+
+@pytest.mark.parametrize(
+    ("fn", "how"),
+    [
+        (proc_fns.die_at_7, "was killed by SIGKILL (signal 9)"),
+        (proc_fns.exit_at_7, "exited with code 3"),
+    ],
+    ids=["sigkill", "os._exit"],
+)
+async def test_a_worker_that_dies_ends_the_run_naming_stage_pid_and_cause(
+    fn: Any, how: str
+) -> None:
+    """A worker killed by a signal or leaving with os._exit: WorkerProcessError naming
+    the stage, the pid and the signal or exit code; the other worker is stopped."""
+    pipe = Pipeline(range(40)).map(fn, executor="process", concurrency=2)
+    with pytest.raises(WorkerProcessError) as info:
+        await collect(pipe)
+    err = info.value
+    assert err.stage == "1 'map(" + fn.__name__ + ")'"
+    assert err.pid is not None
+    assert f"pipeline stage 1 'map({fn.__name__})': worker process {err.pid} {how}" in str(err)
+    assert err.exitcode == (-signal.SIGKILL if "SIGKILL" in how else 3)
+    assert_nothing_left({err.pid})
+
+
+class _Forever:
+    """An async source that gives two items, then waits forever."""
+
+    def __init__(self) -> None:
+        self.given = 0
+
+    def __aiter__(self) -> _Forever:
+        return self
+
+    async def __anext__(self) -> int:
+        if self.given < 2:
+            self.given += 1
+            return self.given
+        await anyio.sleep_forever()
+        raise AssertionError
+
+
+async def test_a_worker_killed_while_idle_is_seen_at_once() -> None:
+    """A worker killed while its driver waits for input (nothing would ever reach the
+    worker again) still ends the run with WorkerProcessError: the pool watches each
+    worker's process, not only its answers."""
+    pipe = Pipeline.from_async_iterable(_Forever()).map(proc_fns.pid, executor="process")
+    killed: list[int] = []
+
+    async def kill_one_then_wait() -> None:
+        with anyio.fail_after(30):
+            async with pipe.open() as items:
+                killed.append(await items.get())
+                os.kill(killed[0], signal.SIGTERM)
+                await items.get()
+
+    with pytest.raises(WorkerProcessError, match="SIGTERM") as info:
+        await kill_one_then_wait()
+    pid = killed[0]
+    assert info.value.pid == pid
+    assert_nothing_left({pid})
+
+
+async def test_cancelling_the_consumer_stops_busy_workers(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Cancelled while every worker is 30 s into an item: the block is left within a
+    few seconds (the workers get a grace period, then SIGKILL) and nothing is left."""
+    slow = Pipeline(range(10)).map(proc_fns.slow, executor="process", concurrency=2)
+    t0 = time.monotonic()
+    with anyio.move_on_after(3) as scope:
+        async with slow.open() as items:
+            await items.get()
+    assert scope.cancelled_caught
+    assert time.monotonic() - t0 < 20  # (a hang guard, not a timing claim)
+    out = capfd.readouterr().out
+    pids = {int(line.split()[1]) for line in out.splitlines() if line.startswith("WORKER ")}
+    assert len(pids) == 2
+    assert_nothing_left(pids)
+
+
+async def test_a_result_that_does_not_pickle_names_the_item() -> None:
+    """A result that does not pickle ends the run with that error and a note saying a
+    result must pickle."""
+    pipe = Pipeline(range(10)).map(proc_fns.unpicklable_result, executor="process")
+    with pytest.raises(TypeError, match="pickle") as info:
+        await collect(pipe)
+    assert "a result must pickle" in notes(info.value)
+    assert_nothing_left()
+
+
+async def test_a_function_the_workers_cannot_import() -> None:
+    """A function whose module exists only in the main process: WorkerProcessError
+    saying the worker could not load it, and how to define it."""
+    import types
+
+    module = types.ModuleType("only_here")
+    exec("def double(x):\n    return 2 * x\n", module.__dict__)
+    sys.modules["only_here"] = module
+    try:
+        pipe = Pipeline(range(4)).map(module.double, executor="process")
+        with pytest.raises(WorkerProcessError, match="could not load the function") as info:
+            await collect(pipe)
+        assert "module level" in str(info.value)
+        assert "No module named 'only_here'" in notes(info.value)
+    finally:
+        del sys.modules["only_here"]
+    assert_nothing_left()
+
+
+def test_functions_that_do_not_pickle_are_refused_when_the_stage_is_built() -> None:
+    """A lambda or a local function: ElementSpecError at map(), naming what to do."""
+
+    def local(x: int) -> int:
+        return x
+
+    for fn in (lambda x: x, local):
+        with pytest.raises(ElementSpecError, match=r"does not pickle.*module level"):
+            Pipeline(range(3)).map(fn, executor="process")
+
+
+async def test_shared_memory_without_memfd(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where memfd_create is missing (macOS), chunks are shm_open-ed and unlinked at
+    once: the run works and /dev/shm holds no name of aqueue's."""
+    monkeypatch.delattr(os, "memfd_create")
+    got = await collect(
+        Pipeline(range(30))
+        .map(proc_fns.image, executor="process", ordered=True, concurrency=2)
+        .batch(10)
+    )
+    assert [int(a[:, 0, 0, 0].sum()) for a, _ in got] == [45, 145, 245]
+    assert not shm_names()
+    del got
+    assert_nothing_left()
+
+
+# -- the main process interrupted or killed -------------------------------------------------
+
+SCRIPT = """
+import sys
+import anyio
+sys.path.insert(0, {tests!r})
+import proc_fns
+from aqueue import Pipeline
+
+async def main():
+    pipe = Pipeline(range(1000)).map(proc_fns.{fn}, executor="process", concurrency=2)
+    async with pipe.open() as items:
+        async for _ in items:
+            pass
+
+if __name__ == "__main__":
+    anyio.run(main)
+"""
+
+
+def run_and_signal(tmp_path: Path, fn: str, sig: int) -> tuple[subprocess.Popen[str], set[int]]:
+    """Run a pipeline in a child process until both workers said their pid; then send
+    ``sig`` to the child (not its workers)."""
+    script = tmp_path / "run_pipeline.py"
+    script.write_text(textwrap.dedent(SCRIPT.format(tests=str(TESTS), fn=fn)))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    child = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    pids: set[int] = set()
+    assert child.stdout is not None
+    while len(pids) < 2:
+        line = child.stdout.readline()
+        assert line, f"the child ended early: {child.stderr.read() if child.stderr else ''}"
+        if line.startswith("WORKER "):
+            pids.add(int(line.split()[1]))
+    child.send_signal(sig)
+    return child, pids
+
+
+def wait_gone(pids: set[int], limit: float) -> set[int]:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        left = {p for p in pids if alive(p)}
+        if not left:
+            return left
+        time.sleep(0.02)
+    return {p for p in pids if alive(p)}
+
+
+def test_ctrl_c_ends_the_pipeline_and_its_workers(tmp_path: Path) -> None:
+    """SIGINT to a process running a pipeline whose workers are 30 s into an item:
+    it ends with KeyboardInterrupt within seconds, and its workers are gone."""
+    child, pids = run_and_signal(tmp_path, "slow", signal.SIGINT)
+    try:
+        _, err = child.communicate(timeout=20)
+    finally:
+        child.kill()
+    assert "KeyboardInterrupt" in err
+    assert child.returncode != 0
+    assert not wait_gone(pids, 5)
+    assert not shm_names()
+
+
+def test_workers_exit_when_the_main_process_is_killed(tmp_path: Path) -> None:
+    """SIGKILL to the main process (no cleanup code runs there): its workers see it
+    gone and exit, and nothing is left in /dev/shm (the arena had no name)."""
+    child, pids = run_and_signal(tmp_path, "slow", signal.SIGKILL)
+    child.wait(timeout=20)
+    child.communicate()
+    assert not wait_gone(pids, 10)
+    assert not shm_names()
+
+
+# -- what it reports ------------------------------------------------------------------------
+
+
+async def test_describe_statistics_and_monitor_show_the_workers() -> None:
+    """A process stage reports like a thread stage (its workers' busy share, items/s)
+    plus the hand-off's cost; describe() names the interpreter and says the workers
+    are the bottleneck when the function is slow; a Monitor samples the stage."""
+    samples: list[aqueue.MonitorSample] = []
+    monitor = Monitor(interval=0.05, callback=samples.append)
+    pipe = Pipeline(range(120)).map(proc_fns.jitter, executor="process", concurrency=2)
+    with anyio.fail_after(60):
+        async with pipe.open(monitor=monitor) as items:
+            async for _ in items:
+                pass
+    stats = pipe.statistics()[1]
+    assert (stats.items_in, stats.items_out, stats.concurrency) == (120, 120, 2)
+    assert 0.0 < stats.busy_s < 2 * stats.elapsed_s
+    assert stats.handoff_s > 0.0
+    text = pipe.describe()
+    assert "with the GIL" in text.splitlines()[0] or "free-threaded" in text.splitlines()[0]
+    assert "1 map(jitter): 2 worker processes (spawn" in text
+    assert "µs of main-process CPU per item" in text
+    stage = [s for s in samples[-1].stages.values() if s.name.endswith("map(jitter)")]
+    assert stage
+    assert stage[0].concurrency == 2
+    assert any(s.stages[stage[0].name].busy_fraction > 0 for s in samples)
