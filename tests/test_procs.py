@@ -288,7 +288,7 @@ async def test_a_worker_that_dies_ends_the_run_naming_stage_pid_and_cause(
 
 
 class _Forever:
-    """An async source that gives two items, then waits forever."""
+    """An async source that gives one item, then waits forever."""
 
     def __init__(self) -> None:
         self.given = 0
@@ -297,9 +297,9 @@ class _Forever:
         return self
 
     async def __anext__(self) -> int:
-        if self.given < 2:
-            self.given += 1
-            return self.given
+        if not self.given:
+            self.given = 1
+            return 1
         await anyio.sleep_forever()
         raise AssertionError
 
@@ -496,7 +496,7 @@ async def test_describe_statistics_and_monitor_show_the_workers() -> None:
     assert stats.handoff_s > 0.0
     text = pipe.describe()
     assert "with the GIL" in text.splitlines()[0] or "free-threaded" in text.splitlines()[0]
-    assert "1 map(jitter): 2 worker processes (spawn" in text
+    assert "1 map(jitter): 2 worker processes (spawn, ready after" in text
     assert "µs of main-process CPU per item" in text
     stage = [s for s in samples[-1].stages.values() if s.name.endswith("map(jitter)")]
     assert stage

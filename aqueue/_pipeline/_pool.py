@@ -46,6 +46,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import io
 import multiprocessing
 import multiprocessing.connection
@@ -69,15 +70,30 @@ from .._errors import QueueClosedError, WorkerProcessError, add_note
 from . import _worker
 from ._shm import Arena, Block
 
-__all__ = ["GRACE_S", "Reply", "Worker", "WorkerPool"]
+__all__ = ["GRACE_S", "Reply", "Sent", "Worker", "WorkerPool"]
 
 GRACE_S = 0.5  # seconds a worker busy in fn gets to exit after a stop, before SIGKILL
 _EXIT_WAIT_S = 1.0  # seconds to wait for the exit status of a worker whose socket closed
+_ALIGN = 64  # (as the worker aligns arrays in scratch blocks)
+_dumps = functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class Sent:
+    """A burst handed to a worker and not received yet."""
+
+    __slots__ = ("blocks", "cols", "cpu", "n", "row0")
+
+    def __init__(self, n: int, row0: int, cols: list[np.ndarray[Any, Any] | None] | None) -> None:
+        self.n = n  # items
+        self.blocks: list[Block] = []  # scratch blocks (one sent with it, then one per M)
+        self.row0 = row0  # (fused) its first row in its batch buffer
+        self.cols = cols  # (fused) that buffer's columns
+        self.cpu = 0.0  # seconds of the driver's CPU its sending took (measurements)
 
 
 @dataclass
 class Reply:
-    """What one call returned."""
+    """What one burst returned."""
 
     results: list[Any]
     busy_s: float  # seconds the worker spent in fn
@@ -135,6 +151,7 @@ class Worker:
         self.started = threading.Event()  # set once started, or once starting failed
         self.lock = threading.Lock()  # held by the driver during a call
         self.death: WorkerProcessError | None = None
+        self.ready_s = 0.0  # seconds from the pool's start to this worker's first answer
         self._status_lock = threading.Lock()
 
     @property
@@ -145,7 +162,7 @@ class Worker:
         """Spawn the process (on the pool's helper thread)."""
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe(duplex=True)
-        args = (child, self.pool.fn_bytes)
+        args: tuple[Any, ...] = (child, self.pool.fn_bytes)
         target: Callable[..., Any] = _worker.main
         path = _worker.__file__
         if path is not None and os.path.isfile(path):
@@ -167,7 +184,7 @@ class Worker:
 
     # -- one call --------------------------------------------------------------------------
 
-    def call(
+    def send(
         self,
         items: list[Any],
         *,
@@ -177,63 +194,95 @@ class Worker:
         spec: tuple[Any, ...] | None = None,
         want_layout: bool = False,
         check: Callable[[], None],
-    ) -> Reply:
-        """Run ``fn`` on ``items`` in the worker (see the module docstring).
+    ) -> Sent:
+        """Hand a burst to the worker (it queues behind those sent before); ``receive``
+        gets its results, in the order sent.
+
+        Raises:
+            WorkerProcessError: The worker died.
+            QueueClosedError: The run is stopping (a clean end).
+        """
+        if not self.started.is_set():
+            while not self.started.wait(0.1):
+                check()
+        sent = Sent(len(items), row0, cols)
+        pool = self.pool
+        try:
+            with self.lock:
+                conn = self.conn
+                if pool.stopping or conn is None:
+                    raise QueueClosedError("the pipeline is stopping")
+                first = None
+                if scratch > 0:
+                    block = pool.arena.alloc(scratch)
+                    sent.blocks.append(block)
+                    first = self._share(block)
+                if spec is not None:
+                    self._send_chunks({c[0] for c in spec if c is not None})
+                conn.send_bytes(_dumps(("b", items, row0, spec, first, want_layout)))
+        except BaseException as exc:
+            self._drop(sent)
+            other = self._translated(exc)
+            if other is exc:
+                raise
+            raise other from (None if isinstance(other, QueueClosedError) else exc)
+        return sent
+
+    def receive(self, sent: Sent) -> Reply:
+        """The results of ``sent``, the oldest burst sent and not received.
 
         Raises:
             Exception: What ``fn`` raised, with the worker's traceback in a note.
             WorkerProcessError: The worker died, or could not load ``fn``.
             QueueClosedError: The run is stopping (a clean end).
         """
-        while not self.started.wait(0.1):
-            check()
         pool = self.pool
-        if self.conn is None:
-            raise QueueClosedError("the pipeline is stopping")  # never started
-        arena = pool.arena
-        blocks: list[Block] = []
-        adopted = False
         try:
             with self.lock:
-                if pool.stopping:
-                    raise QueueClosedError("the pipeline is stopping")
-                first = None
-                if scratch > 0:
-                    blocks.append(arena.alloc(scratch))
-                    first = self._share(blocks[-1])
-                if spec is not None:
-                    self._send_chunks({c[0] for c in spec if c is not None})
                 conn = self.conn
-                conn.send(("b", items, row0, spec, first, want_layout))
+                if pool.stopping or conn is None:
+                    raise QueueClosedError("the pipeline is stopping")
                 while True:
                     data = conn.recv_bytes()
                     tag = data[:1]
+                    if tag == b"R":
+                        if not self.ready_s:
+                            self.ready_s = time.perf_counter() - pool.t0
+                        return self._read(data, sent)  # (adopts or frees its blocks)
                     if tag == b"M":
                         need = pickle.loads(data[1:])
-                        blocks.append(arena.alloc(max(need, 2 * scratch)))
-                        conn.send(("s", *self._share(blocks[-1])))
-                    elif tag == b"R":
-                        reply = self._read(data, blocks, row0, cols)
-                        adopted = True
-                        return reply
+                        block = pool.arena.alloc(max(need, 2 * sent.n * _ALIGN))
+                        sent.blocks.append(block)
+                        conn.send_bytes(_dumps(("s", *self._share(block))))
                     elif tag == b"E":
                         raise self._failure(data)
                     else:  # b"L"
                         raise self._not_loaded(data)
-        except (EOFError, OSError) as exc:
-            if pool.stopping:
-                raise QueueClosedError("the pipeline is stopping") from None
-            raise self.gone() from exc
-        except Exception:
-            if pool.stopping:  # whatever went wrong, the run is ending anyway
-                raise QueueClosedError("the pipeline is stopping") from None
-            raise
+        except BaseException as exc:
+            self._drop(sent)
+            other = self._translated(exc)
+            if other is exc:
+                raise
+            raise other from (None if isinstance(other, QueueClosedError) else exc)
         finally:
-            if not adopted:
-                for b in blocks:
-                    arena.free(b)
             if pool.stopping:
                 self.release()  # (the pool's end may have found this call running)
+
+    def _drop(self, sent: Sent) -> None:
+        for block in sent.blocks:
+            self.pool.arena.free(block)
+        sent.blocks.clear()
+
+    def _translated(self, exc: BaseException) -> BaseException:
+        """What a failed send or receive raises: a stopping run ends cleanly (whatever
+        went wrong, it ends anyway), a closed socket is the worker's death."""
+        if not isinstance(exc, Exception) or isinstance(exc, QueueClosedError):
+            return exc
+        if self.pool.stopping:
+            return QueueClosedError("the pipeline is stopping")
+        if isinstance(exc, (EOFError, OSError)):
+            return self.gone()
+        return exc
 
     def _share(self, block: Block) -> tuple[int, int, int]:
         self._send_chunks({block.chunk})
@@ -244,32 +293,32 @@ class Worker:
             chunk = self.pool.arena.chunks[index]
             assert self.conn is not None
             assert self.sock is not None
-            self.conn.send(("c", index, chunk.size))
+            self.conn.send_bytes(_dumps(("c", index, chunk.size)))
             socket.send_fds(self.sock, [b"c"], [chunk.fd])
             self.known.add(index)
 
-    def _read(
-        self,
-        data: bytes,
-        blocks: list[Block],
-        row0: int,
-        cols: list[np.ndarray[Any, Any] | None] | None,
-    ) -> Reply:
+    def _read(self, data: bytes, sent: Sent) -> Reply:
+        """The results of an ``R`` answer; every block of ``sent`` is then adopted (an
+        item views it) or freed, and ``sent.blocks`` is empty, also if this raises."""
         f = io.BytesIO(data)
         f.seek(1)
-        n, busy, write_s, layout = pickle.load(f)
+        blocks, row0, cols = sent.blocks, sent.row0, sent.cols
         reader = _Reader(f, self.pool.arena, blocks, cols)
-        wanted = 0 if cols is None else sum(c is not None for c in cols)
-        results = []
-        foreign = 0
-        for j in range(n):
-            reader.row = row0 + j
-            reader.hits = 0
-            results.append(reader.load())
-            foreign += reader.hits != wanted
-        for block, base in zip(blocks, reader.bases):
-            if base is None:  # nothing views it: reuse it now
-                self.pool.arena.free(block)
+        try:
+            n, busy, write_s, layout = pickle.load(f)
+            wanted = 0 if cols is None else sum(c is not None for c in cols)
+            results = []
+            foreign = 0
+            for j in range(n):
+                reader.row = row0 + j
+                reader.hits = 0
+                results.append(reader.load())
+                foreign += reader.hits != wanted
+        finally:
+            for block, base in zip(blocks, reader.bases):
+                if base is None:  # nothing views it: reuse it now
+                    self.pool.arena.free(block)
+            blocks.clear()
         return Reply(results, busy, write_s, layout, reader.scratch, foreign)
 
     def _failure(self, data: bytes) -> BaseException:
@@ -379,12 +428,20 @@ class WorkerPool:
         self.workers = [Worker(self, k) for k in range(concurrency)]
         self.stopping = False
         self.spawn_s = 0.0  # seconds the helper thread took to start every worker
+        self.t0 = time.perf_counter()  # (reset when the pool's task starts)
         self.closed = anyio.Event()  # set once every worker has been reaped
         self._stop = anyio.Event()
 
     @property
     def pids(self) -> list[int]:
         return [w.pid for w in self.workers if w.pid is not None]
+
+    @property
+    def ready_s(self) -> float:
+        """Seconds from the pool's start until its last worker first answered (0.0
+        while one has not): start-up, as the run saw it."""
+        times = [w.ready_s for w in self.workers]
+        return max(times) if all(times) else 0.0
 
     def stop(self) -> None:
         """The run is finishing (event-loop thread): see the module docstring."""
@@ -401,6 +458,7 @@ class WorkerPool:
             WorkerProcessError: A worker died while the run went on.
         """
         death: list[WorkerProcessError] = []
+        self.t0 = time.perf_counter()
         try:
             await anyio.to_thread.run_sync(self._start_all)
             async with anyio.create_task_group() as tg:

@@ -170,10 +170,11 @@ def process_notes(
             continue
         s = stats[i]
         per_item = s.handoff_s / s.items_in * 1e6 if s.items_in else 0.0
+        ready = f"ready after {pool.ready_s:.2f} s" if pool.ready_s else "not all ready"
         line = (
-            f"{i} {specs[i].label}: {s.concurrency} worker processes (spawn, started in "
-            f"{pool.spawn_s:.2f} s); hand-off {per_item:.0f} µs of main-process CPU per "
-            f"item ({_handoff_share(s):.0%} of one core)"
+            f"{i} {specs[i].label}: {s.concurrency} worker processes (spawn, {ready}); "
+            f"hand-off {per_item:.0f} µs of main-process CPU per item "
+            f"({_handoff_share(s):.0%} of one core)"
         )
         fuser = fusers.get(i)
         if fuser is not None and i + 1 < len(stats):

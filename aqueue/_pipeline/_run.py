@@ -56,7 +56,7 @@ from ._control import Control, Stage
 from ._maps import AsyncTurns, ThreadTurns, async_map_step, thread_map_step
 from ._meter import Meter, StageStatistics
 from ._pool import WorkerPool
-from ._procmap import Fuser, Sizes, fused_map_step, process_map_step
+from ._procmap import Fuser, Ledger, Sizes, fused_map_step, process_map_step
 from ._report import process_notes, sample_occupancy, stage_statistics
 from ._shm import Arena
 from ._sources import AsyncSource, SequenceSource, SyncSource, producer_step, queue_step
@@ -205,6 +205,7 @@ class PipelineRun:
         self.turns: dict[int, ThreadTurns | AsyncTurns] = {}  # ordered maps, by stage
         self.pools: dict[int, WorkerPool] = {}  # process maps' worker processes, by stage
         self.fusers: dict[int, Fuser] = {}  # process maps that write their batches, by stage
+        self.ledgers: dict[int, Ledger] = {}  # process maps' bursts in hand, by stage
         self.t0 = time.monotonic()
         self.t1: float | None = None
         self.sent = 0  # items a to_queue stage sent out (once it has ended)
@@ -256,6 +257,7 @@ class PipelineRun:
         label = f"{i} '{spec.label}'"
         arena = Arena(f"{os.getpid()}-{i}")
         pool = self.pools[i] = WorkerPool(spec.fn, spec.concurrency, label, arena)
+        self.ledgers[i] = Ledger()
         if fused(self.specs, i):
             turns = ThreadTurns(self.stop)
             self.turns[i] = turns
@@ -348,16 +350,17 @@ class PipelineRun:
 
     def _process_steps(self, i: int, spec: StageSpec, stage: Stage) -> list[Any]:
         pool, view, sizes = self.pools[i], self.queues[i - 1].blocking(), Sizes()
+        ledger = self.ledgers[i]
         fuser = self.fusers.get(i)
         if fuser is not None:
             return [
-                fused_map_step(w, view, stage, fuser.turns, fuser, sizes, spec.ordered)
+                fused_map_step(w, view, stage, fuser.turns, fuser, ledger, sizes, spec.ordered)
                 for w in pool.workers
             ]
         turns = ThreadTurns(self.stop) if spec.ordered else None
         if turns is not None:
             self.turns[i] = turns
-        return [process_map_step(w, view, stage, turns, sizes) for w in pool.workers]
+        return [process_map_step(w, view, stage, turns, ledger, sizes) for w in pool.workers]
 
     def _ended(self) -> bool:
         return self.t1 is not None

@@ -35,15 +35,18 @@ Messages, worker -> main process (``Connection.send_bytes``; the first byte says
 - ``L`` + pickle((repr, traceback text)): the function could not be loaded; the worker
   exits.
 
-Invariants: a worker serves one burst at a time, in the order received, and answers
-each with exactly one ``R`` or ``E`` (after any number of ``M``/``s`` exchanges); it
-never writes outside the blocks and rows given for the burst at hand. It ignores SIGINT
+Invariants: a worker serves one burst at a time, in the order received (the main
+process may send the next one before the answer: a burst read while waiting for an
+``s`` waits in ``pending``), and answers each with exactly one ``R`` or ``E`` (after any
+number of ``M``/``s`` exchanges); it never writes outside the blocks and rows given for
+the burst at hand. It ignores SIGINT
 (Ctrl-C reaches the main process, which stops the workers), and exits at once when the
 main process is gone (a thread waits on the parent's sentinel) or its socket closes.
 """
 
 from __future__ import annotations
 
+import collections
 import io
 import mmap
 import os
@@ -115,12 +118,13 @@ class _Server:
         self.fn = fn
         self.chunks: dict[int, tuple[mmap.mmap, np.ndarray[Any, Any]]] = {}
         self.sock = socket.socket(fileno=os.dup(conn.fileno()))  # for the descriptors
+        self.pending: collections.deque[Any] = collections.deque()  # bursts read early
 
     def serve(self) -> None:
         """Serve bursts until the socket closes (the main process is done with us)."""
         try:
             while True:
-                msg = self.conn.recv()
+                msg = self.pending.popleft() if self.pending else self.conn.recv()
                 if msg[0] == "c":
                     self.map_chunk(msg[1], msg[2])
                 elif msg[0] == "b":
@@ -192,6 +196,8 @@ class _Server:
                 self.map_chunk(msg[1], msg[2])
             elif msg[0] == "s":
                 return (msg[1], msg[2], msg[3])
+            else:  # the next burst, sent before the answer: serve it after this one
+                self.pending.append(msg)
 
     def failed(self, index: int, exc: BaseException, result: bool = False) -> None:
         text = traceback.format_exc()
