@@ -75,6 +75,7 @@ from _peers import add_peer_arguments, find_python
 
 BATCH = 64
 SIZE = 256
+Times = tuple[float, float]  # seconds to the last batch, seconds to the first
 CROP = 224
 WARMUP_IMAGES = 128
 PEER_DISTRIBUTIONS = {
@@ -139,13 +140,16 @@ def load_spdl(path: str) -> np.ndarray:
 class Images:
     """The consumer's side of every row: counts images and checks batch shapes."""
 
-    __slots__ = ("batches", "images")
+    __slots__ = ("batches", "first", "images")
 
     def __init__(self) -> None:
         self.images = 0
         self.batches = 0
+        self.first = 0.0  # perf_counter() when the first batch arrived
 
     def take(self, batch: Any) -> None:
+        if not self.batches:
+            self.first = time.perf_counter()
         arr = np.asarray(batch)
         if arr.shape[1:] != (CROP, CROP, 3) or arr.dtype != np.uint8 or len(arr) > BATCH:
             raise AssertionError(f"bad batch {arr.shape} {arr.dtype}")
@@ -168,14 +172,14 @@ def single_thread_rate(paths: list[str]) -> float:
 # -- rows in this interpreter ------------------------------------------------------------------
 
 
-async def aqueue_run(paths: list[str], c: int) -> float:
+async def aqueue_run(paths: list[str], c: int, executor: str = "thread") -> Times:
     from aqueue import Pipeline
 
     got = Images()
     t0 = time.perf_counter()
     pipe = (
         Pipeline.from_iterable(paths)
-        .map(load, concurrency=c)
+        .map(load, concurrency=c, executor=executor)
         .batch(BATCH, allow_smaller_final_batch=True)
     )
     async with pipe.open() as batches:
@@ -183,10 +187,10 @@ async def aqueue_run(paths: list[str], c: int) -> float:
             got.take(b)
         t1 = time.perf_counter()
     got.check(len(paths))
-    return t1 - t0
+    return t1 - t0, got.first - t0
 
 
-async def floor_run(paths: list[str], c: int) -> float:
+async def floor_run(paths: list[str], c: int) -> Times:
     loop = asyncio.get_running_loop()
     got = Images()
     t0 = time.perf_counter()
@@ -213,7 +217,7 @@ async def floor_run(paths: list[str], c: int) -> float:
     for t in threads:
         t.join()
     got.check(len(paths))
-    return t1 - t0
+    return t1 - t0, got.first - t0
 
 
 def batched(items: Iterable[np.ndarray], got: Images) -> None:
@@ -228,7 +232,7 @@ def batched(items: Iterable[np.ndarray], got: Images) -> None:
         got.take(np.stack(buf))
 
 
-def raw_run(paths: list[str], c: int) -> float:
+def raw_run(paths: list[str], c: int) -> Times:
     """C threads calling ``load`` on a shared list in a loop: no hand-off, no batching."""
     it = iter(paths)
     lock = threading.Lock()
@@ -252,23 +256,23 @@ def raw_run(paths: list[str], c: int) -> float:
     t1 = time.perf_counter()
     if sum(counts) != len(paths):
         raise AssertionError(f"loaded {sum(counts)} images, want {len(paths)}")
-    return t1 - t0
+    return t1 - t0, 0.0
 
 
-def executor_run(paths: list[str], c: int) -> float:
+def executor_run(paths: list[str], c: int) -> Times:
     got = Images()
     t0 = time.perf_counter()
     with ThreadPoolExecutor(c) as pool:
         batched(pool.map(load, paths), got)
         t1 = time.perf_counter()
     got.check(len(paths))
-    return t1 - t0
+    return t1 - t0, got.first - t0
 
 
 # -- peers (in their own interpreter) -----------------------------------------------------------
 
 
-def tfdata_run(paths: list[str], c: int, how: str) -> float:
+def tfdata_run(paths: list[str], c: int, how: str) -> Times:
     import tensorflow as tf
 
     got = Images()
@@ -295,10 +299,10 @@ def tfdata_run(paths: list[str], c: int, how: str) -> float:
         got.take(b.numpy())
     t1 = time.perf_counter()
     got.check(len(paths))
-    return t1 - t0
+    return t1 - t0, got.first - t0
 
 
-def grain_run(paths: list[str], c: int, batch_first: bool) -> float:
+def grain_run(paths: list[str], c: int, batch_first: bool) -> Times:
     import grain
 
     got = Images()
@@ -313,10 +317,10 @@ def grain_run(paths: list[str], c: int, batch_first: bool) -> float:
         got.take(b)
     t1 = time.perf_counter()
     got.check(len(paths))
-    return t1 - t0
+    return t1 - t0, got.first - t0
 
 
-def spdl_run(paths: list[str], c: int, fn: Callable[[str], np.ndarray]) -> float:
+def spdl_run(paths: list[str], c: int, fn: Callable[[str], np.ndarray]) -> Times:
     from spdl.pipeline import PipelineBuilder
 
     got = Images()
@@ -335,10 +339,10 @@ def spdl_run(paths: list[str], c: int, fn: Callable[[str], np.ndarray]) -> float
             got.take(b)
         t1 = time.perf_counter()
     got.check(len(paths))
-    return t1 - t0
+    return t1 - t0, got.first - t0
 
 
-def torch_run(paths: list[str], c: int) -> float:
+def torch_run(paths: list[str], c: int) -> Times:
     import torch.utils.data as tud
 
     class Files(tud.Dataset[np.ndarray]):
@@ -355,7 +359,7 @@ def torch_run(paths: list[str], c: int) -> float:
         got.take(b.numpy())
     t1 = time.perf_counter()
     got.check(len(paths))
-    return t1 - t0
+    return t1 - t0, got.first - t0
 
 
 def spdl_decoder_works(path: str) -> bool:
@@ -379,7 +383,7 @@ class Case:
     label: str
     same_fn: bool  # runs the same Python function (load) as aqueue
     role: str  # "aqueue", "floor", "raw" (no pipeline) or "peer"
-    run: Callable[[list[str], int], float]  # (paths, C) -> seconds
+    run: Callable[[list[str], int], Times]  # (paths, C) -> seconds to the last and first batch
 
 
 def local_cases() -> list[Case]:
@@ -390,6 +394,13 @@ def local_cases() -> list[Case]:
             True,
             "aqueue",
             lambda p, c: asyncio.run(aqueue_run(p, c)),
+        ),
+        Case(
+            "aqueue-proc",
+            "aqueue map(load) in C processes -> batch(64), written in place",
+            True,
+            "aqueue-proc",
+            lambda p, c: asyncio.run(aqueue_run(p, c, "process")),
         ),
         Case(
             "floor",
@@ -466,17 +477,24 @@ def peer_cases(peer: str, probe: str | None) -> list[Case]:
     return [Case("torch", "torch DataLoader(num_workers=C)", True, "peer", torch_run)]
 
 
+STEADY = "@steady"  # key suffix of the rates from the first batch to the last
+
+
 def run_round(
     cases: list[Case], paths: list[str], cs: list[int], warm: bool
 ) -> dict[str, dict[int, float]]:
-    """One round: every case at every C once; images/s by case key and C."""
+    """One round: every case at every C once; images/s by case key and C, and under
+    ``key + STEADY`` the rate from the first batch to the last (start-up excluded)."""
     out: dict[str, dict[int, float]] = {}
     for case in cases:
         if warm:
             case.run(paths[:WARMUP_IMAGES], cs[0])
         for c in cs:
             print(f"  {case.key} C={c} ...", file=sys.stderr, flush=True)
-            out.setdefault(case.key, {})[c] = len(paths) / case.run(paths, c)
+            total, first = case.run(paths, c)
+            out.setdefault(case.key, {})[c] = len(paths) / total
+            steady = (len(paths) - BATCH) / (total - first) if first > 0 else len(paths) / total
+            out.setdefault(case.key + STEADY, {})[c] = steady
     return out
 
 
@@ -525,12 +543,14 @@ def versions(*dists: str) -> dict[str, str]:
 def report(
     cases: list[Case],
     med: dict[str, dict[int, float]],
+    spreads: dict[str, dict[int, float]],
     ceiling: dict[int, float],
     cs: list[int],
 ) -> tuple[str, list[dict[str, Any]]]:
     """The markdown tables and the ratio records."""
     lines = [
-        "images/s, median of the rounds (percent of the ceiling)",
+        "images/s, start-up included, median of the rounds (percent of the ceiling, "
+        "spread of the rounds: max/min - 1)",
         "",
         "| row | same fn | " + " | ".join(f"C={c}" for c in cs) + " |",
         "|---|---|" + "---|" * len(cs),
@@ -540,16 +560,29 @@ def report(
         + " | ".join(f"{ceiling[c]:.0f}" for c in cs)
         + " |"
     )
-    for case in cases:
-        if case.key not in med:
-            continue
-        cells = []
-        for c in cs:
-            v = med[case.key].get(c)
-            cells.append("n/a" if v is None else f"{v:.0f} ({100 * v / ceiling[c]:.0f}%)")
-        lines.append(
-            f"| {case.label} | {'yes' if case.same_fn else 'no'} | " + " | ".join(cells) + " |"
-        )
+    for suffix, title in (("", None), (STEADY, "steady")):
+        if title is not None:
+            lines += [
+                "",
+                "images/s from the first batch to the last (start-up excluded), median of "
+                "the rounds (percent of the ceiling, spread)",
+                "",
+                "| row | same fn | " + " | ".join(f"C={c}" for c in cs) + " |",
+                "|---|---|" + "---|" * len(cs),
+            ]
+        for case in cases:
+            if case.key + suffix not in med:
+                continue
+            cells = []
+            for c in cs:
+                v = med[case.key + suffix].get(c)
+                sp = spreads.get(case.key + suffix, {}).get(c, 0.0)
+                cells.append(
+                    "n/a" if v is None else f"{v:.0f} ({100 * v / ceiling[c]:.0f}%, ±{sp:.0%})"
+                )
+            lines.append(
+                f"| {case.label} | {'yes' if case.same_fn else 'no'} | " + " | ".join(cells) + " |"
+            )
 
     ratios: list[dict[str, Any]] = []
     if "aqueue" in med:
@@ -576,6 +609,7 @@ def report(
                     "values": values,
                 }
             )
+    ratios += process_ratios(med, ceiling, cs)
     lines += [
         "",
         "| ratio | " + " | ".join(f"C={c}" for c in cs) + " | target | met |",
@@ -589,6 +623,49 @@ def report(
             target, met = f">= {r['target']}x", "yes" if r["met"] else "no"
         lines.append(f"| {r['ratio']} | {cells} | {target} | {met} |")
     return "\n".join(lines), ratios
+
+
+def process_ratios(
+    med: dict[str, dict[int, float]], ceiling: dict[int, float], cs: list[int]
+) -> list[dict[str, Any]]:
+    """The process row's targets: >= 0.9x the ceiling and >= 1.3x torch's DataLoader at
+    C = 2, C = 4 no slower than C = 2; each with start-up included and excluded."""
+    out: list[dict[str, Any]] = []
+    for suffix, how in (("", "start-up included"), (STEADY, "steady")):
+        p = med.get("aqueue-proc" + suffix)
+        if p is None:
+            continue
+        values = {c: p[c] / ceiling[c] for c in cs if c in p}
+        out.append(
+            {
+                "ratio": f"aqueue processes / ceiling, {how} (target at C = 2)",
+                "target": 0.9,
+                "met": values.get(2, 0.0) >= 0.9,
+                "values": values,
+            }
+        )
+        t = med.get("torch" + suffix)
+        if t is not None:
+            values = {c: p[c] / t[c] for c in cs if c in p and c in t}
+            out.append(
+                {
+                    "ratio": f"aqueue processes / torch DataLoader(num_workers=C), {how} "
+                    "(target at C = 2)",
+                    "target": 1.3,
+                    "met": values.get(2, 0.0) >= 1.3,
+                    "values": values,
+                }
+            )
+        if 2 in p and 4 in p:
+            out.append(
+                {
+                    "ratio": f"aqueue processes at C = 4 / at C = 2, {how}",
+                    "target": 1.0,
+                    "met": p[4] / p[2] >= 1.0,
+                    "values": {4: p[4] / p[2]},
+                }
+            )
+    return out
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -641,8 +718,10 @@ def main(argv: list[str] | None = None) -> int:
     single: list[float] = []
     failures: dict[str, str] = {}
     peer_versions: dict[str, Any] = {}
+    loads: list[float] = []
     for r in range(repeat):
-        print(f"round {r + 1}/{repeat}", file=sys.stderr, flush=True)
+        loads.append(os.getloadavg()[0])
+        print(f"round {r + 1}/{repeat} (load {loads[-1]:.1f})", file=sys.stderr, flush=True)
         if r == 0:
             single_thread_rate(paths)  # warm the page cache
         single.append(single_thread_rate(paths))
@@ -659,13 +738,19 @@ def main(argv: list[str] | None = None) -> int:
                 for c, rate in by_c.items():
                     rounds.setdefault(key, {}).setdefault(c, []).append(rate)
     med = {k: {c: statistics.median(v) for c, v in by_c.items()} for k, by_c in rounds.items()}
+    spreads = {
+        k: {c: max(v) / min(v) - 1 for c, v in by_c.items() if min(v) > 0}
+        for k, by_c in rounds.items()
+    }
     one = statistics.median(single)
     ceiling = dict.fromkeys(cs, cores * one)
-    text, ratios = report(cases, med, ceiling, cs)
+    text, ratios = report(cases, med, spreads, ceiling, cs)
     print(
         f"W8: {n:,} JPEGs {SIZE}x{SIZE} -> read + Pillow decode + random {CROP} crop + flip "
         f"-> batch({BATCH}); {repeat} round(s); single thread {one:.0f} images/s "
-        f"({1e3 / one:.2f} ms per image), {cores} cores\n\n{text}"
+        f"({1e3 / one:.2f} ms per image; rounds {', '.join(f'{x:.0f}' for x in single)}), "
+        f"{cores} cores; load average at each round's start: "
+        f"{', '.join(f'{x:.1f}' for x in loads)}\n\n{text}"
     )
     print("\nversions: " + ", ".join(f"{k} {v}" for k, v in versions("aqueue", "pillow").items()))
     for peer, v in peer_versions.items():
@@ -688,6 +773,7 @@ def main(argv: list[str] | None = None) -> int:
             for c in cases
         ],
         "ratios": ratios,
+        "load_average": loads,
     }
     print(json.dumps(doc))
     if args.json:

@@ -502,3 +502,124 @@ async def test_describe_statistics_and_monitor_show_the_workers() -> None:
     assert stage
     assert stage[0].concurrency == 2
     assert any(s.stages[stage[0].name].busy_fraction > 0 for s in samples)
+
+
+async def test_describe_says_whether_threads_share_a_gil(monkeypatch: pytest.MonkeyPatch) -> None:
+    """describe()'s first line names the interpreter and says whether it runs with a
+    GIL (sys._is_gil_enabled, Python 3.13+); with one, a busy thread map's advice
+    points to executor='process'."""
+    pipe = Pipeline(range(200)).map(proc_fns.gil_bound, concurrency=2)
+    await collect(pipe)
+    first = pipe.describe().splitlines()[0]
+    if getattr(sys, "_is_gil_enabled", lambda: True)():
+        assert "with the GIL" in first
+    monkeypatch.setattr(sys, "_is_gil_enabled", lambda: False, raising=False)
+    assert "free-threaded: no GIL" in pipe.describe().splitlines()[0]
+
+
+def free_threaded_python() -> str | None:
+    """A free-threaded CPython (3.13t or later) installed here, if any."""
+    import glob
+    import shutil
+
+    found = [shutil.which(f"python3.{v}t") for v in range(13, 20)]
+    found += glob.glob(os.path.expanduser("~/.pyenv/versions/*/bin/python3.*t"))
+    for python in filter(None, found):
+        probe = subprocess.run(
+            [python, "-c", "import sys; print(sys._is_gil_enabled())"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if probe.stdout.strip() == "False":
+            return python
+    return None
+
+
+SCALING = """
+import sys, time, anyio
+sys.path.insert(0, {tests!r})
+import proc_fns
+from aqueue import Pipeline
+
+async def main():
+    pipe = Pipeline(range(3000)).map(proc_fns.gil_bound, concurrency=2)
+    c0, t0 = time.process_time(), time.perf_counter()
+    async with pipe.open() as items:
+        async for _ in items:
+            pass
+    cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+    print(cpu / wall)
+    print(pipe.describe().splitlines()[0])
+
+anyio.run(main)
+"""
+
+
+def test_threads_run_python_in_parallel_without_a_gil(tmp_path: Path) -> None:
+    """On free-threaded CPython two thread workers of a pure-Python function run at
+    once: the process uses well over one core's CPU time per second of the map (with
+    a GIL it cannot use more than one). A CPU/wall ratio, not a speed threshold."""
+    python = free_threaded_python()
+    if python is None:
+        pytest.skip("no free-threaded CPython (python3.13t or later) is installed here")
+    probe = subprocess.run(
+        [python, "-c", "import numpy, anyio"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"{python} cannot import numpy and anyio: {probe.stderr.strip()[-200:]}")
+    script = tmp_path / "scaling.py"
+    script.write_text(SCALING.format(tests=str(TESTS)))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHON_GIL="0")
+    done = subprocess.run(
+        [python, str(script)], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    ratio, first = done.stdout.splitlines()[:2]
+    assert "free-threaded: no GIL" in first
+    assert float(ratio) > 1.3
+
+
+def _stage(name: str, busy: float, handoff: float, conc: int = 2) -> aqueue.StageStatistics:
+    """A stage's statistics over a 10 s run: ``busy`` of its workers' time, ``handoff``
+    seconds of main-process CPU."""
+    return aqueue.StageStatistics(
+        name=name,
+        items_in=10_000,
+        items_out=10_000,
+        items_dropped=0,
+        items_per_s=1_000.0,
+        busy_s=busy * conc * 10.0,
+        concurrency=conc,
+        occupancy_mean=0.0,
+        starved_fraction=0.5,
+        put_wait_p50_s=0.0,
+        put_wait_p99_s=0.0,
+        get_wait_p50_s=0.0,
+        get_wait_p99_s=0.0,
+        elapsed_s=10.0,
+        handoff_s=handoff,
+    )
+
+
+def test_the_bottleneck_of_a_process_stage_is_its_workers_or_its_hand_off() -> None:
+    """describe()'s verdict for a process map: its worker processes when they are busy
+    (with the hand-off's share beside it), the hand-off when the workers wait for the
+    main process, the workers' start-up when it took half the run."""
+    from aqueue._pipeline._report import bottleneck
+
+    pipe = Pipeline(range(3)).map(proc_fns.jitter, executor="process")
+    specs = pipe._specs
+    source = _stage("from_iterable(range)", 0.01, 0.0, 1)
+    busy = bottleneck((source, _stage("map(jitter)", 0.9, 0.4)), specs)
+    assert busy.startswith("map(jitter) — its 2 worker processes were busy 90% of the time")
+    assert "(the hand-off took 4% of one core)" in busy
+    handoff = bottleneck((source, _stage("map(jitter)", 0.2, 7.0)), specs)
+    assert handoff.startswith("map(jitter) — handing items to and from its worker processes")
+    assert "700 µs per item" in handoff
+    assert "the hand-off, not the workers, sets the pace" in handoff
+    startup = bottleneck((source, _stage("map(jitter)", 0.2, 0.1)), specs, {1: 6.0})
+    assert startup.startswith("worker start-up — the 2 worker processes of map(jitter) took 6.00 s")

@@ -22,7 +22,13 @@ file                 what it holds
 ``_sources.py``      the source stage's producers
 ``_stages.py``       what the other stages do per burst (filter, shuffle, batch,
                      prefetch, ``to_queue``), and how bursts are sized
-``_maps.py``         map stages: thread, task and process workers, ordered delivery
+``_maps.py``         map stages: thread and task workers, ordered delivery
+``_procmap.py``      process map stages: the driver threads' steps, the ledger of
+                     bursts in hand, batches the workers write in place (``Fuser``)
+``_pool.py``         a process map's worker processes: start (spawn), one burst's
+                     hand-off, death, the end
+``_worker.py``       what runs inside a worker process (standard library and numpy)
+``_shm.py``          shared memory: an arena of anonymous chunks cut into blocks
 ``_meter.py``        how stages are measured: StageStatistics
 ``_report.py``       a run's measurements and report: occupancy sampling,
                      StageStatistics per stage, ``describe()`` and the bottleneck

@@ -438,10 +438,9 @@ class WorkerPool:
 
     @property
     def ready_s(self) -> float:
-        """Seconds from the pool's start until its last worker first answered (0.0
-        while one has not): start-up, as the run saw it."""
-        times = [w.ready_s for w in self.workers]
-        return max(times) if all(times) else 0.0
+        """Seconds from the pool's start until its last worker to answer first answered
+        (0.0 while none has): start-up, as the run saw it."""
+        return max(w.ready_s for w in self.workers)
 
     def stop(self) -> None:
         """The run is finishing (event-loop thread): see the module docstring."""

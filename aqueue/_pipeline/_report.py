@@ -18,6 +18,7 @@ whose items leave the pipeline: there, items out equal items in.
 from __future__ import annotations
 
 import platform
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -26,7 +27,6 @@ import anyio
 
 from .._queues._fifo import StageQueue
 from ._meter import Meter, StageStatistics, percentiles
-from ._shm import free_threaded
 from ._stage_spec import StageSpec
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "bottleneck",
     "describe_run",
+    "free_threaded",
     "interpreter",
     "process_notes",
     "sample_occupancy",
@@ -51,6 +52,7 @@ _IDLE = 0.3  # every stage below this: the hand-offs, not the stages' work, set 
 _SOURCE_KINDS = ("iterable", "async_iterable", "queue", "producer")
 _FULL = 0.5  # an output queue this full on average: the consumer is the limit
 _HANDOFF = 0.5  # a process map's hand-off taking this share of one core limits throughput
+_STARTUP = 0.5  # worker processes starting for this share of the run limit its throughput
 _ZERO_FIELDS = (
     "items_per_s",
     "busy_s",
@@ -139,6 +141,12 @@ def stage_statistics(
             )
         )
     return tuple(out)
+
+
+def free_threaded() -> bool:
+    """Whether this interpreter runs without a GIL (free-threaded CPython 3.13+)."""
+    probe = getattr(sys, "_is_gil_enabled", None)
+    return probe is not None and not probe()
 
 
 def interpreter() -> str:
@@ -234,11 +242,18 @@ def _advice(spec: StageSpec | None) -> str:
     return "a faster stage would help"
 
 
-def bottleneck(stats: tuple[StageStatistics, ...], specs: Sequence[StageSpec | None] = ()) -> str:
+def bottleneck(
+    stats: tuple[StageStatistics, ...],
+    specs: Sequence[StageSpec | None] = (),
+    startup: Mapping[int, float] | None = None,
+) -> str:
     """What limits the run's throughput, in one line (``specs[i]`` is stage ``i``'s, for
-    advice that fits its kind). The one rule, with margins so that a run like the last
+    advice that fits its kind; ``startup[i]`` the seconds stage ``i``'s worker
+    processes took to start). The one rule, with margins so that a run like the last
     one gets the same verdict:
 
+    - Worker start-up, when a process map's workers took at least ``_STARTUP`` (half)
+      of the run to start.
     - The consumer, when the pipeline keeps ahead of it: the last stage's output queue
       was at least ``_FULL`` full on average and the consumer waited less than 10% of
       the time.
@@ -250,6 +265,15 @@ def bottleneck(stats: tuple[StageStatistics, ...], specs: Sequence[StageSpec | N
       time, too little to name it and too much to blame the hand-offs alone.
     """
     last = stats[-1]
+    for i, took in sorted((startup or {}).items()):
+        if i < len(stats) and took >= _STARTUP * stats[i].elapsed_s:
+            s = stats[i]
+            return (
+                f"worker start-up — the {s.concurrency} worker processes of {s.name} took "
+                f"{took:.2f} s of the run's {s.elapsed_s:.2f} s to start (each a fresh "
+                "interpreter that imports the function's module): a longer run, or one "
+                "pipeline kept open across epochs (repeat), spreads that cost"
+            )
     if last.occupancy_mean >= _FULL and last.starved_fraction < 0.1:
         return (
             f"the consumer — the pipeline keeps ahead of it (its output queue was "
@@ -314,6 +338,7 @@ def describe_run(
     elapsed: float | None,
     specs: Sequence[StageSpec | None] = (),
     notes: Sequence[str] = (),
+    startup: Mapping[int, float] | None = None,
 ) -> str:
     """The text of ``Pipeline.describe()``: one line per stage, ``notes`` (the process
     maps', ``process_notes``), then the bottleneck.
@@ -341,5 +366,5 @@ def describe_run(
     if elapsed is None or not stats:
         lines.append("bottleneck: n/a (not run yet)")
     else:
-        lines.append(f"bottleneck: {bottleneck(stats, specs)}")
+        lines.append(f"bottleneck: {bottleneck(stats, specs, startup)}")
     return "\n".join(lines)

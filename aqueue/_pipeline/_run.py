@@ -399,3 +399,7 @@ class PipelineRun:
     def notes(self) -> list[str]:
         """describe()'s lines about the run's process maps (``_report.process_notes``)."""
         return process_notes(self.specs, self.statistics(), self.pools, self.fusers)
+
+    def startup(self) -> dict[int, float]:
+        """Seconds each process map's workers took to start (so far, while starting)."""
+        return {i: pool.ready_s or self.elapsed for i, pool in self.pools.items()}

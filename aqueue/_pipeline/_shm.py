@@ -45,7 +45,6 @@ from __future__ import annotations
 import mmap
 import os
 import secrets
-import sys
 import threading
 import weakref
 from dataclasses import dataclass
@@ -208,8 +207,3 @@ class Arena:
             except BufferError:
                 pass
 
-
-def free_threaded() -> bool:
-    """Whether this interpreter runs without a GIL (free-threaded CPython 3.13+)."""
-    probe = getattr(sys, "_is_gil_enabled", None)
-    return probe is not None and not probe()
