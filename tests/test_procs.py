@@ -418,9 +418,12 @@ if __name__ == "__main__":
 """
 
 
-def run_and_signal(tmp_path: Path, fn: str, sig: int) -> tuple[subprocess.Popen[str], set[int]]:
+def run_and_signal(
+    tmp_path: Path, fn: str, sig: int, group: bool = False
+) -> tuple[subprocess.Popen[str], set[int]]:
     """Run a pipeline in a child process until both workers said their pid; then send
-    ``sig`` to the child (not its workers)."""
+    ``sig`` to the child, or with ``group`` to its whole process group (its workers
+    too, as a terminal's Ctrl-C does)."""
     script = tmp_path / "run_pipeline.py"
     script.write_text(textwrap.dedent(SCRIPT.format(tests=str(TESTS), fn=fn)))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -430,6 +433,7 @@ def run_and_signal(tmp_path: Path, fn: str, sig: int) -> tuple[subprocess.Popen[
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        start_new_session=group,
     )
     pids: set[int] = set()
     assert child.stdout is not None
@@ -438,7 +442,10 @@ def run_and_signal(tmp_path: Path, fn: str, sig: int) -> tuple[subprocess.Popen[
         assert line, f"the child ended early: {child.stderr.read() if child.stderr else ''}"
         if line.startswith("WORKER "):
             pids.add(int(line.split()[1]))
-    child.send_signal(sig)
+    if group:
+        os.killpg(child.pid, sig)
+    else:
+        child.send_signal(sig)
     return child, pids
 
 
@@ -453,14 +460,18 @@ def wait_gone(pids: set[int], limit: float) -> set[int]:
 
 
 def test_ctrl_c_ends_the_pipeline_and_its_workers(tmp_path: Path) -> None:
-    """SIGINT to a process running a pipeline whose workers are 30 s into an item:
-    it ends with KeyboardInterrupt within seconds, and its workers are gone."""
-    child, pids = run_and_signal(tmp_path, "slow", signal.SIGINT)
+    """Ctrl-C (SIGINT to the process group) while the workers are 30 s into an item:
+    the main process ends with KeyboardInterrupt within seconds (the workers ignore
+    the signal: no traceback of theirs, no WorkerProcessError), and its workers are
+    gone."""
+    child, pids = run_and_signal(tmp_path, "slow", signal.SIGINT, group=True)
     try:
         _, err = child.communicate(timeout=20)
     finally:
         child.kill()
     assert "KeyboardInterrupt" in err
+    assert "proc_fns.py" not in err  # (a worker's traceback would show its function)
+    assert "WorkerProcessError" not in err
     assert child.returncode != 0
     assert not wait_gone(pids, 5)
     assert not shm_names()
@@ -471,9 +482,14 @@ def test_workers_exit_when_the_main_process_is_killed(tmp_path: Path) -> None:
     gone and exit, and nothing is left in /dev/shm (the arena had no name)."""
     child, pids = run_and_signal(tmp_path, "slow", signal.SIGKILL)
     child.wait(timeout=20)
-    child.communicate()
-    assert not wait_gone(pids, 10)
-    assert not shm_names()
+    try:
+        assert not wait_gone(pids, 10)  # (not communicate(): the workers share its pipes)
+        assert not shm_names()
+    finally:
+        for pid in pids:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        child.communicate()
 
 
 # -- what it reports ------------------------------------------------------------------------
