@@ -11,9 +11,14 @@ Rows:
 
 - ``aqueue``: ``Pipeline.from_iterable(paths).map(load, concurrency=C)
   .batch(64, allow_smaller_final_batch=True)``, an async consumer;
+- ``aqueue processes``: the same with ``executor="process"``: C worker processes, each
+  image written once, by its worker, into its row of a batch in shared memory;
 - ``floor``: not a peer, the leanest hand-written version: C threads pull paths from a
   ``queue.SimpleQueue``, call ``load``, one ``loop.call_soon_threadsafe`` per image to an
   asyncio consumer that stacks 64 (``np.stack``);
+- ``floor-proc``: not a peer either, the leanest process version: C spawned processes
+  write each image into its row of a batch in one shared-memory file, fed bursts of 8
+  paths over pipes (two in flight each) by one main thread waiting on all of them;
 - ``ThreadPoolExecutor(C).map(load)``, a synchronous consumer stacking 64;
 - ``raw``: C threads calling ``load`` on the paths in a loop, results dropped: no
   hand-off and no batching, the most any thread pipeline can do with this function here;
@@ -40,12 +45,17 @@ of 64. Every case has one warm-up run of 128 images in its process first, not ti
 Rounds are interleaved (every case once per round, the peers in one fresh subprocess per
 round); the table shows medians over ``--repeat`` rounds.
 
+Each row is also given *steady*: the images after the first batch over the time from the
+first batch to the last (thread or process start-up excluded).
+
 This is a script, not a test; nothing is asserted. Targets, printed with the ratios:
 aqueue >= 0.85x the ceiling at C >= 2, and >= every peer that runs the same Python
-function. Needs Pillow (``pip install pillow``) in every interpreter that runs a row.
+function; aqueue processes >= 0.9x the ceiling and >= 1.3x torch's DataLoader at C = 2,
+and no slower at C = 4 than at C = 2. Needs Pillow (``pip install pillow``) in every
+interpreter that runs a row.
 
 Run: python benchmarks/bench_images.py [--images 2000] [--concurrency 1,2,4] [--repeat 3]
-     [--data-dir DIR] [--quick] [--no-peers] [--json PATH] [--peer-python PY]
+     [--data-dir DIR] [--quick] [--no-peers] [--only REGEX] [--json PATH] [--peer-python PY]
      [--tf-python PY] [--grain-python PY] [--spdl-python PY] [--torch-python PY]
 """
 
@@ -58,6 +68,7 @@ import os
 import platform
 import queue
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -259,6 +270,107 @@ def raw_run(paths: list[str], c: int) -> Times:
     return t1 - t0, 0.0
 
 
+def _floor_worker(conn: Any, size: int) -> None:
+    """The process floor's worker: map the batch slots, then for each burst of (path,
+    offset) pairs write ``load(path)`` at ``offset`` and answer the offsets."""
+    import mmap
+    import socket
+
+    sock = socket.socket(fileno=os.dup(conn.fileno()))
+    _, fds, _, _ = socket.recv_fds(sock, 1, 1)
+    slots = np.frombuffer(mmap.mmap(fds[0], size), dtype=np.uint8)
+    image = CROP * CROP * 3
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg is None:
+            return
+        for path, off in msg:
+            slots[off : off + image] = load(path).reshape(-1)
+        conn.send(len(msg))
+
+
+def floor_proc_run(paths: list[str], c: int, burst: int = 8) -> Times:
+    """The leanest process pipeline doing the job: C spawned workers write each image
+    straight into its row of a batch in one shared-memory file (2C + 2 batch slots,
+    reused in turn); the main thread sends bursts of ``burst`` (path, offset) pairs,
+    two in flight per worker, waits on every worker's pipe at once, and hands each
+    complete batch on as a view. No queues, statistics, failure handling or order
+    beyond the batches' own."""
+    import mmap
+    import multiprocessing
+    import multiprocessing.connection
+    import socket
+
+    got = Images()
+    t0 = time.perf_counter()
+    ctx = multiprocessing.get_context("spawn")
+    image = CROP * CROP * 3
+    nslots = 2 * c + 2
+    size = nslots * BATCH * image
+    fd = os.memfd_create("floor")
+    os.ftruncate(fd, size)
+    slots = np.frombuffer(mmap.mmap(fd, size), dtype=np.uint8)
+    conns, procs = [], []
+    for _ in range(c):
+        parent, child = ctx.Pipe()
+        p = ctx.Process(target=_floor_worker, args=(child, size))
+        p.start()
+        child.close()
+        socket.send_fds(socket.socket(fileno=os.dup(parent.fileno())), [b"f"], [fd])
+        conns.append(parent)
+        procs.append(p)
+    os.close(fd)
+    nxt = 0
+    done = [0] * nslots  # rows done per batch slot
+    want = [0] * nslots  # rows each slot's batch has
+    inflight: dict[Any, list[tuple[int, int]]] = {conn: [] for conn in conns}
+    next_out = 0  # the batch handed on next (in order)
+
+    def send(conn: Any) -> None:
+        nonlocal nxt
+        if nxt >= len(paths):
+            return
+        b, row = divmod(nxt, BATCH)
+        k = min(burst, BATCH - row, len(paths) - nxt)
+        slot = b % nslots
+        want[slot] = min(BATCH, len(paths) - b * BATCH)
+        base = slot * BATCH * image
+        conn.send([(paths[nxt + j], base + (row + j) * image) for j in range(k)])
+        inflight[conn].append((slot, k))
+        nxt += k
+
+    for conn in conns:
+        send(conn)
+        send(conn)
+    live = list(conns)
+    while live:
+        for conn in multiprocessing.connection.wait(live):
+            conn.recv()
+            slot, k = inflight[conn].pop(0)
+            done[slot] += k
+            while done[next_out % nslots] == want[next_out % nslots] > 0:
+                s = next_out % nslots
+                n = want[s]
+                batch = slots[s * BATCH * image : (s * BATCH + n) * image]
+                got.take(batch.reshape((n, CROP, CROP, 3)))
+                done[s] = want[s] = 0
+                next_out += 1
+            if nxt < len(paths):
+                send(conn)
+            elif not inflight[conn]:
+                live.remove(conn)
+    t1 = time.perf_counter()
+    for conn in conns:
+        conn.send(None)
+    for p in procs:
+        p.join()
+    got.check(len(paths))
+    return t1 - t0, got.first - t0
+
+
 def executor_run(paths: list[str], c: int) -> Times:
     got = Images()
     t0 = time.perf_counter()
@@ -409,6 +521,13 @@ def local_cases() -> list[Case]:
             "floor",
             lambda p, c: asyncio.run(floor_run(p, c)),
         ),
+        Case(
+            "floor-proc",
+            "floor: C spawned processes writing rows of batches in shared memory",
+            True,
+            "floor",
+            floor_proc_run,
+        ),
         Case("executor", "ThreadPoolExecutor(C).map(load)", True, "peer", executor_run),
         Case("raw", "raw: C threads calling load, no hand-off or batch", True, "raw", raw_run),
     ]
@@ -498,8 +617,19 @@ def run_round(
     return out
 
 
+def wanted(key: str, only: str | None) -> bool:
+    """Whether the row ``key`` runs (``--only``)."""
+    return only is None or re.search(only, key) is not None
+
+
 def peer_round(
-    python: str, peer: str, data_dir: str, n: int, cs: list[int], seen: dict[str, Any]
+    python: str,
+    peer: str,
+    data_dir: str,
+    n: int,
+    cs: list[int],
+    seen: dict[str, Any],
+    only: str | None = None,
 ) -> dict[str, dict[int, float]] | str:
     """One round of ``peer``'s rows in a fresh subprocess (or why it failed)."""
     cmd = [
@@ -511,6 +641,8 @@ def peer_round(
         f"--data-dir={data_dir}",
         f"--concurrency={','.join(map(str, cs))}",
     ]
+    if only is not None:
+        cmd.append(f"--only={only}")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
@@ -680,6 +812,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--quick", action="store_true", help="smoke run: 320 images, 1 round")
     parser.add_argument("--no-peers", action="store_true", help="no subprocess peers")
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="run only the rows whose key matches this regular expression (keys: aqueue, "
+        "aqueue-proc, floor, floor-proc, executor, raw, tfdata-native, tfdata-auto, "
+        "tfdata-pillow, "
+        "grain, grain-batched, spdl, spdl-native, torch); default: every row",
+    )
     parser.add_argument("--json", default=None, help="also write the JSON report here")
     parser.add_argument("--peer-worker", default=None, help=argparse.SUPPRESS)
     add_peer_arguments(parser, ["tf", "grain", "spdl", "torch"])
@@ -700,19 +840,22 @@ def main(argv: list[str] | None = None) -> int:
     paths = make_images(Path(data_dir), n)
     if args.peer_worker:  # in a peer's interpreter: one round, JSON on stdout
         single_thread_rate(paths)  # reads every file once, as the main process does
-        result = run_round(peer_cases(args.peer_worker, paths[0]), paths, cs, warm=True)
+        mine = [c for c in peer_cases(args.peer_worker, paths[0]) if wanted(c.key, args.only)]
+        result = run_round(mine, paths, cs, warm=True)
         dist = PEER_DISTRIBUTIONS[args.peer_worker]
         print(json.dumps({"rates": result, "versions": versions(dist, "pillow")}))
         return 0
 
-    cases = local_cases()
+    cases = [c for c in local_cases() if wanted(c.key, args.only)]
     peers: dict[str, str] = {}
     if not args.no_peers:
         for peer in ("tf", "grain", "spdl", "torch"):
+            if not any(wanted(c.key, args.only) for c in peer_cases(peer, None)):
+                continue
             python = find_python(peer, args)
             if python is not None:
                 peers[peer] = python
-                cases += peer_cases(peer, None)
+                cases += [c for c in peer_cases(peer, None) if wanted(c.key, args.only)]
     cores = os.cpu_count() or 1
     rounds: dict[str, dict[int, list[float]]] = {}
     single: list[float] = []
@@ -725,9 +868,10 @@ def main(argv: list[str] | None = None) -> int:
         if r == 0:
             single_thread_rate(paths)  # warm the page cache
         single.append(single_thread_rate(paths))
-        results = [run_round(local_cases(), paths, cs, warm=r == 0)]
+        local = [c for c in local_cases() if wanted(c.key, args.only)]
+        results = [run_round(local, paths, cs, warm=r == 0)]
         for peer, python in peers.items():
-            got = peer_round(python, peer, data_dir, n, cs, peer_versions)
+            got = peer_round(python, peer, data_dir, n, cs, peer_versions, args.only)
             if isinstance(got, str):
                 failures[peer] = got
                 print(f"# {peer} failed: {got}", file=sys.stderr)
@@ -769,6 +913,7 @@ def main(argv: list[str] | None = None) -> int:
                 "label": c.label,
                 "same_fn": c.same_fn,
                 "images_per_s": rounds.get(c.key, {}),
+                "steady_images_per_s": rounds.get(c.key + STEADY, {}),
             }
             for c in cases
         ],

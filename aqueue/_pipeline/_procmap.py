@@ -88,7 +88,7 @@ __all__ = [
 
 PROCESS_BURST_S = 0.008  # a process worker's burst holds at least this much work
 WINDOW = 2  # bursts a driver keeps sent to its worker (one worked on, one waiting)
-_ITEM_HANDOFF_S = 20e-6  # bursts grow until a driver's CPU per item is at most this,
+_ITEM_HANDOFF_S = 10e-6  # bursts grow until a driver's CPU per item is at most this,
 _HANDOFF_SHARE = 0.25  # and until all hand-offs take at most this share of a core,
 _LONGEST_BURST_S = 0.05  # but hold at most this much work
 _BURST_MAX = 256
