@@ -631,7 +631,7 @@ def test_the_bottleneck_of_a_process_stage_is_its_workers_or_its_hand_off() -> N
     """describe()'s verdict for a process map: its worker processes when they are busy
     (with the hand-off's share beside it), the hand-off when the workers wait for the
     main process, the workers' start-up when it took half the run."""
-    from aqueue._pipeline._report import bottleneck
+    from aqueue._pipeline._report import bottleneck  # (the rule itself, on made-up figures)
 
     pipe = Pipeline(range(3)).map(proc_fns.jitter, executor="process")
     specs = pipe._specs

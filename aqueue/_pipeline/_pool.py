@@ -47,19 +47,16 @@ Invariants:
 from __future__ import annotations
 
 import functools
-import io
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.process
 import os
 import pickle
 import runpy
-import signal
 import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -68,74 +65,15 @@ import numpy as np
 
 from .._errors import QueueClosedError, WorkerProcessError, add_note
 from . import _worker
+from ._handoff import Reply, Sent, describe_exit, read_reply, remote_failure
 from ._shm import Arena, Block
 
-__all__ = ["GRACE_S", "Reply", "Sent", "Worker", "WorkerPool"]
+__all__ = ["GRACE_S", "Worker", "WorkerPool"]
 
 GRACE_S = 0.5  # seconds a worker busy in fn gets to exit after a stop, before SIGKILL
 _EXIT_WAIT_S = 1.0  # seconds to wait for the exit status of a worker whose socket closed
 _ALIGN = 64  # (as the worker aligns arrays in scratch blocks)
 _dumps = functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-class Sent:
-    """A burst handed to a worker and not received yet."""
-
-    __slots__ = ("blocks", "cols", "cpu", "n", "row0")
-
-    def __init__(self, n: int, row0: int, cols: list[np.ndarray[Any, Any] | None] | None) -> None:
-        self.n = n  # items
-        self.blocks: list[Block] = []  # scratch blocks (one sent with it, then one per M)
-        self.row0 = row0  # (fused) its first row in its batch buffer
-        self.cols = cols  # (fused) that buffer's columns
-        self.cpu = 0.0  # seconds of the driver's CPU its sending took (measurements)
-
-
-@dataclass
-class Reply:
-    """What one burst returned."""
-
-    results: list[Any]
-    busy_s: float  # seconds the worker spent in fn
-    write_s: float  # seconds the worker spent writing and pickling the results
-    layout: list[tuple[np.dtype[Any], tuple[int, ...]]] | None  # arrays of the first item
-    scratch_bytes: int  # bytes of scratch space the results took
-    foreign: int  # items with an array that missed its batch column
-
-
-class _Reader(pickle.Unpickler):
-    """Unpickles a burst's results, turning persistent ids into shared-memory views."""
-
-    def __init__(
-        self,
-        file: io.BytesIO,
-        arena: Arena,
-        blocks: list[Block],
-        cols: list[np.ndarray[Any, Any] | None] | None,
-    ) -> None:
-        super().__init__(file)
-        self.arena = arena
-        self.blocks = blocks
-        self.bases: list[np.ndarray[Any, Any] | None] = [None] * len(blocks)
-        self.cols = cols
-        self.row = 0
-        self.hits = 0
-        self.scratch = 0
-
-    def persistent_load(self, pid: Any) -> Any:
-        if pid[0] == "r":
-            self.hits += 1
-            assert self.cols is not None
-            col = self.cols[pid[1]]
-            assert col is not None
-            return col[self.row]
-        _, bi, off, dtype, shape = pid
-        base = self.bases[bi]
-        if base is None:
-            base = self.bases[bi] = self.arena.adopt(self.blocks[bi])
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        self.scratch += nbytes
-        return base[off : off + nbytes].view(dtype).reshape(shape)
 
 
 class Worker:
@@ -248,14 +186,14 @@ class Worker:
                     if tag == b"R":
                         if not self.ready_s:
                             self.ready_s = time.perf_counter() - pool.t0
-                        return self._read(data, sent)  # (adopts or frees its blocks)
+                        return read_reply(data, sent, pool.arena)  # (adopts or frees)
                     if tag == b"M":
                         need = pickle.loads(data[1:])
                         block = pool.arena.alloc(max(need, 2 * sent.n * _ALIGN))
                         sent.blocks.append(block)
                         conn.send_bytes(_dumps(("s", *self._share(block))))
                     elif tag == b"E":
-                        raise self._failure(data)
+                        raise remote_failure(data, self.pid)
                     else:  # b"L"
                         raise self._not_loaded(data)
         except BaseException as exc:
@@ -296,44 +234,6 @@ class Worker:
             self.conn.send_bytes(_dumps(("c", index, chunk.size)))
             socket.send_fds(self.sock, [b"c"], [chunk.fd])
             self.known.add(index)
-
-    def _read(self, data: bytes, sent: Sent) -> Reply:
-        """The results of an ``R`` answer; every block of ``sent`` is then adopted (an
-        item views it) or freed, and ``sent.blocks`` is empty, also if this raises."""
-        f = io.BytesIO(data)
-        f.seek(1)
-        blocks, row0, cols = sent.blocks, sent.row0, sent.cols
-        reader = _Reader(f, self.pool.arena, blocks, cols)
-        try:
-            n, busy, write_s, layout = pickle.load(f)
-            wanted = 0 if cols is None else sum(c is not None for c in cols)
-            results = []
-            foreign = 0
-            for j in range(n):
-                reader.row = row0 + j
-                reader.hits = 0
-                results.append(reader.load())
-                foreign += reader.hits != wanted
-        finally:
-            for block, base in zip(blocks, reader.bases):
-                if base is None:  # nothing views it: reuse it now
-                    self.pool.arena.free(block)
-            blocks.clear()
-        return Reply(results, busy, write_s, layout, reader.scratch, foreign)
-
-    def _failure(self, data: bytes) -> BaseException:
-        index, raw, text, trace = pickle.loads(data[1:])
-        item = f"item {index} of the burst"
-        exc: BaseException | None = None
-        if raw is not None:
-            try:
-                exc = pickle.loads(raw)
-            except Exception:
-                exc = None
-        if not isinstance(exc, Exception):
-            exc = RuntimeError(f"{text} (the exception could not be pickled back from the worker)")
-        add_note(exc, f"traceback in worker process {self.pid} ({item}):\n{trace.rstrip()}")
-        return exc
 
     def _not_loaded(self, data: bytes) -> WorkerProcessError:
         text, trace = pickle.loads(data[1:])
@@ -392,23 +292,6 @@ class Worker:
             self.sock = self.conn = None
         finally:
             self.lock.release()
-
-
-def describe_exit(code: int | None) -> str:
-    """How a process ended, in words (``code`` as ``Process.exitcode`` gives it)."""
-    if code is None:
-        return "closed its socket but has not exited"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        hint = " (the system may have run out of memory)" if -code == signal.SIGKILL else ""
-        return f"was killed by {name} (signal {-code}){hint}"
-    return (
-        f"exited with code {code} (sys.exit or os._exit in the function, or a failure "
-        "while it started: see its traceback on stderr)"
-    )
 
 
 class WorkerPool:

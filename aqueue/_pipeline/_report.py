@@ -30,8 +30,8 @@ from ._meter import Meter, StageStatistics, percentiles
 from ._stage_spec import StageSpec
 
 if TYPE_CHECKING:
+    from ._fuser import Fuser
     from ._pool import WorkerPool
-    from ._procmap import Fuser
 
 __all__ = [
     "bottleneck",

@@ -53,10 +53,11 @@ from .._running._producers import is_async_callable
 from .._running._runner import QueueRunner
 from ._checkpoint import apply_positions, apply_state, take_checkpoint
 from ._control import Control, Stage
+from ._fuser import Fuser
 from ._maps import AsyncTurns, ThreadTurns, async_map_step, thread_map_step
 from ._meter import Meter, StageStatistics
 from ._pool import WorkerPool
-from ._procmap import Fuser, Ledger, Sizes, fused_map_step, process_map_step
+from ._procmap import Ledger, Sizes, fused_map_step, process_map_step
 from ._report import process_notes, sample_occupancy, stage_statistics
 from ._shm import Arena
 from ._sources import AsyncSource, SequenceSource, SyncSource, producer_step, queue_step

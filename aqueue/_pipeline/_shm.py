@@ -206,4 +206,3 @@ class Arena:
                 chunk.mm.close()  # possible only when nothing views it any more
             except BufferError:
                 pass
-
