@@ -55,7 +55,8 @@ and no slower at C = 4 than at C = 2. Needs Pillow (``pip install pillow``) in e
 interpreter that runs a row.
 
 Run: python benchmarks/bench_images.py [--images 2000] [--concurrency 1,2,4] [--repeat 3]
-     [--data-dir DIR] [--quick] [--no-peers] [--only REGEX] [--json PATH] [--peer-python PY]
+     [--data-dir DIR] [--quick] [--no-peers] [--only REGEX] [--calm LOAD] [--json PATH]
+     [--peer-python PY]
      [--tf-python PY] [--grain-python PY] [--spdl-python PY] [--torch-python PY]
 """
 
@@ -813,6 +814,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="smoke run: 320 images, 1 round")
     parser.add_argument("--no-peers", action="store_true", help="no subprocess peers")
     parser.add_argument(
+        "--calm",
+        type=float,
+        default=None,
+        help="before each round, wait (at most 10 minutes) until the 1-minute load average "
+        "is below this (for a shared machine); default: do not wait",
+    )
+    parser.add_argument(
         "--only",
         default=None,
         help="run only the rows whose key matches this regular expression (keys: aqueue, "
@@ -863,6 +871,10 @@ def main(argv: list[str] | None = None) -> int:
     peer_versions: dict[str, Any] = {}
     loads: list[float] = []
     for r in range(repeat):
+        if args.calm is not None:
+            deadline = time.monotonic() + 600
+            while os.getloadavg()[0] >= args.calm and time.monotonic() < deadline:
+                time.sleep(5)
         loads.append(os.getloadavg()[0])
         print(f"round {r + 1}/{repeat} (load {loads[-1]:.1f})", file=sys.stderr, flush=True)
         if r == 0:

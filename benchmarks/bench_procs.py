@@ -43,7 +43,8 @@ aqueue processes at C = 2 >= 1.8x the single thread; main-process CPU of the han
 a 150 KB array <= 30 µs per item.
 
 Run: python benchmarks/bench_procs.py [--part gil,handoff] [--items N] [--gil-us 200]
-     [--handoff-items 6000] [--work-us 2000] [--repeat 3] [--quick] [--json PATH]
+     [--concurrency 1,2,4] [--handoff-items 6000] [--work-us 2000] [--repeat 3]
+     [--only REGEX] [--calm LOAD] [--quick] [--json PATH]
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import platform
+import re
 import statistics
 import sys
 import time
@@ -399,6 +401,13 @@ def handoff_cases(
     ]
 
 
+def wait_calm(limit: float, most_s: float = 600.0) -> None:
+    """Wait until the 1-minute load average is below ``limit`` (at most ``most_s``)."""
+    deadline = time.monotonic() + most_s
+    while os.getloadavg()[0] >= limit and time.monotonic() < deadline:
+        time.sleep(5)
+
+
 def spread(values: list[float]) -> float:
     return max(values) / min(values) - 1 if min(values) > 0 else math.inf
 
@@ -419,6 +428,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-us", type=float, default=2_000.0, help="µs each image call sleeps")
     parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds (median)")
     parser.add_argument("--quick", action="store_true", help="smoke run: few items, 1 round")
+    parser.add_argument(
+        "--only", default=None, help="run only the rows whose label matches this regex"
+    )
+    parser.add_argument(
+        "--calm",
+        type=float,
+        default=None,
+        help="before each round, wait (at most 10 minutes) until the 1-minute load average "
+        "is below this (for a shared machine); default: do not wait",
+    )
     parser.add_argument("--json", default=None, help="also write the JSON report here")
     args = parser.parse_args(argv)
     parts = args.part.split(",")
@@ -440,9 +459,13 @@ def main(argv: list[str] | None = None) -> int:
         cases += [
             ("handoff", label, c, run) for label, c, run in handoff_cases(img_args, work_s, 2)
         ]
+    if args.only is not None:
+        cases = [x for x in cases if x[1] == "single thread" or re.search(args.only, x[1])]
     results: dict[tuple[str, str, int], list[dict[str, float]]] = {}
     loads = []
     for r in range(repeat):
+        if args.calm is not None:
+            wait_calm(args.calm)
         loads.append(os.getloadavg()[0])
         print(f"round {r + 1}/{repeat} (load {loads[-1]:.1f})", file=sys.stderr, flush=True)
         for part, label, c, run in cases:
