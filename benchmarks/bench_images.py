@@ -817,8 +817,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--calm",
         type=float,
         default=None,
-        help="before each round, wait (at most 10 minutes) until the 1-minute load average "
-        "is below this (for a shared machine); default: do not wait",
+        help="before each round, wait (at most 10 minutes) until the machine keeps fewer "
+        "than this many cores busy (measured over 2 s; for a shared machine); default: "
+        "do not wait",
     )
     parser.add_argument(
         "--only",
@@ -872,9 +873,9 @@ def main(argv: list[str] | None = None) -> int:
     loads: list[float] = []
     for r in range(repeat):
         if args.calm is not None:
-            deadline = time.monotonic() + 600
-            while os.getloadavg()[0] >= args.calm and time.monotonic() < deadline:
-                time.sleep(5)
+            from bench_procs import wait_calm
+
+            wait_calm(args.calm)
         loads.append(os.getloadavg()[0])
         print(f"round {r + 1}/{repeat} (load {loads[-1]:.1f})", file=sys.stderr, flush=True)
         if r == 0:

@@ -401,11 +401,27 @@ def handoff_cases(
     ]
 
 
+def busy_cores(seconds: float = 2.0) -> float:
+    """Cores the whole machine kept busy over the next ``seconds`` (/proc/stat; Linux)."""
+
+    def ticks() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # all, idle + iowait
+
+    total0, idle0 = ticks()
+    time.sleep(seconds)
+    total1, idle1 = ticks()
+    cores = os.cpu_count() or 1
+    return cores * (1 - (idle1 - idle0) / max(1, total1 - total0))
+
+
 def wait_calm(limit: float, most_s: float = 600.0) -> None:
-    """Wait until the 1-minute load average is below ``limit`` (at most ``most_s``)."""
+    """Wait until the machine keeps fewer than ``limit`` cores busy (at most ``most_s``):
+    on a shared machine, start a round when the others are quiet."""
     deadline = time.monotonic() + most_s
-    while os.getloadavg()[0] >= limit and time.monotonic() < deadline:
-        time.sleep(5)
+    while time.monotonic() < deadline and busy_cores() >= limit:
+        pass
 
 
 def spread(values: list[float]) -> float:
@@ -435,8 +451,9 @@ def main(argv: list[str] | None = None) -> int:
         "--calm",
         type=float,
         default=None,
-        help="before each round, wait (at most 10 minutes) until the 1-minute load average "
-        "is below this (for a shared machine); default: do not wait",
+        help="before each round, wait (at most 10 minutes) until the machine keeps fewer "
+        "than this many cores busy (measured over 2 s; for a shared machine); default: "
+        "do not wait",
     )
     parser.add_argument("--json", default=None, help="also write the JSON report here")
     args = parser.parse_args(argv)
