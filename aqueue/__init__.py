@@ -4,7 +4,10 @@ Async FIFOQueue, RandomShuffleQueue, PaddingFIFOQueue and PriorityQueue over num
 elements, with awaitable enqueue_many / dequeue_many / dequeue_up_to and a thread-side
 blocking view; QueueRunner and Coordinator (producer tasks and threads under one cancel
 scope); TF's input functions and a composable Pipeline; a Monitor that samples each
-queue's fill and throughput while a coordinator runs (history, CSV, plot, live line).
+queue's fill and throughput while a coordinator runs (history, CSV, plot, live line);
+a ReplayTable (Reverb's model: selectors, removers, a rate limiter, priorities,
+snapshots) whose every wait can time out or be cancelled without a trace, and which
+runners and pipelines fill like a queue (both are an ``aqueue.Sink``).
 """
 
 from ._errors import CheckpointError as CheckpointError
@@ -36,6 +39,8 @@ from ._queues._fifo import PaddingFIFOQueue as PaddingFIFOQueue
 from ._queues._protocol import AsyncQueue as AsyncQueue
 from ._queues._protocol import BlockingView as BlockingView
 from ._queues._protocol import QueueStatistics as QueueStatistics
+from ._queues._protocol import Sink as Sink
+from ._queues._protocol import SinkView as SinkView
 from ._queues._queue import QueueBase as QueueBase
 from ._queues._reorder import PriorityQueue as PriorityQueue
 from ._queues._reorder import RandomShuffleQueue as RandomShuffleQueue
@@ -43,6 +48,23 @@ from ._queues._snapshot import QueueSnapshot as QueueSnapshot
 from ._queues._views import BatchIterator as BatchIterator
 from ._queues._views import BlockingQueue as BlockingQueue
 from ._queues._views import ElementIterator as ElementIterator
+from ._replay._limiter import MinSize as MinSize
+from ._replay._limiter import RateLimiter as RateLimiter
+from ._replay._limiter import SampleToInsertRatio as SampleToInsertRatio
+from ._replay._protocol import AsyncReplayTable as AsyncReplayTable
+from ._replay._protocol import BlockingReplayView as BlockingReplayView
+from ._replay._results import ReplaySample as ReplaySample
+from ._replay._results import ReplayStatistics as ReplayStatistics
+from ._replay._selectors import Fifo as Fifo
+from ._replay._selectors import Lifo as Lifo
+from ._replay._selectors import MaxHeap as MaxHeap
+from ._replay._selectors import MinHeap as MinHeap
+from ._replay._selectors import Prioritized as Prioritized
+from ._replay._selectors import Uniform as Uniform
+from ._replay._snapshot import ReplaySnapshot as ReplaySnapshot
+from ._replay._table import ReplayTable as ReplayTable
+from ._replay._views import BlockingReplayTable as BlockingReplayTable
+from ._replay._views import SampleIterator as SampleIterator
 from ._running._coordinator import Coordinator as Coordinator
 from ._running._monitor import Monitor as Monitor
 from ._running._registry import add_queue_runner as add_queue_runner
@@ -53,14 +75,19 @@ from ._running._samples import QueueHistory as QueueHistory
 from ._running._samples import QueueSample as QueueSample
 from ._running._samples import StageHistory as StageHistory
 from ._running._samples import StageSample as StageSample
+from ._running._samples import TableHistory as TableHistory
+from ._running._samples import TableSample as TableSample
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AsyncQueue",
+    "AsyncReplayTable",
     "BatchIterator",
     "Batches",
     "BlockingQueue",
+    "BlockingReplayTable",
+    "BlockingReplayView",
     "BlockingView",
     "CheckpointError",
     "CheckpointWarning",
@@ -68,6 +95,11 @@ __all__ = [
     "ElementIterator",
     "ElementSpecError",
     "FIFOQueue",
+    "Fifo",
+    "Lifo",
+    "MaxHeap",
+    "MinHeap",
+    "MinSize",
     "Monitor",
     "MonitorHistory",
     "MonitorSample",
@@ -77,6 +109,7 @@ __all__ = [
     "Pipeline",
     "PipelineItems",
     "PipelineState",
+    "Prioritized",
     "PriorityQueue",
     "QueueBase",
     "QueueClosedError",
@@ -89,9 +122,21 @@ __all__ = [
     "QueueSnapshot",
     "QueueStatistics",
     "RandomShuffleQueue",
+    "RateLimiter",
+    "ReplaySample",
+    "ReplaySnapshot",
+    "ReplayStatistics",
+    "ReplayTable",
+    "SampleIterator",
+    "SampleToInsertRatio",
+    "Sink",
+    "SinkView",
     "StageHistory",
     "StageSample",
     "StageStatistics",
+    "TableHistory",
+    "TableSample",
+    "Uniform",
     "WorkerProcessError",
     "add_queue_runner",
     "batch",

@@ -1,15 +1,16 @@
 """Which interpreter runs each peer library (shared by the benchmark scripts).
 
-The peers (tensorflow, SPDL, Grain, torch, Ray, Reverb) usually live in virtual
-environments of their own, outside the repository (see benchmarks/README.md, "Peer
+The peers (tensorflow, SPDL, Grain, torch, Ray, Reverb, TorchRL, cpprb) usually live in
+virtual environments of their own, outside the repository (see benchmarks/README.md, "Peer
 environments"). A script runs a peer's cases in a subprocess with the interpreter found
 here, in this order:
 
 1. the peer's own option (``--tf-python``, ``--spdl-python``, ``--grain-python``,
-   ``--torch-python``, ``--ray-python``, ``--reverb-python``);
+   ``--torch-python``, ``--ray-python``, ``--reverb-python``, ``--torchrl-python``,
+   ``--cpprb-python``);
 2. the peer's own environment variable (``AQUEUE_TF_PYTHON``, ``AQUEUE_SPDL_PYTHON``,
    ``AQUEUE_GRAIN_PYTHON``, ``AQUEUE_TORCH_PYTHON``, ``AQUEUE_RAY_PYTHON``,
-   ``AQUEUE_REVERB_PYTHON``);
+   ``AQUEUE_REVERB_PYTHON``, ``AQUEUE_TORCHRL_PYTHON``, ``AQUEUE_CPPRB_PYTHON``);
 3. ``--peer-python``, then ``AQUEUE_PEER_PYTHON`` (one venv holding several peers);
 4. the running interpreter, if it can import the peer.
 
@@ -32,7 +33,7 @@ __all__ = ["PEERS", "Peer", "add_peer_arguments", "find_python"]
 class Peer:
     """One peer library: its option, its environment variable and what to import."""
 
-    name: str  # "tf", "spdl", "grain", "torch", "ray", "reverb"
+    name: str  # "tf", "spdl", "grain", "torch", "ray", "reverb", "torchrl", "cpprb"
     module: str  # the import that must work, e.g. "tensorflow"
 
     @property
@@ -55,6 +56,8 @@ PEERS = {
     "torch": Peer("torch", "torch.utils.data"),
     "ray": Peer("ray", "ray.util.queue"),
     "reverb": Peer("reverb", "reverb"),
+    "torchrl": Peer("torchrl", "torchrl.data"),
+    "cpprb": Peer("cpprb", "cpprb"),
 }
 GENERIC_ENV = "AQUEUE_PEER_PYTHON"
 

@@ -16,6 +16,10 @@ Rows (all in one run, same server, same frames):
   one ack (deleting the payload keys) per batch; raw bytes, no header, no wait
   registry (a producer that finds the queue full sleeps 0.5 ms and retries).
 - aqueue.redis FIFO and RandomShuffle (min_after_dequeue 0): the real thing.
+- aqueue.redis FIFO into a pipeline: the same FIFO, read by
+  ``Pipeline.from_queue(q).batch(32)`` instead of ``dequeue_many(32)``: the source
+  takes what the queue holds in bursts (``dequeue_burst``, one take per burst), where
+  before it took one element per server call.
 - Ray: ``ray.util.queue.Queue(maxsize=2000)`` (an actor), 4 producer tasks each
   putting batches of 32 with ``put_nowait_batch`` (0.5 ms sleep when full), the driver
   taking ``get_nowait_batch(32)`` (0.5 ms sleep when short) and stacking each batch;
@@ -36,13 +40,14 @@ rusage while the clock runs): on this 2-core box they share the cores, so CPU, n
 the network, bounds every row.
 
 Usage: python benchmarks/bench_redis.py [--url redis://...] [--frames N] [--repeat R]
-       [--rows raw,floor,...] [--baseline TREE] [--peer-python PY]
+       [--rows raw,floor,...] [--baseline TREE] [--json PATH] [--peer-python PY]
        [--ray-python PY] [--reverb-python PY]
 Without --url it starts a private redis-server (from PATH or $AQUEUE_REDIS_SERVER).
 ``--repeat`` runs R rounds, rows interleaved, and reports each row's median.
 ``--baseline TREE`` also runs the aqueue rows with the aqueue package of another source
 tree (``git worktree add /tmp/before <rev>``), interleaved with the current one, for a
-before/after comparison in one run.
+before/after comparison in one run. ``--json PATH`` also writes each row's median
+elements/s (of the current tree) to PATH (``compare_revisions.py --suites redis``).
 """
 
 from __future__ import annotations
@@ -143,13 +148,16 @@ def _use_tree(tree: str | None) -> None:
 def produce(
     kind: str, tree: str | None, url: str, name: str, pid: int, count: int, go: Any, out: Any
 ) -> None:
-    """Enqueue ``count`` frames once ``go`` is set; report the CPU seconds spent."""
+    """Say ready (connected, frames made), enqueue ``count`` frames once ``go`` is set;
+    report the CPU seconds spent."""
     _use_tree(tree)
     data = frames(pid, count)
     if kind in ("raw", "floor", "staged"):
         import redis
 
         r = redis.Redis.from_url(url)
+        r.ping()
+        out.put(("ready", pid))
         go.wait()
         c0 = _cpu()
         if kind == "staged":
@@ -186,6 +194,7 @@ def produce(
 
         async with aqueue.redis.connect(url) as srv:
             q = await _open(srv, kind, name)
+            out.put(("ready", pid))
             go.wait()
             c0 = _cpu()
             for i in range(0, count, BATCH):
@@ -196,7 +205,7 @@ def produce(
 
 
 async def _open(srv: Any, kind: str, name: str) -> Any:
-    if kind == "fifo":
+    if kind in ("fifo", "pipeline"):
         return await srv.fifo_queue(name, CAPACITY, np.uint8, SHAPE)
     return await srv.random_shuffle_queue(name, CAPACITY, 0, np.uint8, SHAPE, seed=0)
 
@@ -225,6 +234,12 @@ def consume(
             go.wait()
             t0, c0 = time.perf_counter(), _cpu()
             got = 0
+            if kind == "pipeline":
+                async with aqueue.Pipeline.from_queue(q).batch(BATCH).open() as batches:
+                    async for batch in batches:
+                        got += len(batch)
+                        if got >= total:
+                            break
             while got < total:
                 got += len(await q.dequeue_many(BATCH))
             out.put(("consumer", time.perf_counter() - t0, _cpu() - c0))
@@ -319,7 +334,10 @@ def run_row(kind: str, tree: str | None, url: str, per_producer: int) -> Row:
     ]
     for p in procs:
         p.start()
-    time.sleep(2.0)  # let the producers import and connect before the clock starts
+    for _ in range(PRODUCERS):  # every producer imported, connected, its frames made
+        if out.get(timeout=300)[0] != "ready":
+            raise RuntimeError("a producer reported before it was ready")
+    time.sleep(0.2)
     srv0 = server_cpu(url)
     go.set()
     seconds = cons_cpu = prod_cpu = 0.0
@@ -500,6 +518,7 @@ ROWS = {
     "staged": "floor, staged: MULTI put, take+MGET, ack",
     "fifo": "aqueue.redis FIFO",
     "shuffle": "aqueue.redis RandomShuffle",
+    "pipeline": "aqueue.redis FIFO -> Pipeline(q).batch(32)",
     "ray": "Ray util.queue.Queue (wall time only)",
     "reverb": "Reverb Table.queue (wall time only)",
 }
@@ -524,6 +543,7 @@ def main() -> None:
         help="also run the aqueue rows with the package of this source tree "
         "(e.g. a git worktree of another revision), interleaved",
     )
+    ap.add_argument("--json", metavar="PATH", help="write each row's median elements/s here")
     add_peer_arguments(ap, ["ray", "reverb"])
     ap.add_argument("--peer-worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -546,7 +566,7 @@ def main() -> None:
                 peer_python[peer] = python
     runs: list[tuple[str, str | None]] = []
     for kind in kinds:
-        if args.baseline and kind in ("fifo", "shuffle"):
+        if args.baseline and kind in ("fifo", "shuffle", "pipeline"):
             runs.append((kind, os.path.abspath(args.baseline)))
         runs.append((kind, None))
     proc = None
@@ -598,6 +618,10 @@ def main() -> None:
                 )
             print(f"| {label:46} | {eps:10,.0f} | {eps * FRAME / 1e6:6.1f} | {cpu} |")
         print()
+        if args.json:
+            rates = {kind: total / sec for (kind, tree), sec in med.items() if tree is None}
+            with open(args.json, "w") as f:
+                json.dump({"frames": total, "elements_per_s": rates}, f)
         for tree in ([os.path.abspath(args.baseline)] if args.baseline else []) + [None]:
             tag = " (baseline)" if tree else ""
             parts = []
@@ -616,6 +640,11 @@ def main() -> None:
                 if ("fifo", tree) in med and (peer, None) in med:
                     ratio = med[(peer, None)] / med[("fifo", tree)]
                     parts.append(f"FIFO{tag} vs {peer}: {ratio:.2f}x")
+            if ("fifo", tree) in med and ("pipeline", tree) in med:
+                parts.append(
+                    f"Pipeline{tag} vs FIFO{tag} dequeue_many: "
+                    f"{med[('fifo', tree)] / med[('pipeline', tree)]:.2f}x"
+                )
             if ("fifo", tree) in med and ("shuffle", tree) in med:
                 parts.append(
                     f"RandomShuffle{tag} vs FIFO{tag}: "

@@ -14,7 +14,10 @@ Suites (aqueue rows only):
 
 - ``queues``: ``bench_queues.py --reps 1 --no-tf --only aqueue`` (elements/s);
 - ``overlap``: ``bench_overlap.py --reps 1 --no-tf --only aqueue`` (efficiency);
-- ``pipeline``: ``bench_pipeline.py --no-peers --runs b`` (items/s per C).
+- ``pipeline``: ``bench_pipeline.py --no-peers --runs b`` (items/s per C);
+- ``redis``: ``bench_redis.py --rows fifo,shuffle,pipeline --repeat 1`` (W5, elements/s
+  of the aqueue.redis rows: FIFO and RandomShuffle with ``dequeue_many(32)``, and FIFO
+  read by ``Pipeline.from_queue(q).batch(32)``), each run on a private redis-server.
 
 Not a test: run it alone on a quiet machine; it takes a few minutes per round.
 """
@@ -103,7 +106,45 @@ def suite_pipeline(tree: Path, tmp: Path) -> dict[str, float]:
     }
 
 
-SUITES = {"queues": suite_queues, "overlap": suite_overlap, "pipeline": suite_pipeline}
+def suite_redis(tree: Path, tmp: Path) -> dict[str, float]:
+    out = tmp / "redis.json"
+    rows = "fifo,shuffle,pipeline"
+    _run(tree, [str(HERE / "bench_redis.py"), "--rows", rows, "--repeat", "1", "--json", str(out)])
+    rates: dict[str, float] = json.loads(out.read_text())["elements_per_s"]
+    return {f"redis/W5/{kind}": rate for kind, rate in rates.items()}
+
+
+def suite_items(tree: Path, tmp: Path) -> dict[str, float]:
+    out = tmp / "items.json"
+    _run(
+        tree,
+        [
+            str(HERE / "bench_items.py"),
+            "--no-peers",
+            "--repeat",
+            "1",
+            "--items",
+            "51200",
+            "--json",
+            str(out),
+        ],
+    )
+    rows = json.loads(out.read_text())["rows"]
+    return {
+        f"W7/{r['label']}/C={c}": rates[0]
+        for r in rows
+        if r["label"].startswith("aqueue")
+        for c, rates in r["items_per_s"].items()
+    }
+
+
+SUITES = {
+    "queues": suite_queues,
+    "overlap": suite_overlap,
+    "pipeline": suite_pipeline,
+    "items": suite_items,
+    "redis": suite_redis,
+}
 
 
 def main() -> None:

@@ -9,7 +9,9 @@ Some runs close with ``cancel_pending_enqueues=True`` half way. Then:
 - produced == consumed + remaining, with ``produced`` the admitted elements;
 - nothing is duplicated; a cancelled or closed-out enqueue_many admitted exactly a prefix
   of its batch, a completed one all of it, a cancelled single enqueue nothing;
-- the statistics totals agree; for FIFO with one consumer, each producer's order holds.
+- the statistics totals agree; for FIFO with one consumer, each producer's order holds;
+- the engine's invariants (``Engine.check_invariants()``) hold after every operation of
+  each producer and consumer returns or is cancelled, and at the end.
 """
 
 from __future__ import annotations
@@ -166,6 +168,7 @@ def _values(kind: str, result: Any) -> list[int]:
 
 async def _scenario(s: Scenario) -> None:
     q = _make(s)
+    check = q._engine.check_invariants  # (takes the lock; no step is half done here)
     ledger = Ledger(per_consumer=[[] for _ in s.consumers])
     next_value = [0]
 
@@ -187,6 +190,7 @@ async def _scenario(s: Scenario) -> None:
                     status = "full"
                 except aqueue.QueueClosedError:
                     status = "closed"
+                check()
                 ledger.batches.append((p, vals, status))
                 await anyio.lowlevel.checkpoint()
                 if status == "closed":
@@ -198,6 +202,7 @@ async def _scenario(s: Scenario) -> None:
             else:
                 batch: Any = (arr, arr) if s.kind == "priority" else arr
                 status, res = await _run_cancellable(partial(q.enqueue_many, batch), mode, delay)
+            check()
             if status == "error":
                 assert isinstance(res, aqueue.QueueClosedError), res
                 ledger.batches.append((p, vals, "closed"))
@@ -214,6 +219,7 @@ async def _scenario(s: Scenario) -> None:
                 status, res = await _run_cancellable(q.dequeue, mode, delay)
             else:
                 status, res = await _run_cancellable(partial(getattr(q, op), n), mode, delay)
+            check()
             if status == "error":
                 assert isinstance(res, aqueue.OutOfRangeError), res
                 if i > len(plan):
@@ -233,6 +239,7 @@ async def _scenario(s: Scenario) -> None:
             for _ in range(5):
                 await anyio.lowlevel.checkpoint()
             q.close(cancel_pending_enqueues=True)
+            check()
 
     with anyio.fail_after(20):
         async with anyio.create_task_group() as consumers:
@@ -243,10 +250,13 @@ async def _scenario(s: Scenario) -> None:
                 for p, plan in enumerate(s.producers):
                     producers.start_soon(produce, p, plan)
             q.close()
+            check()
 
+    check()
     remaining: list[int] = []
     while q.size():
         remaining += _values(s.kind, q.dequeue_up_to_nowait(q.size()))
+        check()
 
     cancelled_enqueues = sum(status == "cancelled" for _, _, status in ledger.batches)
     event(f"cancelled enqueues: {min(cancelled_enqueues, 3)}")

@@ -227,16 +227,19 @@ class _Records(logging.Handler):
 
 
 async def drill_runner_never_started() -> None:
-    """TF's most common silent hang: a consumer blocked on a queue whose registered
-    runner was never started gets a warning naming the queue (within about a second)."""
+    """TF's most common silent hang: inside a coordinator's block that forgot
+    ``coord.start_queue_runners()``, a consumer blocked on the queue of a registered
+    runner gets a warning naming the queue (within about a second), from the
+    coordinator."""
     q = int_queue(name="never-fed")
     records = _Records()
     logger = logging.getLogger("aqueue")
     logger.addHandler(records)
     try:
-        add_queue_runner(QueueRunner(q, [range(3)]))  # ... and no start_queue_runners()
+        add_queue_runner(QueueRunner(q, [range(3)]))
         with anyio.fail_after(GUARD):
-            async with anyio.create_task_group() as tg:
+            # ... and no coord.start_queue_runners():
+            async with Coordinator(), anyio.create_task_group() as tg:
                 tg.start_soon(q.dequeue)
                 await poll(lambda: any("never-fed" in m for m in records.messages))
                 tg.cancel_scope.cancel()

@@ -10,9 +10,9 @@ Two checks of the package's structure:
   ``__init__`` happens to use fails the isolated import. One subprocess per mode, both
   at once.
 - *Layers point down.* Parsed with ``ast`` (relative imports resolved, imports under
-  ``TYPE_CHECKING`` included): the queues layer imports neither the running nor the
-  input functions nor the pipeline, and so on up (queues < running < input < pipeline),
-  and no private layer imports the public package or its public subpackages.
+  ``TYPE_CHECKING`` included): the layers, from the bottom, are queues, replay,
+  running, input functions and pipeline, and each imports only the layers below it;
+  no private layer imports the public package or its public subpackages.
 """
 
 from __future__ import annotations
@@ -282,7 +282,8 @@ def test_layer_checks_see_real_imports() -> None:
 
 
 _FORBIDDEN = {
-    "aqueue._queues": ("aqueue._running", "aqueue._input", "aqueue._pipeline"),
+    "aqueue._queues": ("aqueue._replay", "aqueue._running", "aqueue._input", "aqueue._pipeline"),
+    "aqueue._replay": ("aqueue._running", "aqueue._input", "aqueue._pipeline"),
     "aqueue._running": ("aqueue._input", "aqueue._pipeline"),
     "aqueue._input": ("aqueue._pipeline",),
 }
@@ -290,8 +291,8 @@ _FORBIDDEN = {
 
 @pytest.mark.parametrize("layer", sorted(_FORBIDDEN))
 def test_layers_import_only_downwards(layer: str) -> None:
-    """Each layer imports only the layers below it (queues < running < input functions
-    < pipeline), type-only imports included."""
+    """Each layer imports only the layers below it (queues < replay < running < input
+    functions < pipeline), type-only imports included."""
     modules = [n for n in MODULES if _within(n, layer)]
     assert len(modules) > 3
     bad = {
@@ -321,7 +322,8 @@ def test_private_layers_do_not_import_the_public_package() -> None:
 
 
 @pytest.mark.parametrize(
-    "layer", ["aqueue._queues", "aqueue._running", "aqueue._input", "aqueue._pipeline"]
+    "layer",
+    ["aqueue._queues", "aqueue._replay", "aqueue._running", "aqueue._input", "aqueue._pipeline"],
 )
 def test_each_layer_docstring_maps_all_its_files(layer: str) -> None:
     """A layer's docstring is its map for the next engineer: it names every module of

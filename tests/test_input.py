@@ -474,14 +474,16 @@ class _Warnings(logging.Handler):
 
 @pytest.mark.asyncio
 async def test_batches_whose_runner_never_started_warn() -> None:
-    """A consumer of a batch whose runner was never started gets a warning naming it."""
+    """Inside a coordinator's block that forgot ``coord.start_queue_runners()``, a
+    consumer of a batch whose runner was never started gets a warning naming it."""
     b = batch(limit_epochs([1], 1), 1, name="never-started-batch")
     records = _Warnings()
     logger = logging.getLogger("aqueue")
     logger.addHandler(records)
     try:
         with anyio.fail_after(10):
-            async with anyio.create_task_group() as tg:
+            # ... and no coord.start_queue_runners():
+            async with Coordinator(), anyio.create_task_group() as tg:
                 tg.start_soon(b.dequeue)
                 await poll(lambda: any("never-started-batch" in m for m in records.messages))
                 tg.cancel_scope.cancel()

@@ -403,6 +403,7 @@ async def test_callback_is_called_once_per_sample_with_the_documented_fields(kin
         "input_bound",
         "items_per_s",
         "missing",
+        "tables",
     }
     assert {f.name for f in dataclasses.fields(aqueue.QueueSample)} == {
         "name",

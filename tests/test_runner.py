@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import json
 import logging
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -311,6 +314,125 @@ async def test_a_thread_that_cannot_start_is_reported_as_a_failed_producer(
     assert "producer 0" in exc.__notes__[0]
     assert "QueueRunner 'loader'" in exc.__notes__[0]
     assert q.closed
+
+
+# Which threads are started, and by whom, is seen by wrapping the interpreter's one way
+# to start a thread (``_thread.start_new_thread``, or ``start_joinable_thread`` from
+# Python 3.13) before ``threading`` is imported, so that ``threading.Thread.start`` goes
+# through the wrapper too: every thread is seen, including one started with the
+# low-level ``_thread`` API, which ``threading.enumerate()`` never lists. The script runs
+# in a fresh interpreter, where nothing has imported ``threading`` yet.
+_THREAD_AUDIT = """
+import sys, _thread
+assert "threading" not in sys.modules
+starts = []
+
+def wrap(name):
+    real = getattr(_thread, name)
+
+    def start(function, *args, **kwargs):
+        me = threading.current_thread()
+        new = getattr(function, "__self__", None)  # Thread._bootstrap's thread, if any
+        starts.append({
+            "by": me.name,
+            "by_listed": me in threading.enumerate(),
+            "thread": new.name if isinstance(new, threading.Thread) else None,
+        })
+        return real(function, *args, **kwargs)
+
+    setattr(_thread, name, start)
+
+for name in ("start_new_thread", "start_joinable_thread"):
+    if hasattr(_thread, name):
+        wrap(name)
+
+import asyncio, json, threading
+import numpy as np
+import aqueue
+
+def names():
+    return sorted(t.name for t in threading.enumerate())
+
+async def runner():
+    q, r = aqueue.FIFOQueue(64, np.int64, ()), aqueue.FIFOQueue(64, np.int64, ())
+    async with aqueue.Coordinator() as coord:
+        coord.start(aqueue.QueueRunner(q, [lambda: 1] * 6, name="audited"))
+        await q.dequeue_many(32)
+        coord.start(aqueue.QueueRunner(r, [lambda: 2] * 2, name="second"))
+        await r.dequeue_many(32)
+        coord.request_stop()
+    return {"starts": starts, "loop": threading.current_thread().name}
+
+async def register():
+    q = aqueue.FIFOQueue(4, np.int64, ())
+    before = names()
+    aqueue.add_queue_runner(aqueue.QueueRunner(q, [range(3)]))
+    after = names()
+    await asyncio.sleep(0.3)  # a watcher would have started by now
+    return {"before": before, "after": after, "later": names(), "starts": starts}
+
+print(json.dumps(asyncio.run({"runner": runner, "register": register}[sys.argv[1]]())))
+"""
+
+
+def audit_threads(mode: str) -> dict[str, Any]:
+    """Run the audit script in a fresh interpreter; what it reports."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _THREAD_AUDIT, mode],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_every_thread_a_threaded_runner_starts_is_a_named_threading_thread() -> None:
+    """Runners' threads are ``threading.Thread``s with names saying what they are, each
+    listed by ``threading.enumerate()``: the event loop starts one thread per
+    coordinator, the starter, which starts every producer thread of its runners (no
+    thread made with the low-level ``_thread`` API)."""
+    got = audit_threads("runner")
+    starts = got["starts"]
+    assert all(s["thread"] is not None for s in starts), starts  # each a threading.Thread
+    by_loop = [s["thread"] for s in starts if s["by"] == got["loop"]]
+    assert len(by_loop) == 1, starts  # the loop waits for one thread start, for 2 runners
+    [starter] = by_loop
+    assert starter.startswith("QueueRunnerStarter"), starter
+    producers = [s for s in starts if s["by"] != got["loop"]]
+    assert sorted(s["thread"].split(" ")[0] for s in producers) == [
+        *(f"QueueRunnerThread-audited-{i}" for i in range(6)),
+        *(f"QueueRunnerThread-second-{i}" for i in range(2)),
+    ]
+    assert all(s["by"] == starter and s["by_listed"] for s in producers), producers
+
+
+def test_add_queue_runner_starts_no_thread() -> None:
+    """Registering a runner only registers it: ``threading.enumerate()`` is the same
+    before and after, and no thread of any kind is started (no watcher without a
+    coordinator)."""
+    got = audit_threads("register")
+    assert got["after"] == got["before"]
+    assert got["later"] == got["before"]
+    assert got["starts"] == []
+
+
+def starters() -> list[threading.Thread]:
+    """The live threads that start producer threads."""
+    return [t for t in threading.enumerate() if t.name.startswith("QueueRunnerStarter")]
+
+
+async def test_the_thread_starter_lives_only_while_the_block_runs() -> None:
+    """A coordinator's starter thread appears with its first threaded runner, is listed
+    by ``threading.enumerate()`` under its name, and ends once the block is left."""
+    q = int_queue()
+    async with Coordinator() as coord:
+        coord.start(QueueRunner(q, [lambda: 1]))
+        assert int(await q.dequeue()) == 1
+        assert starters() != []
+    await poll(lambda: starters() == [])
 
 
 async def test_shared_generator_is_advanced_by_one_producer_at_a_time() -> None:

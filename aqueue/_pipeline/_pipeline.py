@@ -26,7 +26,7 @@ from typing import Any, Generic, TypeVar, overload
 import numpy.typing as npt
 
 from .._errors import CheckpointError
-from .._queues._protocol import AsyncQueue
+from .._queues._protocol import AsyncQueue, Sink
 from .._running._coordinator import Coordinator
 from .._running._monitor import Monitor
 from ._checkpoint import check_state, refusal
@@ -312,22 +312,25 @@ class Pipeline(Generic[T]):
         return Pipeline._of(repeated(self._specs, num_epochs))
 
     def to_queue(
-        self, queue: AsyncQueue[Any], *, enqueue_many: bool = False, name: str | None = None
+        self, queue: Sink, *, enqueue_many: bool = False, name: str | None = None
     ) -> Pipeline[T]:
         """Send every item into ``queue`` instead of to the consumer (a last stage).
 
         ``queue`` is any aqueue queue: an in-process one, or a queue shared through a
         server (``aqueue.redis``), so a loader pipeline on one host feeds trainers on
-        others. Each item is one element of ``queue`` (a batch of elements with
-        ``enqueue_many``, e.g. after ``batch``), converted by its spec; items are sent
-        in bursts (one ``enqueue_many`` per burst). The stage registers as a producer
-        of ``queue``: the queue closes when the pipeline (and every other registered
+        others; or a replay table (any ``aqueue.Sink``). Each item is one element of
+        ``queue`` (a batch of elements with ``enqueue_many``, e.g. after ``batch``),
+        converted and checked by its spec (a bad item fails the stage with the
+        ElementSpecError naming ``queue``); items are sent in bursts (one
+        ``enqueue_many`` per burst: a table inserts them with the default priority, as
+        its rate limiter admits them). The stage registers as a producer of ``queue``:
+        the queue (or table) closes when the pipeline (and every other registered
         producer, of any process) has finished. ``open()`` of such a pipeline yields
         no items: its iteration ends when everything was sent; ``await pipe.run()``
         does just that.
 
         Raises:
-            TypeError: ``queue`` is not an aqueue queue.
+            TypeError: ``queue`` is neither an aqueue queue nor a replay table.
         """
         return self._then(to_queue_stage(queue, enqueue_many, name))
 

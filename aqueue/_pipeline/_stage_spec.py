@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .._errors import ElementSpecError, epochs_arg, int_arg, name_arg, seed_arg
-from .._queues._protocol import AsyncQueue
+from .._queues._protocol import AsyncQueue, Sink
 from .._running._producers import is_async_callable
 
 __all__ = [
@@ -283,8 +283,11 @@ def prefetch_stage(buffer_size: int, name: str | None) -> StageSpec:
 
 
 def to_queue_stage(queue: Any, enqueue_many: bool, name: str | None) -> StageSpec:
-    if not isinstance(queue, AsyncQueue):
-        raise TypeError(f"Pipeline.to_queue: expected an aqueue queue, got {type(queue).__name__}")
+    if not isinstance(queue, Sink):
+        raise TypeError(
+            "Pipeline.to_queue: expected an aqueue queue or replay table (an aqueue.Sink), "
+            f"got {type(queue).__name__}"
+        )
     label = name_arg(name, f"to_queue({queue.name})")
     return StageSpec("to_queue", label, queue, pad=bool(enqueue_many))
 

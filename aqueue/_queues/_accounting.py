@@ -12,6 +12,9 @@ Invariants:
 - The clean end of the last registered producer closes the queue (consumers drain it,
   then get OutOfRangeError); an unclean end closes it at once with
   ``cancel_pending_enqueues=True``. Registering on a closed queue is refused.
+
+A replay table holds one too (``kind="replay table"``, in messages); its close fails
+waiting inserts either way.
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ __all__ = ["Producers"]
 class Producers:
     """The producers registered with one queue (see the module docstring)."""
 
-    __slots__ = ("_close", "_ids", "_name", "_seq")
+    __slots__ = ("_close", "_ids", "_kind", "_name", "_seq")
 
-    def __init__(self, name: str, close: Callable[[bool], None]) -> None:
+    def __init__(self, name: str, close: Callable[[bool], None], kind: str = "queue") -> None:
         self._name = name
+        self._kind = kind  # what the owner is called in messages
         self._close = close  # the queue's close(cancel_pending_enqueues)
         self._ids: set[str] = set()
         self._seq = 0
@@ -41,7 +45,9 @@ class Producers:
             QueueClosedError: The queue is ``closed`` (a producer would have nothing to do).
         """
         if closed:
-            raise QueueClosedError(f"queue '{self._name}' is closed: cannot register a producer")
+            raise QueueClosedError(
+                f"{self._kind} '{self._name}' is closed: cannot register a producer"
+            )
         self._seq += 1
         producer_id = str(self._seq)
         self._ids.add(producer_id)
@@ -55,7 +61,7 @@ class Producers:
         """
         if producer_id not in self._ids:
             raise ElementSpecError(
-                f"queue '{self._name}'.producer_done: producer {producer_id!r} is not "
+                f"{self._kind} '{self._name}'.producer_done: producer {producer_id!r} is not "
                 f"registered (registered: {sorted(self._ids)})"
             )
         self._ids.discard(producer_id)

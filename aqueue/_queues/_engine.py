@@ -192,29 +192,28 @@ class Engine:
     def _admit(self, mode: int, comps: Components, start: int, stop: int) -> None:
         """Admit rows ``start:stop`` (an element for ONE), count them, notify."""
         getters = self.getters
-        if not getters:  # nobody to serve or wake: store and count
+        head = getters[0] if getters else None
+        if head is None or head.out is None:  # no batch to fill: into the storage
             if mode == ONE:
                 self.storage.put_one(comps)
             else:
                 self.storage.put_rows(comps, start, stop)
+        elif mode == ONE:
+            self.claims.admit_one(head, comps)
+        elif head.claimed + stop - start <= head.n:
+            # All of it fills the head's batch: the only request this can make ready.
+            fill_rows(head, comps, start, stop)
+            self.enqueued_total += stop - start
+            if head.claimed == head.n and not head.notified:
+                self._wake(head)
+            return
         else:
-            head = getters[0]
-            if mode == ONE:
-                self.claims.admit_one(head, comps)
-            elif head.out is not None and head.claimed + stop - start <= head.n:
-                # All of it fills the head's batch: the only request this can make ready.
-                fill_rows(head, comps, start, stop)
-                self.enqueued_total += stop - start
-                if head.claimed == head.n and not head.notified:
-                    self._wake(head)
-                return
-            else:
-                self.claims.admit_rows(head, comps, start, stop)
+            self.claims.admit_rows(head, comps, start, stop)
         self.enqueued_total += stop - start if mode != ONE else 1
         size = self.storage.size
         if size > self.peak:
             self.peak = size
-        if getters:
+        if head is not None:
             self._notify()
 
     # -- dequeue -------------------------------------------------------------------------
@@ -378,14 +377,18 @@ class Engine:
         if self.putters[0] is not p:
             return False
         getters = self.getters
-        rest = p.count - p.pos
-        k = self.rules.put_count(rest, self.storage.size, p.atomic, getters[0] if getters else None)
-        if k == 0:
-            return False
-        self._admit(p.mode, p.comps, p.pos, p.pos + k)
-        p.pos += k
-        if k < rest:
-            return False
+        put_count = self.rules.put_count
+        while True:
+            rest = p.count - p.pos
+            k = put_count(rest, self.storage.size, p.atomic, getters[0] if getters else None)
+            if k == 0:
+                return False
+            self._admit(p.mode, p.comps, p.pos, p.pos + k)
+            p.pos += k
+            if k == rest:
+                break
+            # Rows that went into a filling head getter's batch took no room: admit what
+            # still fits now (it would wait un-woken otherwise; invariant 3).
         self._leave_put(p)
         return True
 

@@ -58,6 +58,7 @@ class PoolStorage(ArrayStorage):
     ) -> None:
         super().__init__(capacity, dtypes, shapes, owner)
         self._ids = np.arange(self._slots, dtype=np.intp)
+        self._fresh = 0  # ids[j] == j for every j >= _fresh (slots never taken from)
         self._rng = rng
 
     def put_one(self, comps: Components) -> None:
@@ -76,14 +77,11 @@ class PoolStorage(ArrayStorage):
         if self.size + k > self._slots:
             self._grow(self.size + k)
         s = self.size
-        slots = self._ids[s : s + k]
-        first = int(slots[0])
-        if int(slots[-1]) - first == k - 1 and bool(np.all(np.diff(slots) == 1)):
-            target: Any = slice(first, first + k)  # contiguous free run: a plain copy
-        else:
-            target = slots
+        # Free slots never taken from are in order: a plain slice copy.
+        target: Any = slice(s, s + k) if s >= self._fresh else self._ids[s : s + k]
+        whole = k == len(comps[0])  # the whole batch: no slice of it needed
         for buf, c in zip(self._bufs, comps):
-            buf[target] = c[start:stop]
+            buf[target] = c if whole else c[start:stop]
         self.size += k
 
     def take_one(self) -> Components:
@@ -96,6 +94,8 @@ class PoolStorage(ArrayStorage):
         ids[last] = slot
         if self._has_objects:
             self._release(slot)
+        if self.size > self._fresh:
+            self._fresh = self.size
         self.size = last
         return out
 
@@ -123,6 +123,8 @@ class PoolStorage(ArrayStorage):
         out = tuple(np.take(buf, slots, axis=0) for buf in self._bufs)
         if self._has_objects:
             self._release(slots)
+        if size > self._fresh:
+            self._fresh = size
         self.size = keep
         return out
 
@@ -148,6 +150,7 @@ class PoolStorage(ArrayStorage):
             buf[: self.size] = old[occupied]
         self._bufs, self._slots = new, slots
         self._ids = np.arange(slots, dtype=np.intp)
+        self._fresh = self.size
 
 
 class ListPoolStorage(TupleStorage):

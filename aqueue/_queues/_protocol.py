@@ -1,11 +1,20 @@
 """The queue interfaces that runners, the coordinator, input functions and pipelines
 rely on, and the statistics record every queue reports.
 
-``AsyncQueue`` is what a ``QueueRunner`` feeds, what a ``Pipeline`` reads from and
-writes to, and what ``batch`` and friends take elements from. Two backends implement
-it: the in-process queues (``aqueue.FIFOQueue`` and the rest) and the queues shared
-through a Redis server (``aqueue.redis``). Code above the queues layer names these
-protocols, never a backend's class, so it works over both.
+``AsyncQueue`` is what a ``Pipeline`` reads from and what ``batch`` and friends take
+elements from. Two backends implement it: the in-process queues (``aqueue.FIFOQueue``
+and the rest) and the queues shared through a Redis server (``aqueue.redis``). Code
+above the queues layer names these protocols, never a backend's class, so it works
+over both.
+
+``Sink`` is the part of it that *producers* use: what a ``QueueRunner`` fills and what
+``Pipeline.to_queue`` sends into. Its members are exactly what a runner's launch, the
+coordinator and a pipeline call: the name, ``enqueue``/``enqueue_many`` (and the same
+two on the thread view, ``blocking()``, for producer threads), and producer
+accounting. Every ``AsyncQueue`` is a sink (the protocol extends it), and so is every
+replay table (``aqueue.ReplayTable``, and the protocol ``AsyncReplayTable`` in
+``aqueue/_replay/_protocol.py``), whose ``enqueue`` inserts with the default priority.
+Closing is not part of it: a runner ends a sink through producer accounting only.
 
 Producer accounting is part of the interface, because "the queue closes after its
 last producer" must hold across processes for a shared queue: a producer registers
@@ -33,7 +42,14 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-__all__ = ["AsyncQueue", "BlockingView", "QueueStatistics", "local_statistics"]
+__all__ = [
+    "AsyncQueue",
+    "BlockingView",
+    "QueueStatistics",
+    "Sink",
+    "SinkView",
+    "local_statistics",
+]
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -72,7 +88,75 @@ class QueueStatistics:
 
 
 @runtime_checkable
-class BlockingView(Protocol[T_co]):
+class SinkView(Protocol):
+    """A sink's thread-side view (``sink.blocking()``): what a runner's producer threads
+    call, without an event loop round trip per item. ``timeout`` is in seconds (None:
+    no limit); on expiry the call raises TimeoutError and has added nothing."""
+
+    def enqueue(self, element: Any, timeout: float | None = None) -> None:
+        """Add one element, blocking while the sink holds it back (a full queue, a
+        table's rate limiter)."""
+        ...
+
+    def enqueue_many(self, batch: Any, timeout: float | None = None) -> None:
+        """Add the elements of ``batch`` in order: progressively (as the sink lets
+        them in) without a timeout, all-or-nothing with one."""
+        ...
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """What producers fill: a ``QueueRunner``'s queue, a ``Pipeline.to_queue`` target.
+
+    Implemented by every ``AsyncQueue`` and by replay tables. The contract:
+
+    - ``enqueue``/``enqueue_many`` add elements, waiting while the sink holds them back;
+      a bad element raises ElementSpecError naming the sink, and adds nothing; a closed
+      sink raises QueueClosedError. ``enqueue_many`` is progressive: a batch larger
+      than what the sink lets in at once goes in as room frees, in order, and a
+      cancelled call leaves exactly a prefix of it in.
+    - Producer accounting: ``register_producer`` before a producer's first element,
+      ``producer_done`` at its end; the clean end of the last registered producer
+      closes the sink (consumers drain it, then get OutOfRangeError), an unclean end
+      closes it so that waiting enqueues fail at once. ``release_producers`` is a
+      coordinator's stop: this process's producers waiting to enqueue fail with
+      QueueClosedError.
+    """
+
+    @property
+    def name(self) -> str:
+        """The sink's name, used in messages and reports."""
+        ...
+
+    async def enqueue(self, element: Any) -> None:
+        """Add one element, waiting while the sink holds it back."""
+        ...
+
+    async def enqueue_many(self, batch: Any) -> None:
+        """Add the elements of ``batch`` (sliced along axis 0) in order, progressively."""
+        ...
+
+    def blocking(self) -> SinkView:
+        """The thread-side view."""
+        ...
+
+    async def register_producer(self) -> str:
+        """Count one more producer of this sink; return its id for producer_done."""
+        ...
+
+    async def producer_done(self, producer_id: str, *, clean: bool = True) -> None:
+        """Producer ``producer_id`` has ended; the last clean end closes the sink, an
+        unclean one (``clean=False``) closes it so that waiting enqueues fail."""
+        ...
+
+    def release_producers(self) -> None:
+        """Called by a Coordinator when it stops: this process's producers waiting to
+        enqueue fail with QueueClosedError (they end cleanly)."""
+        ...
+
+
+@runtime_checkable
+class BlockingView(SinkView, Protocol[T_co]):
     """A queue's thread-side view (``q.blocking()``): blocking methods for threads that
     do not run an event loop. ``timeout`` is in seconds (None: no limit); on expiry the
     call raises TimeoutError and changes nothing."""
@@ -99,8 +183,9 @@ class BlockingView(Protocol[T_co]):
 
 
 @runtime_checkable
-class AsyncQueue(Protocol[T_co]):
-    """An aqueue queue as the upper layers use it (both backends implement it)."""
+class AsyncQueue(Sink, Protocol[T_co]):
+    """An aqueue queue as the upper layers use it (both backends implement it); a
+    ``Sink`` too."""
 
     @property
     def name(self) -> str:

@@ -283,9 +283,9 @@ class ElementSpec:
     def batch(self, value: Any) -> tuple[Components, int]:
         """Validate and convert a batch; return its components and its size."""
         if self._one_fast and type(value) is np.ndarray:
-            dt = self.dtypes[0]
-            if value.dtype == dt and value.ndim >= 1 and value.shape[1:] == self._shape0:
-                return (value,), value.shape[0]
+            shape = value.shape  # (a new tuple at every read)
+            if value.dtype == self._dtype0 and shape and shape[1:] == self._shape0:
+                return (value,), shape[0]
         parts = self._split(value, "batch")
         out = []
         sizes: list[int] = []

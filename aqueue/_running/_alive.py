@@ -1,18 +1,24 @@
-"""What is running now: entered coordinators, started runners, producer threads.
+"""What is running now (entered coordinators, started runners, producer threads), and
+the runners registered with ``add_queue_runner``.
 
-``aqueue.testing`` reads these to fail a test that leaves something running and to
-name the runners feeding a stuck queue. Three weak sets, each written at one place:
+These registries are read only by ``aqueue.testing``, to fail a test that leaves
+something running and to name the runners feeding a stuck queue (started, or
+registered and never started); nothing in aqueue itself reads them. Four weak sets,
+each written at one place:
 
 - a Coordinator joins ``_coordinators`` when its block is entered and leaves it when
   its ``__aexit__`` is done (so the set holds exactly the coordinators still running);
 - a QueueRunner joins ``_runners`` when it is launched (``runner.running`` says whether
   a producer of its latest start is still alive);
 - every producer thread's ``ThreadRecord`` joins ``_threads`` when it is created
-  (``record.finished`` says whether the thread has ended).
+  (``record.finished`` says whether the thread has ended);
+- a QueueRunner joins ``_registered`` when ``add_queue_runner`` registers it, in any
+  context (``runner.started`` says whether it was ever started).
 
 Only weak references are held: nothing here keeps an object alive, and a thread that
 still runs is kept alive by its own frame. Each hook is one ``WeakSet.add`` (about
 0.4 µs) next to work that costs far more (entering a task group, starting a thread).
+Nothing here starts a thread or a task: they are only read when a test asks.
 Readers copy a set (``weak_snapshot``) before iterating it: another thread may add
 meanwhile.
 """
@@ -36,12 +42,15 @@ __all__ = [
     "live_runners",
     "live_threads",
     "runner_launched",
+    "runner_registered",
     "thread_created",
+    "unstarted_runners",
 ]
 
 _coordinators: weakref.WeakSet[Coordinator] = weakref.WeakSet()
 _runners: weakref.WeakSet[QueueRunner] = weakref.WeakSet()
 _threads: weakref.WeakSet[ThreadRecord] = weakref.WeakSet()
+_registered: weakref.WeakSet[QueueRunner] = weakref.WeakSet()
 
 
 def coordinator_entered(coord: Coordinator) -> None:
@@ -64,6 +73,11 @@ def thread_created(record: ThreadRecord) -> None:
     _threads.add(record)
 
 
+def runner_registered(runner: QueueRunner) -> None:
+    """``runner`` was registered with ``add_queue_runner`` (in any context)."""
+    _registered.add(runner)
+
+
 def live_coordinators() -> list[Coordinator]:
     """Coordinators whose block was entered and not yet left."""
     return weak_snapshot(_coordinators)
@@ -79,3 +93,9 @@ def live_threads() -> list[ThreadRecord]:
     """Records of producer threads not yet garbage-collected (``finished`` tells which
     threads have ended)."""
     return weak_snapshot(_threads)
+
+
+def unstarted_runners() -> list[QueueRunner]:
+    """Runners registered with ``add_queue_runner`` (in any context) and never started,
+    not yet garbage-collected."""
+    return [r for r in weak_snapshot(_registered) if not r.started]

@@ -2,17 +2,24 @@
 
 Panels, sharing the time axis (seconds since the monitor started):
 
-1. Queue fill: each queue's size as a percentage of its capacity (TF's
-   ``fraction_of_N_full``); a dotted line marks a shuffle queue's ``min_after_dequeue``,
-   the fill below which consumers cannot take anything while it is open.
+1. Queue fill, when queues were watched: each queue's size as a percentage of its
+   capacity (TF's ``fraction_of_N_full``); a dotted line marks a shuffle queue's
+   ``min_after_dequeue``, the fill below which consumers cannot take anything while it
+   is open.
 2. Throughput: elements per second put into (dashed) and taken out of (solid) each
-   queue, averaged over each sampling interval.
-3. Pipeline stages, when attached: items per second and busy percentage per stage.
-4. Input-bound: the percentage of each interval the consumer spent waiting on an empty
-   input queue.
+   queue, and items inserted (dashed) and sampled (solid) per second for each replay
+   table, averaged over each sampling interval.
+3. One panel per replay table: its fill (% of ``max_size``), and, shaded per interval,
+   the share of the interval during which its inserts waited on the rate limiter
+   (orange: the actors were held back) and its samples waited (purple: the learner
+   was held back, or too few items were held).
+4. Pipeline stages, when attached: items per second and busy percentage per stage.
+5. Input-bound: the percentage of each interval the consumer spent waiting on an empty
+   input queue (or, for an input table, in ``sample()``).
 
 Intervals in which the consumer waited for more than half the time are shaded red in
-every panel: there, the run was input-bound. A caption under the panels says so.
+every panel but the tables' (which have their own shading): there, the run was
+input-bound. A caption under the panels says so.
 matplotlib is imported here only, drawing on an Agg canvas (no display, no pyplot
 state); it is the ``aqueue[plot]`` extra.
 """
@@ -24,18 +31,25 @@ from typing import Any
 
 import numpy as np
 
-from ._samples import Floats, MonitorHistory
+from ._samples import Floats, MonitorHistory, TableHistory
 
 __all__ = ["plot_history"]
 
 _MISSING = "Monitor.plot needs matplotlib: pip install 'aqueue[plot]'"
 _SHADE = "#d62728"
+_INSERTS_HELD = "#ff7f0e"  # a table's inserts waiting on its rate limiter
+_SAMPLES_HELD = "#9467bd"  # a table's samples waiting
 _BOUND = 0.5  # shade intervals in which the consumer waited for more than this fraction
 
 _CAPTION = (
     "How to read it: a queue near 100% full means its producers are ahead and the consumer "
     "sets the pace;\na queue near empty (or at its dotted min_after_dequeue floor) with red "
     "shading means the consumer waited for data there: the run was input-bound."
+)
+_TABLE_CAPTION = (
+    "In a replay table's panel, orange shades the share of each interval its inserts waited "
+    "on the rate limiter (the actors were ahead),\npurple the share its samples waited (the "
+    "learner was ahead, or too few items were held)."
 )
 
 
@@ -105,6 +119,33 @@ def _overall(h: MonitorHistory) -> str:
     )
 
 
+def _table_panel(
+    a: Any, h: MonitorHistory, name: str, tb: TableHistory, color: str, marker: str | None
+) -> None:
+    """One replay table's panel: its fill over time, and each interval shaded by the
+    share its inserts (orange) and samples (purple) waited on the rate limiter."""
+    ix, iy = _stairs(h, 100 * tb.insert_blocked)
+    sx, sy = _stairs(h, 100 * tb.sample_blocked)
+    a.fill_between(ix, np.nan_to_num(iy), color=_INSERTS_HELD, alpha=0.35, lw=0,
+                   label="inserts held back by the rate limiter (% of interval)")  # fmt: skip
+    a.fill_between(sx, np.nan_to_num(sy), color=_SAMPLES_HELD, alpha=0.35, lw=0,
+                   label="samples held back (% of interval)")  # fmt: skip
+    fx, fy = _points(h, 100 * tb.fraction_full)
+    size = np.nanmax(tb.max_size) if np.isfinite(tb.max_size).any() else float("nan")
+    label = f"{name}: fill (% of max_size {size:,.0f})" + (
+        " (consumer's input)" if tb.is_input else ""
+    )
+    a.plot(fx, fy, color=color, lw=2.0, marker=marker, ms=3, label=label)
+    a.set_ylim(-3, 105)
+    a.set_ylabel("% (fill, time held)")
+    a.set_title(
+        f"Replay table '{name}': fill, and the share of each interval each side waited on "
+        "its rate limiter",
+        loc="left",
+        fontsize=10,
+    )
+
+
 def plot_history(
     h: MonitorHistory, path: str | os.PathLike[str], *, title: str | None = None
 ) -> None:
@@ -122,8 +163,16 @@ def plot_history(
         )
     t = h.times_s
     marker = "o" if len(h) <= 30 else None
-    panels = ["fill", "rate"] + (["stage_rate", "stage_busy"] if h.stages else []) + ["bound"]
+    tables = [f"table:{name}" for name in h.tables]
+    panels = (
+        (["fill"] if h.queues or not h.tables else [])
+        + ["rate"]
+        + tables
+        + (["stage_rate", "stage_busy"] if h.stages else [])
+        + ["bound"]
+    )
     heights = {"fill": 3.0, "rate": 2.6, "stage_rate": 2.2, "stage_busy": 2.2, "bound": 1.5}
+    heights.update((p, 2.6) for p in tables)
     fig = Figure(figsize=(11, sum(heights[p] for p in panels) + 1.3), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(
@@ -131,6 +180,7 @@ def plot_history(
     )[:, 0]
     ax = dict(zip(panels, axes))
     colors = [f"C{i % 10}" for i in range(len(h.queues))]
+    table_colors = [f"C{(len(h.queues) + i) % 10}" for i in range(len(h.tables))]
 
     for color, (name, q) in zip(colors, h.queues.items()):
         label = name + (" (consumer's input)" if q.is_input else "")
@@ -147,15 +197,28 @@ def plot_history(
             )
         _step(ax["rate"], h, q.dequeue_rate, color=color, lw=1.8, label=f"{name}: taken out")
         _step(ax["rate"], h, q.enqueue_rate, color=color, lw=1.2, ls="--", label=f"{name}: put in")
-    ax["fill"].set_ylim(-3, 105)
-    ax["fill"].set_ylabel("fill (% of capacity)")
-    ax["fill"].set_title("Queue fill: how full each queue was", loc="left", fontsize=10)
+    if "fill" in ax:
+        ax["fill"].set_ylim(-3, 105)
+        ax["fill"].set_ylabel("fill (% of capacity)")
+        ax["fill"].set_title("Queue fill: how full each queue was", loc="left", fontsize=10)
+    for color, (name, tb) in zip(table_colors, h.tables.items()):
+        _table_panel(ax[f"table:{name}"], h, name, tb, color, marker)
+        _step(ax["rate"], h, tb.sample_rate, color=color, lw=1.8, label=f"{name}: sampled")
+        _step(
+            ax["rate"], h, tb.insert_rate, color=color, lw=1.2, ls="--", label=f"{name}: inserted"
+        )
     ax["rate"].set_ylabel("elements per second")
     _rate_limits(
-        ax["rate"], [a for q in h.queues.values() for a in (q.enqueue_rate, q.dequeue_rate)]
+        ax["rate"],
+        [a for q in h.queues.values() for a in (q.enqueue_rate, q.dequeue_rate)]
+        + [a for tb in h.tables.values() for a in (tb.insert_rate, tb.sample_rate)],
     )
-    ax["rate"].set_title("Throughput: elements put into and taken out of each queue",
-                         loc="left", fontsize=10)  # fmt: skip
+    moved = []
+    if h.queues or not h.tables:
+        moved.append("elements put into and taken out of each queue")
+    if h.tables:
+        moved.append("items inserted into and sampled from each table")
+    ax["rate"].set_title(f"Throughput: {', '.join(moved)}", loc="left", fontsize=10)
 
     if h.stages:
         for i, (name, s) in enumerate(h.stages.items()):
@@ -182,16 +245,17 @@ def plot_history(
     ax["bound"].set_xlabel("time since the monitor started (seconds)")
     ax["bound"].set_xlim(0, float(t[-1]) * 1.01 if t[-1] > 0 else 1.0)
 
-    for a in axes:
-        for start, end in _spans(h):
-            a.axvspan(start, end, color=_SHADE, alpha=0.12, lw=0)
+    for name, a in ax.items():
+        if not name.startswith("table:"):  # (a table's panel has its own shading)
+            for start, end in _spans(h):
+                a.axvspan(start, end, color=_SHADE, alpha=0.12, lw=0)
         a.grid(True, alpha=0.3)
     shade = Patch(color=_SHADE, alpha=0.25, label="consumer waited > 50% of the interval")
     for name in panels:
         if name == "bound":
             continue
         handles, labels = ax[name].get_legend_handles_labels()
-        if name == "fill":
+        if name == panels[0]:
             handles, labels = [*handles, shade], [*labels, shade.get_label()]
         ax[name].legend(
             handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False
@@ -200,5 +264,11 @@ def plot_history(
         f"{title or 'Queue fill and throughput over time'}\nOverall, {_overall(h)}",
         fontsize=12,
     )
-    fig.supxlabel(_CAPTION, fontsize=9, style="italic", x=0.01, ha="left")
+    if not h.tables:
+        caption = _CAPTION
+    elif h.queues:
+        caption = f"{_CAPTION}\n{_TABLE_CAPTION}"
+    else:
+        caption = f"How to read it: {_TABLE_CAPTION[0].lower()}{_TABLE_CAPTION[1:]}"
+    fig.supxlabel(caption, fontsize=9, style="italic", x=0.01, ha="left")
     fig.savefig(os.fspath(path), format="png", dpi=100)

@@ -17,13 +17,21 @@ A producer thread and its supervising task share a ``ThreadRecord``: the thread 
 its outcome under the record's lock and then sets the waker the task parked on, if any;
 the task creates a fresh waker for every wait, so a cancelled wait never leaves a stale
 one behind.
+
+Threads. A coordinator's ``ThreadStarter`` starts its runners' producer threads off the
+event loop, and a runner's threads produce once all of them are started
+(``start_threads``). Every thread aqueue starts for a runner is a named daemon
+``threading.Thread``, listed by ``threading.enumerate()`` while it runs:
+``QueueRunnerThread-<runner>-<i> (<producer>)`` for producer ``i``, and one
+``QueueRunnerStarter (...)`` per coordinator block with threaded runners, which starts
+them and ends with the block.
 """
 
 from __future__ import annotations
 
-import _thread
 import enum
 import inspect
+import queue
 import threading
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, cast
@@ -35,8 +43,10 @@ from . import _alive
 
 __all__ = [
     "Kind",
+    "NewThreads",
     "ProducerSlot",
     "ThreadRecord",
+    "ThreadStarter",
     "classify",
     "describe",
     "fetchers",
@@ -166,6 +176,10 @@ class ThreadRecord:
             await waker.wait()
 
 
+NewThreads = list[tuple[threading.Thread, ThreadRecord]]
+"""Producer threads not yet started, each with its record."""
+
+
 def fetchers(
     producers: list[ProducerSlot],
 ) -> tuple[dict[int, Callable[[], Awaitable[Any]]], dict[int, Callable[[], Any]]]:
@@ -230,48 +244,85 @@ def _locked_next(it: Any, lock: threading.Lock) -> Callable[[], Any]:
     return fetch
 
 
-_STARTERS = 4  # producer threads started concurrently (see _launch)
+def start_threads(threads: NewThreads, go: threading.Event) -> None:
+    """Start producer threads one after another, then set ``go`` (a starter's job).
+
+    Every producer thread waits for ``go`` before producing, so none competes for the
+    GIL while the others are being started. ``Thread.start()`` waits until the new
+    thread runs, which needs the GIL: about 0.1 ms while no Python thread is busy, but
+    25 ms and more while two threads run Python code (measured), so a runner's threads
+    that began producing one by one left the last ones idle for tens of milliseconds.
+    A thread whose supervising task is already gone is not started; one that cannot be
+    started reports the error through its record, as a failed producer.
+    """
+    try:
+        for thread, record in threads:
+            if record.stop.is_set():
+                record.finish("clean", None)
+                continue
+            try:
+                thread.start()
+            except Exception as exc:  # e.g. "can't start new thread"
+                record.finish("error", exc)
+    finally:
+        go.set()
 
 
-def start_threads(threads: list[tuple[threading.Thread, ThreadRecord]]) -> None:
-    """Start producer threads without making the event loop wait for them.
+class ThreadStarter:
+    """Starts the producer threads of one coordinator's runners, off the event loop.
 
-    ``Thread.start()`` blocks its caller until the new thread runs: about 0.1 ms on a
-    quiet machine, but a scheduler slice (4 ms or more) on a busy one, so 16 threads
-    started one after another on the loop held it up for 20 to 60 ms. Here one helper
-    thread and up to ``_STARTERS - 1`` more starter threads each start every
-    ``_STARTERS``-th producer thread in turn: on a busy machine the scheduling delays
-    overlap (16 threads running after ~7 ms instead of ~20 ms), on a quiet one a few
-    starters cost no more than one (~2.5 ms), and the loop only pays for creating the
-    helper. Helper and starters are ``_thread.start_new_thread`` threads (the standard
-    library's low-level thread API) because that call does not wait. A thread whose
-    supervising task is already gone is not started; one that cannot be started
-    reports the error through its record, as a failed producer.
+    ``Thread.start()`` blocks its caller until the new thread runs, and while other
+    Python threads are busy that takes 25 ms and more (``start_threads``): on the event
+    loop, every runner start would stall every task. So the loop only hands each
+    runner's threads over (``submit``: a ``queue.SimpleQueue`` put, no wait), and one
+    thread, ``QueueRunnerStarter``, a named daemon ``threading.Thread`` created at the
+    coordinator's first threaded runner, starts them. The loop waits for that one thread
+    start per coordinator block, made when its first threaded runner starts (usually
+    before any producer thread runs: about 0.1 ms on a quiet machine, 1 to 2.5 ms
+    measured on a loaded one); later runner starts never wait. (A helper per runner
+    start, started from the loop, made the loop wait 25 ms and more whenever another
+    runner's threads were busy.) The starter waits on its queue (no polling) and ends
+    once ``close`` is called (the coordinator's exit) and the jobs before it are done.
+    If it cannot be started, the loop starts the threads.
     """
 
-    def start_one(thread: threading.Thread, record: ThreadRecord) -> None:
-        if record.stop.is_set():
-            record.finish("clean", None)
+    NAME = "QueueRunnerStarter (starts the producer threads of one Coordinator's runners)"
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[NewThreads, threading.Event] | None] = (
+            queue.SimpleQueue()
+        )
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def submit(self, threads: NewThreads, go: threading.Event) -> None:
+        """Have ``threads`` started, then ``go`` set (event-loop thread)."""
+        if self._closed:  # (no runner starts after the coordinator's task group exited)
+            start_threads(threads, go)
             return
-        try:
-            thread.start()
-        except Exception as exc:  # e.g. "can't start new thread"
-            record.finish("error", exc)
-
-    def start_chain(chain: list[tuple[threading.Thread, ThreadRecord]]) -> None:
-        for thread, record in chain:
-            start_one(thread, record)
-
-    def start_all() -> None:
-        chains = [threads[k::_STARTERS] for k in range(min(_STARTERS, len(threads)))]
-        for chain in chains[1:]:
+        self._jobs.put((threads, go))
+        if self._thread is None:
+            thread = threading.Thread(target=self._run, name=self.NAME, daemon=True)
             try:
-                _thread.start_new_thread(start_chain, (chain,))
-            except RuntimeError:  # no starter thread to be had: start them here
-                start_chain(chain)
-        start_chain(chains[0])  # the helper is the first starter
+                thread.start()
+            except RuntimeError:  # no thread to be had: start them here
+                self._run_pending()
+                return
+            self._thread = thread
 
-    try:
-        _thread.start_new_thread(start_all, ())
-    except RuntimeError:
-        start_all()
+    def close(self) -> None:
+        """Let the starter end once its jobs are done (the coordinator's exit)."""
+        self._closed = True
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread = None
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            start_threads(*job)
+
+    def _run_pending(self) -> None:
+        while not self._jobs.empty():
+            job = self._jobs.get_nowait()
+            if job is not None:
+                start_threads(*job)

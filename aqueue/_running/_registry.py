@@ -1,41 +1,48 @@
 """The context-local registry of queue runners (TF's QUEUE_RUNNERS collection), and the
-watch for runners registered but never started.
+coordinator's warning for registered runners that were never started.
 
-``add_queue_runner`` registers runners while a pipeline is built;
-``coord.start_queue_runners()`` starts them together. The registry lives in a
-``contextvars.ContextVar`` holding a list that is created on first use and emptied in
-place when taken, so contexts copied from the one that created it (tasks started
-later) share it.
+``add_queue_runner`` registers runners while a pipeline is built, and does nothing
+else (no thread, no task, no timer); ``coord.start_queue_runners()`` starts them
+together. The registry lives in a ``contextvars.ContextVar`` holding a list that is
+created on first use and emptied in place when taken, so contexts copied from the one
+that created it (tasks started later) share it.
 
-Registration may happen before any event loop runs, so a small daemon thread watches
-for TF's most common silent hang: it lives only while some registered runner has not
-been started, polls every 0.25 s, reads nothing but the queue's ``statistics()``
-(which takes the queue's lock) and ``runner.started``, and logs one warning per queue
-once a consumer has waited on it for a second while its runner was never started.
-Queues whose statistics need a server (shared queues) are not watched.
-``unstarted_runners()`` lists the runners of that watch, and ``registered_runners()``
-those of the current context (both for ``aqueue.testing``).
+TF's most common silent hang is a consumer blocked on the queue of a runner that was
+registered and never started. A Coordinator warns about it: when its block is entered
+and its context's registry holds runners not yet started, it runs an
+``UnstartedWatch`` as a task in its task group (cancelled when the block is left, like
+the stall watchdog). Every ``POLL_S`` seconds the watch reads the registry (runners
+registered later in the same registry count too), each unstarted runner's
+``runner.started`` and its queue's ``statistics()``, and logs one warning per queue
+once a consumer has waited on it for ``AFTER_S`` seconds. Queues whose statistics need
+a server (shared queues) are not watched. Without a coordinator nothing warns:
+``aqueue.testing``'s stall guard and ``drain`` name such runners instead (they read
+``unstarted_runners`` in ``_alive.py``).
+
+Invariants: the registry list of a context only grows (``add_queue_runner``, once per
+runner) or is emptied at once (``take_registered_runners``); a watch belongs to one
+coordinator's block, warns at most once per queue, and holds its runners only while
+that block runs.
 """
 
 from __future__ import annotations
 
 import contextvars
 import logging
-import threading
 import time
-import weakref
-from typing import TYPE_CHECKING, Any
 
-from .._queues._protocol import local_statistics
+import anyio
 
-if TYPE_CHECKING:
-    from ._runner import QueueRunner
+from .._queues._protocol import AsyncQueue, Sink, local_statistics
+from .._replay._protocol import AsyncReplayTable, local_table_statistics
+from . import _alive
+from ._runner import QueueRunner
 
 __all__ = [
+    "UnstartedWatch",
     "add_queue_runner",
     "registered_runners",
     "take_registered_runners",
-    "unstarted_runners",
 ]
 
 logger = logging.getLogger("aqueue")
@@ -53,15 +60,14 @@ def add_queue_runner(runner: QueueRunner) -> None:
     are seen by every task started afterwards; runners registered inside a task are seen
     by that task (and the tasks it starts later).
 
-    A consumer that blocks for about a second on the queue of a registered runner that
-    was never started gets a warning on the "aqueue" logger naming the queue: the silent
-    hang of TensorFlow pipelines whose runners were never started.
+    Inside ``async with Coordinator() as coord:``, a consumer that blocks for about a
+    second on the queue of a registered runner that was never started gets a warning
+    on the "aqueue" logger naming the queue (the silent hang of TensorFlow pipelines
+    whose runners were never started): the coordinator gives it.
 
     Raises:
         TypeError: ``runner`` is not a QueueRunner.
     """
-    from ._runner import QueueRunner  # (the runner module imports this one)
-
     if not isinstance(runner, QueueRunner):
         raise TypeError(f"add_queue_runner: expected a QueueRunner, got {type(runner).__name__}")
     try:
@@ -71,8 +77,7 @@ def add_queue_runner(runner: QueueRunner) -> None:
         _registry.set(runners)
     if runner not in runners:
         runners.append(runner)
-    if not runner.started:
-        _watch_unstarted(runner)
+    _alive.runner_registered(runner)
 
 
 def registered_runners() -> list[QueueRunner]:
@@ -94,66 +99,73 @@ def take_registered_runners() -> list[QueueRunner]:
     return taken
 
 
-_UNSTARTED_POLL_S = 0.25
-_UNSTARTED_AFTER_S = 1.0
+class UnstartedWatch:
+    """A coordinator's warning for registered runners never started (module docstring).
 
-_pending: weakref.WeakSet[QueueRunner] = weakref.WeakSet()
-_pending_lock = threading.Lock()
-_watcher: threading.Thread | None = None
-_blocked_since: weakref.WeakKeyDictionary[QueueRunner, float] = weakref.WeakKeyDictionary()
-_warned: weakref.WeakSet[Any] = weakref.WeakSet()
+    ``UnstartedWatch.needed()`` tells the coordinator whether to run one; ``run`` is
+    its task; ``check`` is one look (what ``run`` does every ``POLL_S`` seconds).
+    """
 
+    POLL_S = 0.25
+    """Seconds between two looks at the registry and the queues."""
+    AFTER_S = 1.0
+    """Seconds a consumer waits on the queue of an unstarted runner before the warning."""
 
-def unstarted_runners() -> list[QueueRunner]:
-    """Runners registered with add_queue_runner (in any context) and never started, not
-    yet garbage-collected."""
-    with _pending_lock:
-        return [r for r in _pending if not r.started]
+    def __init__(self) -> None:
+        self._blocked_since: dict[QueueRunner, float] = {}
+        self._warned: list[Sink] = []  # warned about (compared by identity)
 
+    @staticmethod
+    def needed() -> bool:
+        """Whether the current context's registry holds a runner never started."""
+        return any(not r.started for r in registered_runners())
 
-def _watch_unstarted(runner: QueueRunner) -> None:
-    global _watcher
-    with _pending_lock:
-        _pending.add(runner)
-        if _watcher is None:
-            _watcher = threading.Thread(
-                target=_unstarted_loop, name="aqueue-unstarted-runner-watch", daemon=True
+    async def run(self) -> None:
+        """Look every ``POLL_S`` seconds until cancelled (the coordinator's exit)."""
+        while True:
+            await anyio.sleep(self.POLL_S)
+            self.check(time.monotonic())
+
+    def check(self, now: float) -> list[str]:
+        """Log (and return) a warning for each queue whose consumers have waited
+        ``AFTER_S`` seconds for a registered runner never started."""
+        messages = []
+        unstarted = [r for r in registered_runners() if not r.started]
+        for r in list(self._blocked_since):
+            if r not in unstarted:
+                del self._blocked_since[r]
+        for r in unstarted:
+            q = r.queue
+            reading = _consumers(q)
+            if reading is None or any(w is q for w in self._warned):
+                continue  # (a shared one's statistics need its server: not watched here)
+            what, waiting, closed = reading
+            if waiting == 0 or closed:
+                self._blocked_since.pop(r, None)
+                continue
+            since = self._blocked_since.setdefault(r, now)
+            if now - since < self.AFTER_S:
+                continue
+            self._warned.append(q)
+            message = (
+                f"{what} '{q.name}' has {waiting} consumer(s) waiting, but "
+                f"QueueRunner '{r.name}' that feeds it was registered with add_queue_runner() "
+                "and never started; call coord.start_queue_runners() (or coord.start(runner)) "
+                "inside `async with Coordinator() as coord:`"
             )
-            _watcher.start()
+            logger.warning("%s", message)
+            messages.append(message)
+        return messages
 
 
-def _unstarted_loop() -> None:
-    global _watcher
-    while True:
-        time.sleep(_UNSTARTED_POLL_S)
-        with _pending_lock:
-            for r in [r for r in _pending if r.started]:
-                _pending.discard(r)
-            runners = list(_pending)
-            if not runners:
-                _watcher = None
-                return
-        _check_unstarted(runners, time.monotonic())
-
-
-def _check_unstarted(runners: list[QueueRunner], now: float) -> None:
-    for r in runners:
-        q = r.queue
-        st = local_statistics(q)
-        if st is None or q in _warned:
-            continue  # (a shared queue's statistics need its server: not watched here)
-        if st.tasks_waiting_dequeue == 0 or st.closed:
-            _blocked_since.pop(r, None)
-            continue
-        since = _blocked_since.setdefault(r, now)
-        if now - since >= _UNSTARTED_AFTER_S and not r.started:
-            _warned.add(q)
-            logger.warning(
-                "queue '%s' has %d consumer(s) waiting, but QueueRunner '%s' that feeds it "
-                "was registered with add_queue_runner() and never started; call "
-                "coord.start_queue_runners() (or coord.start(runner)) inside "
-                "`async with Coordinator() as coord:`",
-                q.name,
-                st.tasks_waiting_dequeue,
-                r.name,
-            )
+def _consumers(sink: Sink) -> tuple[str, int, bool] | None:
+    """What ``sink`` is called, how many consumers wait on it (a queue's dequeuers, a
+    table's samplers) and whether it is closed; None when that cannot be read without
+    waiting (a shared one) or it is neither a queue nor a table."""
+    if isinstance(sink, AsyncQueue):
+        st = local_statistics(sink)
+        return None if st is None else ("queue", st.tasks_waiting_dequeue, st.closed)
+    if isinstance(sink, AsyncReplayTable):
+        rs = local_table_statistics(sink)
+        return None if rs is None else ("replay table", rs.samples_waiting, rs.closed)
+    return None

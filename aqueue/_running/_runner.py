@@ -1,72 +1,74 @@
 """QueueRunner: producers that keep one queue filled.
 
-A runner holds a queue (any ``AsyncQueue``: in-process or shared through a server)
-and a list of producers. A Coordinator starts it (``coord.start(runner)``, which calls
-``runner.launch`` with the ``Supervisor`` the coordinator offers); each producer then
-runs until it ends cleanly, fails, or the coordinator stops. Async producers run as
-tasks in the coordinator's task group, sync ones on dedicated daemon threads.
+A runner holds a sink (any ``Sink``: a queue, in-process or shared through a server,
+or a replay table) and a list of producers. A Coordinator starts it
+(``coord.start(runner)``, which calls ``runner.launch`` with the ``Supervisor`` the
+coordinator offers); each producer then runs until it ends cleanly, fails, or the
+coordinator stops. Async producers run as tasks in the coordinator's task group, sync
+ones on dedicated, named daemon threads.
 
 This module holds the runner's public surface (construction, properties, ``join``,
 ``producer_states``, ``source_queues``, ``launch``) and the ``Supervisor`` protocol.
-Registering and starting the producers of a launch, their loops and the invariants
-they keep (registration before any start, every end reported to the queue, clean and
-failed ends, threads never touching the event loop) are in ``_launch.py``.
+What runs the producers of one start is a ``Launch`` (``_launch.py``) that the runner
+holds: registering and starting the producers, their loops, and the invariants they
+keep (registration before any start, every end reported to the queue, clean and failed
+ends, threads never touching the event loop).
 
 Invariants:
 
 - Each ``launch`` makes a fresh ``Launch`` with fresh producer slots and clears
-  ``exceptions_raised``; a runner launches again only once no producer of its current
-  launch is running.
+  ``exceptions_raised`` (a new list, which the launch appends to); a runner launches
+  again only once no producer of its current launch is running.
 - Producer kinds are told apart once, at construction (``classify``).
+- The runner reaches its sink through the ``Sink`` protocol only (``name``,
+  ``enqueue``/``enqueue_many``, the thread view's two, producer accounting), so a
+  queue and a replay table of any backend are filled alike, with no per-item work
+  that depends on which it is. ``QueueRunner`` is generic in its sink's type, so
+  ``runner.queue`` keeps it (a queue stays a queue to the type checker).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
-from typing import Any, Protocol
+from collections.abc import AsyncIterable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .._errors import OutOfRangeError, QueueClosedError
-from .._queues._protocol import AsyncQueue
+from .._queues._protocol import AsyncQueue, Sink
 from . import _alive
-from ._launch import Launch, RunsProducers
-from ._producers import ProducerSlot, ThreadRecord, classify
+from ._launch import Launch, ProducerSupervisor
+from ._producers import ProducerSlot, classify
 
 __all__ = ["Producer", "QueueRunner", "Supervisor"]
 
 Producer = Callable[[], Any] | AsyncIterable[Any] | Iterable[Any]
 """An async or sync callable (called repeatedly) or an async or sync iterable."""
 
+if TYPE_CHECKING:  # a bare ``QueueRunner`` annotation means any sink's runner
+    from typing_extensions import TypeVar as _DefaultTypeVar
 
-class Supervisor(Protocol):
-    """What a coordinator offers the runners it starts."""
+    S = _DefaultTypeVar("S", bound=Sink, covariant=True, default=Sink)
+else:
+    S = TypeVar("S", bound=Sink, covariant=True)
 
-    def should_stop(self) -> bool:
-        """Whether a stop was requested (any thread may ask)."""
-        ...
 
-    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> None:
-        """Run ``fn(*args)`` as a task the coordinator waits for and cancels."""
-        ...
-
-    def track_thread(self, record: ThreadRecord) -> None:
-        """A producer thread to wait for (and to name if it outlives the grace period)."""
-        ...
-
-    def failed(self, exc: Exception) -> None:
-        """A producer failed: record ``exc``, stop everything, cancel the scope."""
-        ...
+class Supervisor(ProducerSupervisor, Protocol):
+    """What a coordinator offers the runners it starts: what their launches need, and
+    starting another runner (a batch runner's stand-in starts the real one)."""
 
     def start(self, runner: QueueRunner) -> None:
         """Start another runner under the same coordinator."""
         ...
 
 
-class QueueRunner(RunsProducers):
-    """Producers that keep one queue filled, started and stopped by a Coordinator.
+class QueueRunner(Generic[S]):
+    """Producers that keep one queue (or replay table) filled, started and stopped by
+    a Coordinator.
 
     Args:
-        queue: The queue the producers fill (an in-process queue, or a shared one
-            from ``aqueue.redis``).
+        queue: The sink the producers fill: an in-process queue, a shared one from
+            ``aqueue.redis``, or a replay table (each value is inserted with the
+            default priority; with ``enqueue_many``, a batch goes in as the table's
+            rate limiter admits it). Anything implementing ``aqueue.Sink``.
         producers: A non-empty sequence. Each item is an async callable (awaited
             repeatedly, each result enqueued), an async iterable (each item enqueued), a
             sync callable (called repeatedly on a dedicated thread) or a sync iterable
@@ -79,14 +81,14 @@ class QueueRunner(RunsProducers):
             upstream queue is exhausted, or this queue was closed).
 
     Raises:
-        TypeError: A producer is none of the four kinds, ``queue`` is not a queue, or
+        TypeError: A producer is none of the four kinds, ``queue`` is not a sink, or
             ``queue_closed_exception_types`` is not a tuple of exception classes.
         ValueError: ``producers`` is empty.
     """
 
     def __init__(
         self,
-        queue: AsyncQueue[Any],
+        queue: S,
         producers: Sequence[Producer],
         *,
         enqueue_many: bool = False,
@@ -96,9 +98,10 @@ class QueueRunner(RunsProducers):
             QueueClosedError,
         ),
     ) -> None:
-        if not isinstance(queue, AsyncQueue):
+        if not isinstance(queue, Sink):
             raise TypeError(
-                f"QueueRunner: queue must be an aqueue queue, got {type(queue).__name__}"
+                "QueueRunner: queue must be an aqueue queue or replay table (an "
+                f"aqueue.Sink), got {type(queue).__name__}"
             )
         if callable(producers) or not isinstance(producers, Sequence) or isinstance(producers, str):
             raise TypeError(
@@ -138,8 +141,8 @@ class QueueRunner(RunsProducers):
         return self._name
 
     @property
-    def queue(self) -> AsyncQueue[Any]:
-        """The queue this runner fills."""
+    def queue(self) -> S:
+        """The queue (or replay table) this runner fills."""
         return self._queue
 
     @property
@@ -212,9 +215,13 @@ class QueueRunner(RunsProducers):
         self._started = True
         _alive.runner_launched(self)
         self.exceptions_raised = []
-        threaded = any(p.kind.threaded for p in self._producers)
-        producers = [ProducerSlot(p.index, p.target, p.kind) for p in self._producers]
-        launch = self._launch = Launch(producers, self._queue.blocking() if threaded else None)
-        supervisor.spawn(
-            self._register_and_start, supervisor, launch, name=f"QueueRunner '{self._name}'"
+        self._launch = Launch(
+            self._queue,
+            self._name,
+            [ProducerSlot(p.index, p.target, p.kind) for p in self._producers],
+            supervisor,
+            enqueue_many=self._enqueue_many,
+            clean_types=self._clean_types,
+            exceptions=self.exceptions_raised,
         )
+        self._launch.start()

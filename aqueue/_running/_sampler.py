@@ -2,13 +2,13 @@
 
 ``Coordinator(monitor=m)`` makes a Sampler at entry and runs ``loop`` as a task in its
 task group (not counted among the tasks the coordinator waits for at exit); every
-``interval`` seconds it reads the statistics of every queue the coordinator watches
-(the queues of the runners it started and those passed to ``coord.watch``) and of
-every attached stage provider, appends a ``MonitorSample`` to the record's bounded
-deque, feeds the live line and calls the callback. When the body ends (the block's
-exit begins, before the producers are stopped), ``finish`` ends the periodic samples
-and takes one final sample (shielded from cancellation, and given up, callback
-included, after 10 s): the samples then cover the body's time, exactly what
+``interval`` seconds it reads the statistics of every queue and replay table the
+coordinator watches (the sinks of the runners it started and those passed to
+``coord.watch``) and of every attached stage provider, appends a ``MonitorSample`` to
+the record's bounded deque, feeds the live line and calls the callback. When the body
+ends (the block's exit begins, before the producers are stopped), ``finish`` ends the
+periodic samples and takes one final sample (shielded from cancellation, and given up,
+callback included, after 10 s): the samples then cover the body's time, exactly what
 ``coord.report()`` measures its input-bound share over, so the two agree.
 
 Invariants:
@@ -17,7 +17,9 @@ Invariants:
 - Samples are appended in time order; the deque keeps the last ``history`` of them.
 - State changes are synchronous: a sample is computed and appended after every read
   has been awaited, so a cancellation mid-sample leaves no half-taken sample.
-- Rates are deltas of the queues' totals over the interval since the previous sample.
+- Rates are deltas of the totals (a queue's enqueued and dequeued, a table's inserts
+  and samples) over the interval since the previous sample, and a table's blocked
+  shares are deltas of its wait seconds over the same interval.
   A queue's first baseline is its statistics when the coordinator first saw it
   (``Watched.base``; for a shared queue, read by the coordinator right after: a
   sample waits for that reading, within ``timeout``), dated at the previous sample (or
@@ -26,8 +28,8 @@ Invariants:
   coordinator's. A shared queue whose baseline could not be read gets one from its
   first reading instead; a reading after samples it missed averages over the time
   since its previous reading.
-- Every queue is read with ``await q.statistics()``; an in-process queue's call
-  returns the record without waiting, a shared queue's is awaited under ``timeout``;
+- Every queue and table is read with ``await q.statistics()``; an in-process one's
+  call returns the record without waiting, a shared one's is awaited under ``timeout``;
   one that does not answer in time, or fails, is left out of that sample (listed in
   ``sample.missing``), so a dead server never stalls sampling.
 - An exception raised by the callback or a stage provider is reported to the
@@ -50,10 +52,12 @@ from typing import Any, Protocol
 import anyio
 
 from .._errors import add_note
-from .._queues._protocol import AsyncQueue, QueueStatistics, local_statistics
+from .._queues._protocol import QueueStatistics
+from .._replay._results import ReplayStatistics
 from ._live import LiveLine, open_live
-from ._samples import MonitorSample, QueueSample, StageSample
-from ._watchdog import QueueMonitor, Watched, input_queues
+from ._report import inputs
+from ._samples import MonitorSample, QueueSample, StageSample, TableSample
+from ._watchdog import QueueMonitor, Seen, Watched
 
 __all__ = ["Record", "Sampler", "StageProvider", "StageReading"]
 
@@ -106,12 +110,23 @@ class Record:
 
 @dataclass
 class _Prev:
-    """A queue's previous reading (its baseline for rates)."""
+    """A queue's or table's previous reading (its baseline for rates): the totals put
+    in and taken out (a queue's enqueued and dequeued, a table's inserts and samples)
+    and the seconds each side waited (a queue's full and empty, a table's insert and
+    sample waits)."""
 
-    t: float  # when it was read (for a queue first seen: the previous sample's time)
-    enqueued: int
-    dequeued: int
-    empty_s: float
+    t: float  # when it was read (for one first seen: the previous sample's time)
+    put: int
+    taken: int
+    put_wait_s: float
+    take_wait_s: float
+
+
+def _counters(st: QueueStatistics | ReplayStatistics) -> tuple[int, int, float, float]:
+    """``_Prev``'s figures of a reading."""
+    if isinstance(st, QueueStatistics):
+        return st.enqueued_total, st.dequeued_total, st.time_full_s, st.time_empty_s
+    return st.inserts, st.samples, st.insert_wait_s, st.sample_wait_s
 
 
 class Sampler:
@@ -121,7 +136,7 @@ class Sampler:
         self._m = record
         self._queues = queues
         self._last_t = now
-        self._prev: dict[int, _Prev | None] = {}  # None: a shared queue without a baseline
+        self._prev: dict[int, _Prev | None] = {}  # None: a shared one without a baseline
         self._keys: dict[int, str] = {}
         self._failed = False
         self._live: LiveLine | None = open_live() if record.live else None
@@ -164,23 +179,25 @@ class Sampler:
 
     # -- one sample ----------------------------------------------------------------------
 
-    def _key(self, queue: AsyncQueue[Any]) -> str:
-        key = self._keys.get(id(queue))
+    def _key(self, w: Seen[Any]) -> str:
+        """The monitor's name for ``w`` (queues and tables share one namespace)."""
+        key = self._keys.get(id(w.source))
         if key is None:
             taken = set(self._keys.values())
-            key, n = queue.name, 1
+            key, n = w.name, 1
             while key in taken:
                 n += 1
-                key = f"{queue.name}#{n}"
-            self._keys[id(queue)] = key
-            self._m.floors[key] = queue.min_after_dequeue
+                key = f"{w.name}#{n}"
+            self._keys[id(w.source)] = key
+            if isinstance(w, Watched):
+                self._m.floors[key] = w.queue.min_after_dequeue
         return key
 
-    async def _read_shared(self, shared: list[Watched]) -> dict[int, QueueStatistics]:
-        got: dict[int, QueueStatistics] = {}
+    async def _read_shared(self, shared: list[Seen[Any]]) -> dict[int, Any]:
+        got: dict[int, Any] = {}
 
-        async def read(w: Watched) -> None:
-            q = w.queue
+        async def read(w: Seen[Any]) -> None:
+            q = w.source
             with anyio.move_on_after(self._m.timeout):
                 if w.reading is not None and id(q) not in self._prev:
                     await w.reading.wait()  # the coordinator's baseline comes first
@@ -189,7 +206,7 @@ class Sampler:
                 except Exception as exc:
                     logger.debug("Monitor: statistics of '%s' failed: %r", q.name, exc)
                     return
-                if isinstance(st, QueueStatistics):
+                if isinstance(st, (QueueStatistics, ReplayStatistics)):
                     got[id(q)] = st
 
         if shared:
@@ -200,67 +217,82 @@ class Sampler:
 
     async def sample(self, *, final: bool) -> MonitorSample:
         """Read everything, append the sample, then show it and call the callback."""
-        watched = self._queues.watched
-        shared = [w for w in watched if w.shared]
-        shared_ids = {id(w.queue) for w in shared}
+        seen = self._queues.seen
+        shared = [w for w in seen if w.shared]
         remote = await self._read_shared(shared)
         stages = self._read_stages()
-        local = {id(w.queue): local_statistics(w.queue) for w in watched if not w.shared}
+        local = {id(w.source): w.local() for w in seen if not w.shared}
         # `now` after every reading: a waited time read after `now` could exceed the
         # interval and be clipped, and the overall share would come out low.
         now = time.monotonic()
         dt = max(now - self._last_t, 1e-9)
-        inputs = {id(q) for q in input_queues(self._queues)}
-        samples: dict[str, QueueSample] = {}
+        input_ids = {id(w.source) for w in inputs(self._queues)}
+        queues: dict[str, QueueSample] = {}
+        tables: dict[str, TableSample] = {}
         missing: list[str] = []
         bound: float | None = None
         taken: float | None = None
-        for w in watched:
-            q = w.queue
-            is_shared = id(q) in shared_ids
-            st = remote.get(id(q)) if is_shared else local.get(id(q))
-            key = self._key(q)
+        for w in seen:
+            q = w.source
+            st = remote.get(id(q)) if w.shared else local.get(id(q))
+            key = self._key(w)
             if st is None:
-                if is_shared:
+                if w.shared:
                     missing.append(key)
                 continue
             if id(q) not in self._prev:
                 base = w.base
-                self._prev[id(q)] = (
-                    None
-                    if base is None
-                    else _Prev(
-                        self._last_t, base.enqueued_total, base.dequeued_total, base.time_empty_s
-                    )
-                )
+                self._prev[id(q)] = None if base is None else _Prev(self._last_t, *_counters(base))
             prev = self._prev[id(q)]
+            put, took, put_wait, take_wait = _counters(st)
+            is_input = id(q) in input_ids
             if prev is None:
-                enq = deq = math.nan
+                put_rate = take_rate = put_blocked = take_blocked = math.nan
             else:
-                # == dt, unless a shared queue missed samples: then since its last reading
+                # == dt, unless a shared one missed samples: then since its last reading
                 span = max(now - prev.t, 1e-9)
-                enq = (st.enqueued_total - prev.enqueued) / span
-                deq = (st.dequeued_total - prev.dequeued) / span
-                if id(q) in inputs:
-                    waited = min(1.0, max(0.0, (st.time_empty_s - prev.empty_s) / span))
-                    bound = waited if bound is None else max(bound, waited)
-                    taken = deq if taken is None else taken + deq
-            self._prev[id(q)] = _Prev(now, st.enqueued_total, st.dequeued_total, st.time_empty_s)
-            samples[key] = QueueSample(
-                name=key,
-                size=st.size,
-                capacity=st.capacity,
-                fraction_full=min(1.0, st.size / st.capacity) if st.capacity else 0.0,
-                enqueue_rate=enq,
-                dequeue_rate=deq,
-                enqueued_total=st.enqueued_total,
-                dequeued_total=st.dequeued_total,
-                waiting_enqueue=st.tasks_waiting_enqueue,
-                waiting_dequeue=st.tasks_waiting_dequeue,
-                closed=st.closed,
-                shared=is_shared,
-                is_input=id(q) in inputs,
-            )
+                put_rate = (put - prev.put) / span
+                take_rate = (took - prev.taken) / span
+                put_blocked = min(1.0, max(0.0, (put_wait - prev.put_wait_s) / span))
+                take_blocked = min(1.0, max(0.0, (take_wait - prev.take_wait_s) / span))
+                if is_input:
+                    bound = take_blocked if bound is None else max(bound, take_blocked)
+                    taken = take_rate if taken is None else taken + take_rate
+            self._prev[id(q)] = _Prev(now, put, took, put_wait, take_wait)
+            if isinstance(st, QueueStatistics):
+                queues[key] = QueueSample(
+                    name=key,
+                    size=st.size,
+                    capacity=st.capacity,
+                    fraction_full=min(1.0, st.size / st.capacity) if st.capacity else 0.0,
+                    enqueue_rate=put_rate,
+                    dequeue_rate=take_rate,
+                    enqueued_total=st.enqueued_total,
+                    dequeued_total=st.dequeued_total,
+                    waiting_enqueue=st.tasks_waiting_enqueue,
+                    waiting_dequeue=st.tasks_waiting_dequeue,
+                    closed=st.closed,
+                    shared=w.shared,
+                    is_input=is_input,
+                )
+            else:
+                tables[key] = TableSample(
+                    name=key,
+                    size=st.size,
+                    max_size=st.max_size,
+                    fraction_full=min(1.0, st.size / st.max_size) if st.max_size else 0.0,
+                    insert_rate=put_rate,
+                    sample_rate=take_rate,
+                    insert_blocked=put_blocked,
+                    sample_blocked=take_blocked,
+                    inserts=st.inserts,
+                    samples=st.samples,
+                    inserts_waiting=st.inserts_waiting,
+                    samples_waiting=st.samples_waiting,
+                    closed=st.closed,
+                    shared=w.shared,
+                    is_input=is_input,
+                )
         m = self._m
         assert m.t0 is not None
         sample = MonitorSample(
@@ -268,11 +300,12 @@ class Sampler:
             time_s=now - m.t0,
             interval_s=dt,
             final=final,
-            queues=MappingProxyType(samples),
+            queues=MappingProxyType(queues),
             stages=MappingProxyType(stages),
             input_bound=bound,
             items_per_s=taken,
             missing=tuple(missing),
+            tables=MappingProxyType(tables),
         )
         m.count += 1
         m.samples.append(sample)

@@ -1,9 +1,10 @@
 """What a ``Monitor`` records: one sample per tick, and the history built from them.
 
-A ``MonitorSample`` is one reading of every queue a coordinator watches (and of every
-attached pipeline stage), taken every ``interval`` seconds and once more when the
-coordinator's block is left. ``MonitorHistory`` turns the retained samples into numpy
-arrays, one entry per sample, oldest first; ``write_csv`` writes the same table.
+A ``MonitorSample`` is one reading of every queue and replay table a coordinator
+watches (and of every attached pipeline stage), taken every ``interval`` seconds and
+once more when the coordinator's block is left. ``MonitorHistory`` turns the retained
+samples into numpy arrays, one entry per sample, oldest first; ``write_csv`` writes
+the same table.
 
 Invariants:
 
@@ -13,10 +14,12 @@ Invariants:
   ``enqueue_rate[i] * interval_s[i]`` is the number of elements enqueued during that
   interval, so summed over the samples since the queue was first seen it equals
   ``enqueued_total[-1]`` minus the total when it was first seen (up to float rounding;
-  the same for dequeues). A shared queue's first reading only sets its baseline (rates
-  NaN); its reading after samples it missed (no answer in time) averages over the time
-  since its previous reading, so the sum holds only where it answered every time.
-- ``fraction_full``, ``input_bound`` and ``busy_fraction`` lie in [0, 1].
+  the same for dequeues, and for a table's inserts and samples). A shared queue's
+  first reading only sets its baseline (rates NaN); its reading after samples it
+  missed (no answer in time) averages over the time since its previous reading, so the
+  sum holds only where it answered every time.
+- ``fraction_full``, ``input_bound``, ``busy_fraction``, and a table's
+  ``insert_blocked`` and ``sample_blocked`` lie in [0, 1].
 - History arrays are float64, NaN where a value was not available: before a queue or
   stage was first seen, after it was gone, or when a shared queue's server did not
   answer in time.
@@ -42,6 +45,8 @@ __all__ = [
     "QueueSample",
     "StageHistory",
     "StageSample",
+    "TableHistory",
+    "TableSample",
     "build_history",
     "csv_rows",
     "write_rows",
@@ -86,6 +91,48 @@ class QueueSample:
 
 
 @dataclass(frozen=True)
+class TableSample:
+    """One replay table at one sample. Counts are in items, rates in items per second."""
+
+    name: str
+    """The table's key in the monitor: its name, with ``#2``, ``#3``... appended when
+    another watched queue or table already has that name."""
+    size: int
+    """Items held at the sample."""
+    max_size: int
+    """The most items the table holds."""
+    fraction_full: float
+    """``size / max_size``, in [0, 1]."""
+    insert_rate: float
+    """Items inserted per second over the interval ending at this sample (NaN at the
+    first reading of a shared table)."""
+    sample_rate: float
+    """Items sampled per second over the same interval (a ``sample(n)`` counts n)."""
+    insert_blocked: float
+    """Fraction of the interval during which at least one insert waited: the rate
+    limiter held the actors back (NaN as above)."""
+    sample_blocked: float
+    """Fraction of the interval during which at least one sample waited: the limiter
+    held the learner back, or too few items were held (NaN as above)."""
+    inserts: int
+    """Items inserted since the table was created."""
+    samples: int
+    """Items sampled since the table was created."""
+    inserts_waiting: int
+    """Inserts (tasks and threads) waiting at the sample."""
+    samples_waiting: int
+    """Samples waiting at the sample."""
+    closed: bool
+    """Whether the table was closed."""
+    shared: bool
+    """Whether it is a shared table, read with ``await table.statistics()``."""
+    is_input: bool
+    """Whether it counts as an input of the coordinator's body (passed to
+    ``coord.watch``, else the end of a runner chain): then its ``sample_blocked`` is
+    time the body waited for input."""
+
+
+@dataclass(frozen=True)
 class StageSample:
     """One pipeline stage at one sample."""
 
@@ -124,12 +171,16 @@ class MonitorSample:
     """The attached pipeline stages, by name."""
     input_bound: float | None
     """Fraction of the interval during which the body waited on an empty input queue
-    (the most-waited input queue), in [0, 1]; None when no input queue was read."""
+    (the most-waited input queue; for an input table, the time its samples waited), in
+    [0, 1]; None when no input queue was read."""
     items_per_s: float | None
-    """Elements per second the body took from its input queues over the interval; None
-    when no input queue was read."""
+    """Elements per second the body took from its input queues (and items sampled from
+    its input tables) over the interval; None when no input queue was read."""
     missing: tuple[str, ...] = ()
-    """Shared queues whose statistics could not be read in time for this sample."""
+    """Shared queues and tables whose statistics could not be read in time for this
+    sample."""
+    tables: Mapping[str, TableSample] = field(default_factory=lambda: MappingProxyType({}))
+    """The watched replay tables read for this sample, by name, in the order first seen."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +204,31 @@ class QueueHistory:
     min_after_dequeue: int
     """The queue's ``min_after_dequeue`` (0 for queues without one): while the queue is
     open, consumers cannot take it below this size."""
+
+
+@dataclass(frozen=True)
+class TableHistory:
+    """One replay table's samples as arrays (float64, NaN where not available); the
+    fields of ``TableSample``."""
+
+    size: Floats
+    max_size: Floats
+    fraction_full: Floats
+    insert_rate: Floats
+    """Items per second."""
+    sample_rate: Floats
+    """Items per second."""
+    insert_blocked: Floats
+    """Fraction of each interval the rate limiter held inserts back, in [0, 1]."""
+    sample_blocked: Floats
+    """Fraction of each interval samples waited, in [0, 1]."""
+    inserts: Floats
+    samples: Floats
+    inserts_waiting: Floats
+    samples_waiting: Floats
+    is_input: bool
+    """Whether the table was an input of the body at its last sample."""
+    shared: bool
 
 
 @dataclass(frozen=True)
@@ -187,6 +263,8 @@ class MonitorHistory:
     """Every queue seen in the retained samples, in the order first seen."""
     stages: Mapping[str, StageHistory] = field(default_factory=dict)
     """Every pipeline stage seen in the retained samples."""
+    tables: Mapping[str, TableHistory] = field(default_factory=dict)
+    """Every replay table seen in the retained samples, in the order first seen."""
 
     def __len__(self) -> int:
         return len(self.times_s)
@@ -198,6 +276,7 @@ _QUEUE_ARRAYS = tuple(
     if f.name not in ("is_input", "shared", "min_after_dequeue")
 )
 _STAGE_ARRAYS = tuple(f.name for f in fields(StageHistory))
+_TABLE_ARRAYS = tuple(f.name for f in fields(TableHistory) if f.name not in ("is_input", "shared"))
 
 
 def _nan_or(value: float | None) -> float:
@@ -210,6 +289,8 @@ def build_history(samples: Sequence[MonitorSample], floors: Mapping[str, int]) -
     qcols: dict[str, dict[str, Floats]] = {}
     qlast: dict[str, QueueSample] = {}
     scols: dict[str, dict[str, Floats]] = {}
+    tcols: dict[str, dict[str, Floats]] = {}
+    tlast: dict[str, TableSample] = {}
     for i, s in enumerate(samples):
         for name, q in s.queues.items():
             cols = qcols.get(name)
@@ -224,6 +305,13 @@ def build_history(samples: Sequence[MonitorSample], floors: Mapping[str, int]) -
                 scols_ = scols[name] = {k: np.full(n, np.nan) for k in _STAGE_ARRAYS}
             for k in _STAGE_ARRAYS:
                 scols_[k][i] = getattr(st, k)
+        for name, t in s.tables.items():
+            tc = tcols.get(name)
+            if tc is None:
+                tc = tcols[name] = {k: np.full(n, np.nan) for k in _TABLE_ARRAYS}
+            for k in _TABLE_ARRAYS:
+                tc[k][i] = getattr(t, k)
+            tlast[name] = t
     queues = {
         name: QueueHistory(
             size=c["size"],
@@ -247,6 +335,10 @@ def build_history(samples: Sequence[MonitorSample], floors: Mapping[str, int]) -
         )
         for name, c in scols.items()
     }
+    tables = {
+        name: TableHistory(**c, is_input=tlast[name].is_input, shared=tlast[name].shared)
+        for name, c in tcols.items()
+    }
     return MonitorHistory(
         times_s=np.array([s.time_s for s in samples], dtype=np.float64),
         interval_s=np.array([s.interval_s for s in samples], dtype=np.float64),
@@ -255,6 +347,7 @@ def build_history(samples: Sequence[MonitorSample], floors: Mapping[str, int]) -
         items_per_s=np.array([_nan_or(s.items_per_s) for s in samples], dtype=np.float64),
         queues=MappingProxyType(queues),
         stages=MappingProxyType(stages),
+        tables=MappingProxyType(tables),
     )
 
 
@@ -283,6 +376,10 @@ def csv_rows(h: MonitorHistory) -> Iterable[list[str]]:
         for k in _QUEUE_ARRAYS:
             head.append(f"queue/{name}/{k}")
             columns.append(getattr(q, k))
+    for name, t in h.tables.items():
+        for k in _TABLE_ARRAYS:
+            head.append(f"table/{name}/{k}")
+            columns.append(getattr(t, k))
     for name, st in h.stages.items():
         for k in _STAGE_ARRAYS:
             head.append(f"stage/{name}/{k}")

@@ -1,66 +1,67 @@
-"""The coordinator's view of its queues: the stall watchdog and ``report()``.
+"""The coordinator's view of its queues and replay tables: what it has seen, their
+statistics, and the stall watchdog. (``coord.report()`` and the input-bound share are
+in ``_report.py``.)
 
-A ``QueueMonitor`` remembers every queue a coordinator has seen (the queues of the
-runners it started, plus those passed to ``coord.watch``), with a baseline snapshot of
-each queue's statistics taken when it was first seen. It only reads
-``queue.statistics()`` and the runners' producer states; it never changes anything.
+A ``QueueMonitor`` remembers every queue and replay table a coordinator has seen (the
+sinks of the runners it started, plus those passed to ``coord.watch``), with a
+baseline snapshot of each one's statistics taken when it was first seen: a
+``Watched`` per queue (``QueueStatistics``), a ``WatchedTable`` per table
+(``ReplayStatistics``). What is which is decided once, when first seen, by the
+protocols ``AsyncQueue`` and ``AsyncReplayTable``; a runner's sink that is neither (a
+``Sink`` of the user's own) is not watched. It only reads ``statistics()`` and the
+runners' producer states; it never changes anything.
 
-Shared queues (``aqueue.redis``), whose ``statistics()`` must be awaited, are read
-asynchronously: the coordinator reads a shared queue's baseline as soon as it sees the
-queue (a task in its task group, ``read_baseline``) and its final figures when the body
-ends (``read_final``, before the producers are stopped, as the Monitor's final
+Shared queues and tables (``aqueue.redis``), whose ``statistics()`` must be awaited,
+are read asynchronously: the coordinator reads a shared one's baseline as soon as it
+sees it (a task in its task group, ``read_baseline``) and its final figures when the
+body ends (``read_final``, before the producers are stopped, as the Monitor's final
 sample), each under a timeout. ``report()`` and ``input_bound`` then give the same
-figures for shared queues as for in-process ones; where a figure could not be had (the
+figures for shared ones as for in-process ones; where a figure could not be had (the
 body still runs, the server did not answer, the block was cancelled first), the
 report says why in a line of its own, and ``input_bound`` is None. The stall watchdog
-checks in-process queues only (a shared queue's waiters may be other processes).
+checks in-process ones only (a shared one's waiters may be other processes).
 
 Stall rule: a queue *stalls* when tasks or threads wait on it and neither its
 enqueued nor its dequeued total has moved for ``threshold`` seconds (counted from the
-later of the last progress and the moment waiting began). One warning is logged per
-stall; progress re-arms it.
-
-``report()``: one row per queue, in the order first seen: name (and "(closed)",
-"(shared)"), size/capacity, enqueued and dequeued totals, seconds full and empty, and
-each runner feeding it with its producers alive (a producer is alive until its task has
-ended, or its thread has). A shared queue without figures shows "-" in the number
-columns, and a line below the table says why.
-
-Input-bound fraction: the time the body spent waiting for input is read from the
-``time_empty_s`` of the queues the body consumes. Those are the queues passed to
-``coord.watch``; when none were, the runner queues that no other runner reads from
-(the ends of the chains). The last line names the most-waited one: "input-bound: 37%
-(the body waited 1.850 s of 5.000 s on 'batches')".
+later of the last progress and the moment waiting began); a table likewise, with its
+inserts and samples. One warning is logged per stall; progress re-arms it.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import anyio
 
 from .._queues._protocol import AsyncQueue, QueueStatistics, local_statistics
+from .._replay._protocol import AsyncReplayTable, local_table_statistics
+from .._replay._results import ReplayStatistics
 
 if TYPE_CHECKING:
     from ._runner import QueueRunner
 
-__all__ = [
-    "QueueMonitor",
-    "Watched",
-    "describe_runner",
-    "input_queues",
-    "input_wait",
-    "report",
-]
+__all__ = ["QueueMonitor", "Seen", "Watched", "WatchedTable", "describe_runner"]
 
 logger = logging.getLogger("aqueue")
 
+R = TypeVar("R", QueueStatistics, ReplayStatistics)
+R_co = TypeVar("R_co", QueueStatistics, ReplayStatistics, covariant=True)
 
-class Watched:
-    """One queue a coordinator has seen."""
+
+class Readable(Protocol[R_co]):
+    """What a coordinator reads of anything it watches."""
+
+    @property
+    def name(self) -> str: ...
+    def statistics(self) -> Awaitable[R_co]: ...
+
+
+class Seen(Generic[R]):
+    """One queue or table a coordinator has seen, ``R`` its statistics record: what
+    both kinds share (runners, the baseline, shared reads, the stall state)."""
 
     __slots__ = (
         "base",
@@ -69,111 +70,177 @@ class Watched:
         "last_change",
         "problem",
         "progress",
-        "queue",
         "reading",
         "runners",
         "shared",
+        "source",
         "waiting_since",
         "warned",
     )
 
-    def __init__(self, queue: AsyncQueue[Any], now: float) -> None:
-        self.queue = queue
+    def __init__(self, source: Readable[R], base: R | None, now: float) -> None:
+        self.source: Readable[R] = source
         self.runners: list[QueueRunner] = []
-        self.explicit = False  # passed to coord.watch: a queue the body consumes
-        self.base = local_statistics(queue)  # a shared queue's is read later
-        self.shared = self.base is None  # its statistics() must be awaited
-        self.final: QueueStatistics | None = None  # (shared) read when the body ended
+        self.explicit = False  # passed to coord.watch: what the body consumes
+        self.base: R | None = base  # a shared one's is read later
+        self.shared = base is None  # its statistics() must be awaited
+        self.final: R | None = None  # (shared) read when the body ended
         self.problem: str | None = None  # (shared) why a reading is missing
         self.reading: anyio.Event | None = None  # (shared) set once the baseline read ends
-        self.progress = (
-            (self.base.enqueued_total, self.base.dequeued_total) if self.base else (0, 0)
-        )
+        self.progress = (0, 0)  # (stall watchdog) the totals last seen moving
         self.last_change = now
         self.waiting_since: float | None = None
         self.warned = False
 
-    def figures(self) -> QueueStatistics | None:
-        """The statistics the report shows: now for an in-process queue, at the body's
+    @property
+    def name(self) -> str:
+        """The queue's or table's name."""
+        name: str = self.source.name
+        return name
+
+    def local(self) -> R | None:
+        """The statistics now, for an in-process one (None for a shared one)."""
+        raise NotImplementedError
+
+    def figures(self) -> R | None:
+        """The statistics the report shows: now for an in-process one, at the body's
         end for a shared one (None until then, or when they could not be read)."""
-        return self.final if self.shared else local_statistics(self.queue)
+        return self.final if self.shared else self.local()
 
 
-async def _read(queue: AsyncQueue[Any], limit_s: float) -> QueueStatistics | str:
-    """``await queue.statistics()`` within ``limit_s`` seconds, or why not."""
+class Watched(Seen[QueueStatistics]):
+    """One queue a coordinator has seen."""
+
+    __slots__ = ("queue",)
+
+    def __init__(self, queue: AsyncQueue[Any], now: float) -> None:
+        super().__init__(queue, local_statistics(queue), now)
+        self.queue = queue
+        if self.base is not None:
+            self.progress = (self.base.enqueued_total, self.base.dequeued_total)
+
+    def local(self) -> QueueStatistics | None:
+        return None if self.shared else local_statistics(self.queue)
+
+
+class WatchedTable(Seen[ReplayStatistics]):
+    """One replay table a coordinator has seen."""
+
+    __slots__ = ("table",)
+
+    def __init__(self, table: AsyncReplayTable[Any], now: float) -> None:
+        super().__init__(table, local_table_statistics(table), now)
+        self.table = table
+        if self.base is not None:
+            self.progress = (self.base.inserts, self.base.samples)
+
+    def local(self) -> ReplayStatistics | None:
+        return None if self.shared else local_table_statistics(self.table)
+
+
+async def _read(source: Readable[R], limit_s: float) -> R | str:
+    """``await source.statistics()`` within ``limit_s`` seconds, or why not."""
     with anyio.move_on_after(limit_s):
         try:
-            return await queue.statistics()
+            return await source.statistics()
         except Exception as exc:
-            logger.debug("statistics of '%s' failed: %r", queue.name, exc)
+            logger.debug("statistics of '%s' failed: %r", source.name, exc)
             return f"reading its statistics failed: {exc!r}"
     return f"its server did not answer within {limit_s:g} s"
 
 
+def watched_of(item: object, now: float) -> Seen[Any] | None:
+    """A new record for ``item``: a queue's, a table's, or None for anything else."""
+    if isinstance(item, AsyncQueue):
+        return Watched(item, now)
+    if isinstance(item, AsyncReplayTable):
+        return WatchedTable(item, now)
+    return None
+
+
 class QueueMonitor:
-    """Queues seen by one coordinator, and their stall checks."""
+    """Queues and tables seen by one coordinator, and their stall checks."""
 
     def __init__(self) -> None:
-        self._watched: dict[int, Watched] = {}
-        self._spawn: Callable[[Watched], None] | None = None
+        self._seen: dict[int, Seen[Any]] = {}
+        self._ignored: set[int] = set()  # sinks that are neither (not watched)
+        self._spawn: Callable[[Seen[Any]], None] | None = None
+
+    @property
+    def seen(self) -> list[Seen[Any]]:
+        """Every queue and table seen, in the order first seen."""
+        return list(self._seen.values())
 
     @property
     def watched(self) -> list[Watched]:
         """Every queue seen, with its runners and baseline, in the order first seen."""
-        return list(self._watched.values())
+        return [w for w in self._seen.values() if isinstance(w, Watched)]
+
+    @property
+    def tables(self) -> list[WatchedTable]:
+        """Every replay table seen, in the order first seen."""
+        return [w for w in self._seen.values() if isinstance(w, WatchedTable)]
 
     def add(
-        self, queue: AsyncQueue[Any], runner: QueueRunner | None = None, *, explicit: bool = False
+        self, item: object, runner: QueueRunner | None = None, *, explicit: bool = False
     ) -> None:
-        """Start watching ``queue`` (idempotent), optionally as fed by ``runner``."""
-        w = self._watched.get(id(queue))
+        """Start watching ``item``, a queue or a replay table (idempotent; anything else
+        is ignored), optionally as fed by ``runner``."""
+        key = id(item)
+        w = self._seen.get(key)
         if w is None:
-            w = self._watched[id(queue)] = Watched(queue, time.monotonic())
+            if key in self._ignored:
+                return
+            w = watched_of(item, time.monotonic())
+            if w is None:
+                self._ignored.add(key)
+                return
+            self._seen[key] = w
             if w.shared and self._spawn is not None:
                 self._spawn(w)
         if runner is not None and runner not in w.runners:
             w.runners.append(runner)
         w.explicit = w.explicit or explicit
 
-    # -- shared queues: read asynchronously ----------------------------------------------
+    # -- shared queues and tables: read asynchronously -----------------------------------
 
-    def read_shared_with(self, spawn: Callable[[Watched], None]) -> None:
-        """From now on, hand each new shared queue to ``spawn`` (which starts
-        ``read_baseline`` for it as a task); the shared queues seen so far go now."""
+    def read_shared_with(self, spawn: Callable[[Seen[Any]], None]) -> None:
+        """From now on, hand each new shared one to ``spawn`` (which starts
+        ``read_baseline`` for it as a task); the shared ones seen so far go now."""
         self._spawn = spawn
-        for w in self._watched.values():
+        for w in self._seen.values():
             if w.shared and w.reading is None:
                 spawn(w)
 
-    def begin_baseline(self, w: Watched) -> anyio.Event:
+    def begin_baseline(self, w: Seen[Any]) -> anyio.Event:
         """Mark ``w``'s baseline as being read (call before starting ``read_baseline``)."""
         w.reading = anyio.Event()
         return w.reading
 
-    async def read_baseline(self, w: Watched, limit_s: float) -> None:
-        """Read a shared queue's baseline (see ``begin_baseline``)."""
+    async def read_baseline(self, w: Seen[Any], limit_s: float) -> None:
+        """Read a shared one's baseline (see ``begin_baseline``)."""
         assert w.reading is not None
         try:
-            got = await _read(w.queue, limit_s)
-            if isinstance(got, QueueStatistics):
-                w.base = got
-            else:
+            got = await _read(w.source, limit_s)
+            if isinstance(got, str):
                 w.problem = f"{got} when the coordinator first saw it"
+            else:
+                w.base = got
         finally:
             w.reading.set()
 
     async def read_final(self, limit_s: float) -> None:
-        """Read every shared queue's figures as the body ends: first waits for
-        baselines still being read, then reads all at once; ``limit_s`` bounds it all."""
-        shared = [w for w in self._watched.values() if w.shared]
+        """Read every shared one's figures as the body ends: first waits for baselines
+        still being read, then reads all at once; ``limit_s`` bounds it all."""
+        shared = [w for w in self._seen.values() if w.shared]
         if not shared:
             return
 
-        async def final(w: Watched) -> None:
+        async def final(w: Seen[Any]) -> None:
             if w.reading is not None:
                 await w.reading.wait()
-            got = await _read(w.queue, limit_s)
-            if isinstance(got, QueueStatistics):
+            got = await _read(w.source, limit_s)
+            if not isinstance(got, str):
                 w.final = got
             elif w.problem is None:
                 w.problem = f"{got} when the body ended"
@@ -187,16 +254,11 @@ class QueueMonitor:
                 w.problem = f"its server did not answer within {limit_s:g} s when the body ended"
 
     def not_read(self, why: str) -> None:
-        """Say ``why`` the shared queues have no final figures (the block was cancelled
+        """Say ``why`` the shared ones have no final figures (the block was cancelled
         before they were read)."""
-        for w in self._watched.values():
+        for w in self._seen.values():
             if w.shared and w.final is None and w.problem is None:
                 w.problem = why
-
-    @property
-    def queues(self) -> list[AsyncQueue[Any]]:
-        """Every queue seen, in the order first seen."""
-        return [w.queue for w in self._watched.values()]
 
     # -- stall watchdog ------------------------------------------------------------------
 
@@ -208,18 +270,23 @@ class QueueMonitor:
             self.check(time.monotonic(), threshold)
 
     def check(self, now: float, threshold: float) -> list[str]:
-        """Log (and return) a warning for each queue that newly stalled."""
+        """Log (and return) a warning for each queue or table that newly stalled."""
         messages = []
-        for w in self._watched.values():
-            st = None if w.shared else local_statistics(w.queue)
+        for w in self._seen.values():
+            st = w.local()
             if st is None:
                 continue
-            progress = (st.enqueued_total, st.dequeued_total)
+            if isinstance(st, QueueStatistics):
+                progress = (st.enqueued_total, st.dequeued_total)
+                waiting = st.tasks_waiting_enqueue or st.tasks_waiting_dequeue
+            else:
+                progress = (st.inserts, st.samples)
+                waiting = st.inserts_waiting or st.samples_waiting
             if progress != w.progress:
                 w.progress = progress
                 w.last_change = now
                 w.warned = False
-            if not (st.tasks_waiting_enqueue or st.tasks_waiting_dequeue):
+            if not waiting:
                 w.waiting_since = None
                 w.warned = False
                 continue
@@ -228,134 +295,44 @@ class QueueMonitor:
             stalled = now - max(w.last_change, w.waiting_since)
             if stalled >= threshold and not w.warned:
                 w.warned = True
-                message = self._stall_message(w, st, stalled)
+                message = _stall_message(w, st, stalled)
                 logger.warning("%s", message)
                 messages.append(message)
         return messages
 
-    def _stall_message(self, w: Watched, st: QueueStatistics, stalled: float) -> str:
-        sides = []
-        if st.tasks_waiting_enqueue:
-            sides.append(f"{st.tasks_waiting_enqueue} waiting to enqueue")
-        if st.tasks_waiting_dequeue:
-            sides.append(f"{st.tasks_waiting_dequeue} waiting to dequeue")
-        blocked = " and ".join(s for s in ("enqueue", "dequeue") if any(s in x for x in sides))
-        parts = [
-            f"queue '{w.queue.name}' made no progress for {stalled:.1f} s while tasks wait on "
-            f"it (blocked side: {blocked}; {', '.join(sides)}; size {st.size}/{st.capacity}"
-            f"{', closed' if st.closed else ''})"
-        ]
-        if not w.runners:
-            parts.append("no QueueRunner started by this coordinator feeds it")
-        parts.extend(describe_runner(r) for r in w.runners)
-        return "; ".join(parts)
+
+def _stall_message(w: Seen[Any], st: QueueStatistics | ReplayStatistics, stalled: float) -> str:
+    if isinstance(st, QueueStatistics):
+        what, put, take = "queue", "enqueue", "dequeue"
+        counts = (st.tasks_waiting_enqueue, st.tasks_waiting_dequeue)
+        size = f"size {st.size}/{st.capacity}"
+    else:
+        what, put, take = "replay table", "insert", "sample"
+        counts = (st.inserts_waiting, st.samples_waiting)
+        size = f"size {st.size}/{st.max_size}"
+    sides = [(n, side) for n, side in zip(counts, (put, take)) if n]
+    blocked = " and ".join(side for _, side in sides)
+    waiting = ", ".join(f"{n} waiting to {side}" for n, side in sides)
+    parts = [
+        f"{what} '{w.name}' made no progress for {stalled:.1f} s while tasks wait on "
+        f"it (blocked side: {blocked}; {waiting}; {size}{', closed' if st.closed else ''})"
+    ]
+    if not w.runners:
+        parts.append("no QueueRunner started by this coordinator feeds it")
+    parts.extend(describe_runner(r) for r in w.runners)
+    return "; ".join(parts)
 
 
 def describe_runner(runner: QueueRunner) -> str:
     """``QueueRunner 'name': 2 of 4 producers alive, blocked in enqueue: producer 0 (...)``."""
     states = runner.producer_states()
     waiting = [label for label, s in states if s == "enqueueing"]
-    text = f"QueueRunner '{runner.name}': {_alive(states)} of {len(states)} producers alive"
+    text = f"QueueRunner '{runner.name}': {alive(states)} of {len(states)} producers alive"
     if waiting:
         text += f", blocked in enqueue: {', '.join(waiting)}"
     return text
 
 
-_HEADER = (
-    "queue",
-    "size/capacity",
-    "enqueued",
-    "dequeued",
-    "time_full_s",
-    "time_empty_s",
-    "runners",
-)
-
-
-def input_queues(monitor: QueueMonitor) -> list[AsyncQueue[Any]]:
-    """The queues the body is taken to consume (see the module docstring)."""
-    watched = monitor.watched
-    explicit = [w.queue for w in watched if w.explicit]
-    if explicit:
-        return explicit
-    upstream = {id(src) for w in watched for r in w.runners for src in r.source_queues()}
-    return [w.queue for w in watched if w.runners and id(w.queue) not in upstream]
-
-
-def _missing(w: Watched, ended: bool) -> str:
-    """Why a shared queue has no figures (yet)."""
-    if w.problem is not None:
-        return w.problem
-    if not ended:
-        return "its statistics are read from its server when the body ends"
-    return "its statistics were not read"
-
-
-def input_wait(monitor: QueueMonitor, ended: bool) -> tuple[float, AsyncQueue[Any] | None, str]:
-    """Seconds the body waited on its most-waited input queue since first seen, that
-    queue; or (0, None, why the figure cannot be had). ``ended``: the body has ended."""
-    by_id = {id(w.queue): w for w in monitor.watched}
-    best: tuple[float, AsyncQueue[Any] | None] = (0.0, None)
-    inputs = input_queues(monitor)
-    if not inputs:
-        return 0.0, None, "no input queue seen"
-    for q in inputs:
-        w = by_id[id(q)]
-        st, base = w.figures(), w.base
-        if st is None or base is None:
-            return 0.0, None, f"'{q.name}' is shared: {_missing(w, ended)}"
-        waited = st.time_empty_s - base.time_empty_s
-        if best[1] is None or waited > best[0]:
-            best = (waited, q)
-    return best[0], best[1], ""
-
-
-def _alive(states: list[tuple[str, str]]) -> int:
+def alive(states: list[tuple[str, str]]) -> int:
+    """How many of ``states`` (``(label, state)`` pairs) are not done."""
     return sum(1 for _, state in states if state != "done")
-
-
-def report(monitor: QueueMonitor, body_seconds: float, ended: bool) -> str:
-    """The table and the input-bound line (see the module docstring)."""
-    rows = [_HEADER]
-    notes = []
-    for w in monitor.watched:
-        runners = ", ".join(
-            f"'{r.name}' {_alive(r.producer_states())}/{len(r.producer_states())} alive"
-            for r in w.runners
-        )
-        st = w.figures()
-        shared = " (shared)" if w.shared else ""
-        if st is None:
-            rows.append((f"'{w.queue.name}'{shared}", "-", "-", "-", "-", "-", runners or "-"))
-            notes.append(f"'{w.queue.name}' (shared): no figures: {_missing(w, ended)}")
-            continue
-        rows.append(
-            (
-                f"'{w.queue.name}'" + (" (closed)" if st.closed else "") + shared,
-                f"{st.size}/{st.capacity}",
-                str(st.enqueued_total),
-                str(st.dequeued_total),
-                f"{st.time_full_s:.3f}",
-                f"{st.time_empty_s:.3f}",
-                runners or "-",
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER))]
-    lines = [
-        "  ".join(
-            cell.ljust(width) if i in (0, 6) else cell.rjust(width)
-            for i, (cell, width) in enumerate(zip(row, widths))
-        ).rstrip()
-        for row in rows
-    ]
-    lines.extend(notes)
-    waited, queue, why = input_wait(monitor, ended)
-    if queue is None:
-        lines.append(f"input-bound: n/a ({why})")
-    else:
-        fraction = min(1.0, waited / body_seconds) if body_seconds > 0 else 0.0
-        lines.append(
-            f"input-bound: {fraction:.0%} (the body waited {waited:.3f} s of "
-            f"{body_seconds:.3f} s on '{queue.name}')"
-        )
-    return "\n".join(lines)

@@ -44,8 +44,8 @@ never pickle; a foreign or corrupted payload raises PayloadError and is put back
 
 Operations, errors and forms are the in-process ones (``aqueue.FIFOQueue``,
 ``aqueue.RandomShuffleQueue``): ``enqueue``, ``enqueue_many``, ``dequeue``,
-``dequeue_many``, ``dequeue_up_to``, ``async for``, ``batches(n)``, ``blocking()``,
-QueueClosedError, OutOfRangeError, ElementSpecError. What needs the server is a
+``dequeue_many``, ``dequeue_up_to``, ``dequeue_burst``, ``async for``, ``batches(n)``,
+``blocking()``, QueueClosedError, OutOfRangeError, ElementSpecError. What needs the server is a
 coroutine: ``await q.size()``, ``await q.statistics()``, ``await q.is_closed()``,
 ``await q.aclose(cancel_pending_enqueues=False)``. Producer accounting for runners:
 ``producer_id = await q.register_producer()`` / ``await q.producer_done(producer_id)``; the
@@ -64,6 +64,7 @@ Where the Redis queues differ from the in-process ones:
 | ``async with q:`` closes the queue | not provided: call ``await q.aclose()`` | the queue is shared; one process leaving a block must not close it |
 | strict head-of-line order: waiting dequeues are served oldest first, a pending ``enqueue_many``'s elements stay contiguous | wake-ups go oldest first, but a new call may take or add ahead of a waiter; a big ``enqueue_many`` that must wait for room goes in chunks that other producers' elements may interleave with | no global order between processes without serialising them |
 | a waiting ``dequeue_many`` on a FIFO queue claims what is queued and copies later enqueues straight into its batch; claimed elements have left the queue (``size()`` does not count them) | a waiting ``dequeue_many(n)`` takes nothing until it can take all ``n`` at once (one larger than ``capacity - min_after_dequeue`` takes as elements arrive); ``size()`` counts everything queued | a take is one atomic server call; nothing is held for a waiter between calls |
+| ``dequeue_burst(n)`` takes 1..n as soon as one element can be taken, never ahead of a waiting batch dequeue | the same 1..n, in one server call (a take, then its ack, as for ``dequeue_many``; a ``Pipeline`` reading a shared queue takes its bursts this way); it may take ahead of a waiting ``dequeue_many`` that needs more than is there | nothing is held for a waiter between calls |
 | a timed thread ``enqueue_many`` is admitted early when the waiting dequeue will take enough to make room | it waits until the whole batch fits | no cross-process reservation |
 | a cancelled ``enqueue`` never admitted its element | the same under anyio cancel scopes; a *native* asyncio cancellation (``task.cancel()``, ``asyncio.timeout``) arriving during the server call takes effect when the call returns, so the element may be in although ``CancelledError`` was raised (as with anyio streams under native cancellation); never twice, and of an ``enqueue_many`` always a prefix | the call's outcome is only known when it returns |
 | cancellation is immediate | a cancelled call first lets its current server call finish (milliseconds), then undoes what it took (one more call) | so that its outcome is known and its connection kept |
@@ -73,6 +74,43 @@ Where the Redis queues differ from the in-process ones:
 | nothing is lost while the process lives | a consumer SIGKILLed while holding a lease: its elements come back after ``lease_time``; killed after acknowledging: consumed; server killed: every waiter raises ServerConnectionError (a QueueError wrapping redis' error) within one connection attempt, and the data is lost unless the server persists it | distributed failure modes |
 | a dequeue cannot fail on stored data | PayloadError when another client wrote a non-AQ1 payload into the queue's keys; the batch is put back | data from outside aqueue |
 | asyncio and trio | the same; on trio the synchronous client runs in worker threads (redis.asyncio is asyncio-only) | |
+
+How the package is built (its files, bottom up; each module's docstring states its
+invariants). One operation is written once, as a generator that yields what to send
+and reads the replies (``_ops``), and run by one of two drivers (``_transport``): the
+async queue and the thread view differ only in the driver and the transport.
+
+=====================  =================================================================
+file                   what it holds
+=====================  =================================================================
+``_errors.py``         the errors only this backend raises, drawn as a tree
+``_spec.py``           the in-process ElementSpec and argument checks, reused; the
+                       dtypes AQ1 carries
+``_codec.py``          AQ1: elements to bytes and back (msgpack header + raw bytes)
+``_functions.lua``     the server-side function library: every state change of a queue,
+                       the take rule and the put rule
+``_library.py``        loading that library (versioned by a hash of its source)
+``_acl.py``            the least-privilege ACL line, derived from the library
+``_handle.py``         Handle: what every operation of one queue needs (name, spec,
+                       codec, settings, random numbers)
+``_transport.py``      what an operation asks (Call, Read, Wait); the AsyncTransport and
+                       SyncTransport protocols; the two drivers ``run`` and
+                       ``run_blocking``; the wait clock
+``_ops.py``            the operations, sans I/O: TakeOp, PutOp (with their undo, the
+                       ``aq_leave`` call) and the one-call ones (stats, close, producers)
+``_clients.py``        the transports over redis-py: RedisAsyncio (asyncio), RedisThreads
+                       (trio: the sync client in worker threads), RedisSync (threads)
+``_queue.py``          RedisQueue: each public operation checks its arguments,
+                       checkpoints and runs its op with ``run``
+``_blocking.py``       BlockingRedisQueue (``q.blocking()``): the same ops with
+                       ``run_blocking``, a timeout and the event-loop check
+``_server.py``         ``connect()`` and RedisServer: connections, the library check,
+                       opening and deleting queues, the producers' heartbeat
+=====================  =================================================================
+
+One ``dequeue_many``: ``RedisQueue.dequeue_many`` (``_queue.py``: ``batch_count``,
+checkpoint) → ``run`` (``_transport.py``) → ``TakeOp.run`` (``_ops.py``: ``aq_take`` with
+the ``MGET`` of its payloads behind it, decode, ``aq_ack``) → ``aq_take`` (``_functions.lua``).
 
 Security. Pass a password or an ACL user in the URL, ``rediss://`` for TLS. Redis checks
 every command a function runs against the calling user's ACL, so a least-privilege

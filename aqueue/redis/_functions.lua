@@ -264,7 +264,21 @@ local function move(q, L, from, k, args, ridx)
   redis.call('SET', P .. 'lease:' .. L, from + k)
 end
 
--- aq_take: ARGV gen L wid mode(one|many|upto) n lease_ms wait_ms progressive rand...
+-- The take rule (the in-process queues' Rules.take_count, without their nowait
+-- twins): how many more elements a take of mode `mode` gets now, or -1 (it cannot).
+-- All it needs when they are there; a burst ('some') what is there; once the queue is
+-- final, an 'upto' what is left if it gets anything at all.
+local function take_count(mode, need, claimed, avail, is_final)
+  if avail >= need then return need end
+  if mode == 'some' and avail > 0 then return avail end
+  if is_final and mode == 'upto' and claimed + math.max(avail, 0) > 0 then
+    return math.max(avail, 0)
+  end
+  return -1
+end
+
+-- aq_take: ARGV gen L wid mode(one|many|upto|some) n lease_ms wait_ms progressive
+-- rand...  ('some', a burst: 1..n as soon as one can be taken; it waits as needing 1)
 -- -> {'ok', count} (the payloads are e:<L>.1 .. e:<L>.<count>) | {'wait', claimed} |
 -- {'oor', size} | {'void'} | {'gone'}
 local function aq_take(keys, args)
@@ -277,14 +291,9 @@ local function aq_take(keys, args)
   local claimed = lease_count(q, L)
   local need = n - claimed
   local avail = size(q) - (q.closed and 0 or q.mad)
-  local member = (progressive and 1 or n) .. ':' .. wid
+  local member = ((progressive or mode == 'some') and 1 or n) .. ':' .. wid
   local is_final = final(q)
-  local take = -1
-  if avail >= need then
-    take = need
-  elseif is_final and mode == 'upto' and claimed + math.max(avail, 0) > 0 then
-    take = math.max(avail, 0)
-  end
+  local take = take_count(mode, need, claimed, avail, is_final)
   if take >= 0 then
     move(q, L, claimed, take, args, 9 + claimed)
     redis.call('ZADD', P .. 'leases', now + lease_ms, L)
@@ -325,6 +334,15 @@ local function aq_ack(keys, args)
   return n
 end
 
+-- The put rule (the in-process queues' Rules.put_count, without their early admission
+-- of an atomic batch a waiting dequeue will make room for: no reservation spans
+-- processes): how many of k elements an enqueue admits now, with `free` room.
+local function put_count(k, free, atomic)
+  if free >= k then return k end
+  if atomic then return 0 end
+  return math.max(free, 0)
+end
+
 -- aq_put: ARGV gen wid atomic total wait_ms entry...  Each entry is a ref, whose
 -- payload e:<ref> the caller's MSET wrote in the same transaction (deleted if not
 -- admitted), or a small payload itself.
@@ -347,13 +365,7 @@ local function aq_put(keys, args)
     return {'closed', q.cancel and 1 or 0}
   end
   local n = size(q)
-  local free = q.cap - n
-  local admit = 0
-  if atomic then
-    if free >= k then admit = k end
-  else
-    admit = math.max(0, math.min(free, k))
-  end
+  local admit = put_count(k, q.cap - n, atomic)
   if admit > 0 then
     if q.fifo then
       push_all('RPUSH', P .. 'items', args, 6, 5 + admit)

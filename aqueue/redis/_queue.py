@@ -1,12 +1,14 @@
 """RedisQueue: the awaitable operations of a queue stored in Redis.
 
-Every operation checkpoints once, then runs its op (``_protocol``) against the
-server: a function call, and while it must wait, a ``BLPOP`` on its own wake-up key
-with a bounded timeout, then the call again. Elements change hands only inside the
-server functions; the client never awaits between receiving elements and returning
-them except for the ack, which the lease protects.
+Every operation checks its arguments, checkpoints once, then runs its op (``_ops``)
+with the async driver (``_transport.run``) over the server's transport: a function
+call, and while it must wait, a ``BLPOP`` on its own wake-up key with a bounded
+timeout, then the call again. Elements change hands only inside the server
+functions; the client never awaits between receiving elements and returning them
+except for the ack, which the lease protects. The thread view (``_blocking``) runs
+the same ops with the sync driver.
 
-Invariants (besides those of ``_protocol``):
+Invariants (besides those of ``_ops``):
 - an op that leaves early for any reason (cancellation of either kind, error) runs
   ``aq_leave`` shielded before re-raising, so its registration, claims and received
   elements go back; nothing is lost or duplicated (an unreachable server is the one
@@ -17,49 +19,28 @@ Invariants (besides those of ``_protocol``):
 
 from __future__ import annotations
 
-import threading
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-import anyio
 import anyio.lowlevel
 import numpy as np
 
 import aqueue
 
+from . import _ops
 from ._blocking import BlockingRedisQueue
-from ._protocol import DONE, WAIT, Handle, Producers, PutOp, TakeOp
+from ._handle import Handle
+from ._ops import PutOp, TakeOp
+from ._transport import AsyncTransport, SyncTransport, WaitClock, run
 
-if TYPE_CHECKING:
-    from ._transport import AsyncioTransport, SyncCalls, ThreadTransport
-
-__all__ = ["RedisFIFOQueue", "RedisQueue", "RedisRandomShuffleQueue"]
+__all__ = ["Producers", "RedisFIFOQueue", "RedisQueue", "RedisRandomShuffleQueue"]
 
 
-class WaitClock:
-    """Seconds during which at least one of this process's ops of one kind waited."""
+class Producers(Protocol):
+    """The server object's producer bookkeeping (for the heartbeat)."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._count = 0
-        self._since = 0.0
-        self._total = 0.0
+    def add_producer(self, handle: Handle, pid: str) -> None: ...
 
-    def enter(self) -> None:
-        with self._lock:
-            if self._count == 0:
-                self._since = time.monotonic()
-            self._count += 1
-
-    def leave(self) -> None:
-        with self._lock:
-            self._count -= 1
-            if self._count == 0:
-                self._total += time.monotonic() - self._since
-
-    def seconds(self) -> float:
-        with self._lock:
-            return self._total + (time.monotonic() - self._since if self._count else 0.0)
+    def remove_producer(self, handle: Handle, pid: str) -> None: ...
 
 
 class RedisQueue:
@@ -68,13 +49,13 @@ class RedisQueue:
     def __init__(
         self,
         handle: Handle,
-        transport: AsyncioTransport | ThreadTransport,
-        sync_calls: SyncCalls,
+        transport: AsyncTransport,
+        sync: SyncTransport,
         producers: Producers,
     ) -> None:
         self._h = handle
         self._t = transport
-        self._sync = sync_calls
+        self._sync = sync
         self._producers = producers
         self.full_clock = WaitClock()
         self.empty_clock = WaitClock()
@@ -105,7 +86,7 @@ class RedisQueue:
     def min_after_dequeue(self) -> int:
         """Elements a dequeue leaves behind while the queue is open (0 but for a
         shuffling queue)."""
-        return self._h.mad
+        return self._h.min_after_dequeue
 
     @property
     def names(self) -> tuple[str, ...] | None:
@@ -128,7 +109,7 @@ class RedisQueue:
         """
         payload = self._h.codec.encode_one(self._h.spec.element(element))
         await anyio.lowlevel.checkpoint()
-        await self._put(PutOp(self._h, [payload], atomic=False))
+        await run(PutOp(self._h, [payload], atomic=False).run(), self._t, self.full_clock)
 
     async def enqueue_many(self, batch: Any) -> None:
         """Add the elements of ``batch`` (sliced along axis 0), in order.
@@ -141,28 +122,7 @@ class RedisQueue:
         payloads = self._h.codec.encode_batch(comps, count)
         await anyio.lowlevel.checkpoint()
         if count:
-            await self._put(PutOp(self._h, payloads, atomic=False))
-
-    async def _put(self, op: PutOp) -> None:
-        t, h = self._t, self._h
-        waiting = False
-        try:
-            while True:
-                h.check_released()
-                status = op.on_put(await t.put("aq_put", h.key, *op.put_args()))
-                if status is DONE:
-                    return
-                if status is WAIT:
-                    if not waiting:
-                        waiting = True
-                        self.full_clock.enter()
-                    op.on_wake(await t.wait(op.wake_key, h.wait_timeout))
-        except BaseException:
-            await self._leave(op.leave_args())
-            raise
-        finally:
-            if waiting:
-                self.full_clock.leave()
+            await run(PutOp(self._h, payloads, atomic=False).run(), self._t, self.full_clock)
 
     # -- dequeue -------------------------------------------------------------------------
 
@@ -174,7 +134,7 @@ class RedisQueue:
             PayloadError: the element is not valid AQ1 for this queue (it is put back).
         """
         await anyio.lowlevel.checkpoint()
-        return await self._take(TakeOp(self._h, "one", 1))
+        return await run(TakeOp(self._h, "one", 1).run(), self._t, self.empty_clock)
 
     async def dequeue_many(self, n: int) -> Any:
         """Remove and return exactly ``n`` elements as a batch, waiting for them.
@@ -184,71 +144,33 @@ class RedisQueue:
                 consumed.
             ElementSpecError: ``n < 0`` or the queue has no declared shapes.
         """
-        n = self._h.batch_n(n, "dequeue_many")
-        await anyio.lowlevel.checkpoint()
-        if n == 0:
-            return self._h.spec.empty_batch()
-        return await self._take(TakeOp(self._h, "many", n))
+        return await self._take_batch("many", n, "dequeue_many")
 
     async def dequeue_up_to(self, n: int) -> Any:
         """Like dequeue_many, but once the queue is closed return the 1..n that remain.
 
-        As in TensorFlow, on an *open* queue this waits for all ``n`` elements.
+        As in TensorFlow, on an *open* queue this waits for all ``n`` elements; use
+        ``dequeue_burst`` to take whatever is there now.
         """
-        n = self._h.batch_n(n, "dequeue_up_to")
-        await anyio.lowlevel.checkpoint()
-        if n == 0:
-            return self._h.spec.empty_batch()
-        return await self._take(TakeOp(self._h, "upto", n))
+        return await self._take_batch("upto", n, "dequeue_up_to")
 
     async def dequeue_burst(self, n: int) -> Any:
         """Wait until at least one element can be taken, then take 1..n at once, as a
-        batch (see ``aqueue.FIFOQueue.dequeue_burst``).
+        batch, in one server call (see ``aqueue.FIFOQueue.dequeue_burst``). On a shuffle
+        queue, an open queue keeps ``min_after_dequeue`` elements.
 
         Raises:
             OutOfRangeError: the queue is closed and empty (nothing is consumed).
             ElementSpecError: ``n < 0`` or the queue has no declared shapes.
         """
-        n = self._h.batch_n(n, "dequeue_burst")
+        return await self._take_batch("some", n, "dequeue_burst")
+
+    async def _take_batch(self, mode: str, n: Any, what: str) -> Any:
+        n = self._h.spec.batch_count(n, what)
         await anyio.lowlevel.checkpoint()
         if n == 0:
             return self._h.spec.empty_batch()
-        return await self._take(TakeOp(self._h, "many", 1))
-
-    async def _take(self, op: TakeOp) -> Any:
-        t, h = self._t, self._h
-        waiting = False
-        try:
-            while True:
-                reply, values = await t.take("aq_take", h.key, op.take_args(), op.fetch_keys())
-                got = op.on_take(reply)
-                if got is WAIT:
-                    if not waiting:
-                        waiting = True
-                        self.empty_clock.enter()
-                    await t.wait(op.wake_key, h.wait_timeout)
-                elif got is not None:
-                    if values is None:  # a progressive op reads its payloads now
-                        values = await t.mget(op.payload_keys(got))
-                    result = op.received(values)
-                    if op.on_ack(await t.fcall("aq_ack", h.key, op.ack_args())):
-                        return result
-        except BaseException:
-            await self._leave(op.leave_args())
-            raise
-        finally:
-            if waiting:
-                self.empty_clock.leave()
-
-    async def _leave(self, args: list[Any] | None) -> None:
-        """Undo an op that leaves early (shielded by the transport); best effort when
-        the server is unreachable: its lease then expires there."""
-        if args is None:
-            return
-        try:
-            await self._t.fcall("aq_leave", self._h.key, args)
-        except aqueue.QueueError:
-            pass
+        return await run(TakeOp(self._h, mode, n).run(), self._t, self.empty_clock)
 
     # -- state ---------------------------------------------------------------------------
 
@@ -271,10 +193,7 @@ class RedisQueue:
         ``time_empty_s`` are measured by this process only, for its own waiters.
         """
         h = self._h
-        r = await self._t.fcall("aq_stats", h.key, [h.gen], ro=True)
-        if not r:
-            raise aqueue.QueueClosedError(f"queue '{h.name}' was deleted")
-        v = [int(x) for x in r]
+        v = await run(_ops.stats(h), self._t)
         return aqueue.QueueStatistics(
             size=v[0],
             capacity=h.capacity,
@@ -296,8 +215,7 @@ class RedisQueue:
         had admitted stay). Every waiting dequeue, in every process, is woken and gets
         data or OutOfRangeError.
         """
-        h = self._h
-        await self._t.fcall("aq_close", h.key, [h.gen, "1" if cancel_pending_enqueues else "0"])
+        await run(_ops.close(self._h, bool(cancel_pending_enqueues)), self._t)
 
     # -- producers (for the QueueRunner) -------------------------------------------------
 
@@ -308,25 +226,16 @@ class RedisQueue:
         the ``connect()`` context refreshes while it is open. Pair every call with
         ``producer_done``. Raises QueueClosedError if the queue is closed.
         """
-        import uuid
-
-        h = self._h
-        pid = uuid.uuid4().hex
-        r = await self._t.fcall("aq_producer", h.key, [h.gen, "add", h.lease_ms, "1", pid])
-        if r[0] != b"ok":
-            raise aqueue.QueueClosedError(f"queue '{h.name}' is closed: cannot register a producer")
-        self._producers.add_producer(h, pid)
+        pid = await run(_ops.register_producer(self._h), self._t)
+        self._producers.add_producer(self._h, pid)
         return pid
 
     async def producer_done(self, producer_id: str, *, clean: bool = True) -> None:
         """Remove producer ``producer_id``. A clean end of the last registered producer
         closes the queue (consumers drain it, then OutOfRangeError); ``clean=False``
         closes it at once with ``cancel_pending_enqueues=True``."""
-        h = self._h
-        self._producers.remove_producer(h, producer_id)
-        await self._t.fcall(
-            "aq_producer", h.key, [h.gen, "done", h.lease_ms, "1" if clean else "0", producer_id]
-        )
+        self._producers.remove_producer(self._h, producer_id)
+        await run(_ops.producer_done(self._h, producer_id, clean), self._t)
 
     def release_producers(self) -> None:
         """A coordinator's stop: this process's enqueues on this queue object fail with
@@ -337,19 +246,21 @@ class RedisQueue:
 
     # -- iteration and the thread view ---------------------------------------------------
 
-    def __aiter__(self) -> ElementIterator:
-        return ElementIterator(self)
+    def __aiter__(self) -> aqueue.ElementIterator[Any]:
+        return aqueue.ElementIterator(self)
 
-    def batches(self, n: int, *, allow_smaller_final_batch: bool = False) -> BatchIterator:
+    def batches(
+        self, n: int, *, allow_smaller_final_batch: bool = False
+    ) -> aqueue.BatchIterator[Any]:
         """An async iterator of batches of ``n``; ends cleanly when the queue is final.
 
         Leftovers smaller than ``n`` stay in the queue, unless
         ``allow_smaller_final_batch`` (then they come as one short final batch).
         """
-        n = self._h.batch_n(n, "batches")
+        n = self._h.spec.batch_count(n, "batches")
         if n == 0:
             raise aqueue.ElementSpecError(f"queue '{self._h.name}'.batches: n must be >= 1, got 0")
-        return BatchIterator(self, n, allow_smaller_final_batch)
+        return aqueue.BatchIterator(self, n, allow_smaller_final_batch)
 
     def blocking(self) -> BlockingRedisQueue:
         """A view whose blocking methods threads may call; it uses the synchronous
@@ -369,43 +280,3 @@ class RedisRandomShuffleQueue(RedisQueue):
     def seed(self) -> int | None:
         """The seed of this client's random numbers, or None."""
         return self._h.seed
-
-
-class ElementIterator:
-    """``async for element in q``: dequeue until OutOfRangeError."""
-
-    __slots__ = ("_queue",)
-
-    def __init__(self, queue: RedisQueue) -> None:
-        self._queue = queue
-
-    def __aiter__(self) -> ElementIterator:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self._queue.dequeue()
-        except aqueue.OutOfRangeError:
-            raise StopAsyncIteration from None
-
-
-class BatchIterator:
-    """The iterator returned by ``q.batches(n)`` (a class, not an async generator)."""
-
-    __slots__ = ("_n", "_queue", "_smaller")
-
-    def __init__(self, queue: RedisQueue, n: int, smaller: bool) -> None:
-        self._queue = queue
-        self._n = n
-        self._smaller = smaller
-
-    def __aiter__(self) -> BatchIterator:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            if self._smaller:
-                return await self._queue.dequeue_up_to(self._n)
-            return await self._queue.dequeue_many(self._n)
-        except aqueue.OutOfRangeError:
-            raise StopAsyncIteration from None

@@ -30,6 +30,7 @@ import redis
 import aqueue
 from aqueue._queues._declare import format_shape
 
+from ._clients import RedisAsyncio, RedisSync, RedisThreads, client_options, map_error
 from ._errors import (
     AuthenticationFailedError,
     ConnectFailedError,
@@ -37,11 +38,12 @@ from ._errors import (
     ServerConnectionError,
     ServerError,
 )
+from ._handle import Handle
 from ._library import LIBRARY_SOURCE, library_problem
-from ._protocol import Handle
+from ._ops import keep_producers
 from ._queue import RedisFIFOQueue, RedisRandomShuffleQueue
 from ._spec import int_arg, make_spec, name_arg, positive_arg
-from ._transport import AsyncioTransport, SyncCalls, ThreadTransport, client_options, map_error
+from ._transport import AsyncTransport, Call, run
 
 __all__ = ["RedisServer", "connect"]
 
@@ -116,8 +118,8 @@ class RedisServer:
         self._url = url
         self._load = bool(load_functions)
         self._opts = client_options(timeout, max_connections)
-        self._sync: SyncCalls | None = None
-        self._transport: AsyncioTransport | ThreadTransport | None = None
+        self._sync: RedisSync | None = None
+        self._transport: AsyncTransport | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._producers: dict[str, tuple[Handle, set[str]]] = {}
 
@@ -131,12 +133,12 @@ class RedisServer:
     # -- lifecycle -----------------------------------------------------------------------
 
     async def __aenter__(self) -> RedisServer:
-        self._sync = SyncCalls(self._url, self._opts)
+        self._sync = RedisSync(self._url, self._opts)
         try:
             asyncio.get_running_loop()
-            self._transport = AsyncioTransport(self._url, self._opts)
+            self._transport = RedisAsyncio(self._url, self._opts)
         except RuntimeError:  # trio (or another anyio backend): redis.asyncio cannot run
-            self._transport = ThreadTransport(self._sync)
+            self._transport = RedisThreads(self._sync)
         try:
             await self._check_library()
             self._tg = anyio.create_task_group()
@@ -172,7 +174,7 @@ class RedisServer:
         """The first call: it connects, so its errors say why a connection failed."""
         t = self._live()
         try:
-            reply: Any = await t.fcall("aq_version", "aq:{version}:meta", [], ro=True)
+            reply: Any = await t.call(Call("aq_version", "aq:{version}:meta", [], ro=True))
         except ServerConnectionError as exc:
             raise self._connect_error(exc.__cause__ or exc) from exc.__cause__
         except ServerError as exc:
@@ -230,7 +232,7 @@ class RedisServer:
         reason = _connect_reason(cause)
         return ConnectFailedError(f"{owner}: could not connect to {where}: {reason}")
 
-    def _live(self) -> AsyncioTransport | ThreadTransport:
+    def _live(self) -> AsyncTransport:
         if self._transport is None:
             raise RuntimeError("use the server inside `async with aqueue.redis.connect(...)`")
         return self._transport
@@ -241,9 +243,8 @@ class RedisServer:
             for handle, pids in list(self._producers.values()):
                 if not pids:
                     continue
-                args = [handle.gen, "beat", handle.lease_ms, "1", *sorted(pids)]
                 try:
-                    await self._live().fcall("aq_producer", handle.key, args)
+                    await run(keep_producers(handle, pids), self._live())
                 except aqueue.QueueError as exc:  # the next beat retries
                     _log.warning("producer heartbeat for queue '%s' failed: %s", handle.name, exc)
 
@@ -288,7 +289,7 @@ class RedisServer:
         """Delete queue ``name`` and all its keys; True if it existed. Its waiters wake
         and fail (OutOfRangeError, QueueClosedError)."""
         name = name_arg(name, "RedisServer.delete_queue")
-        r = await self._live().fcall("aq_delete", f"aq:{{{name}}}:meta", [])
+        r = await self._live().call(Call("aq_delete", f"aq:{{{name}}}:meta", []))
         return bool(r)
 
     async def _open(
@@ -325,7 +326,8 @@ class RedisServer:
         }
         key = f"aq:{{{name}}}:meta"
         order = ["kind", "capacity", "min_after_dequeue", "dtypes", "shapes", "names", "format"]
-        r = await self._live().fcall("aq_open", key, [uuid.uuid4().hex, *(given[f] for f in order)])
+        args = [uuid.uuid4().hex, *(given[f] for f in order)]
+        r = await self._live().call(Call("aq_open", key, args))
         texts = [v.decode() if isinstance(v, bytes) else v for v in r]
         gen = texts[1]
         if texts[0] == "exists":

@@ -1,9 +1,10 @@
 """The in-process element spec, reused as is, plus the argument checks of this backend.
 
-This is the only module of ``aqueue.redis`` that imports from a private aqueue module:
-``ElementSpec``, ``normalize_dtypes`` and ``normalize_shapes`` are the exact conversion
-and validation rules of the in-process queues, so elements, batches and their errors
-are identical on both backends. If those helpers move, only this file changes.
+``ElementSpec``, ``normalize_dtypes``, ``normalize_shapes`` and ``normalize_names`` are
+the exact conversion and validation rules of the in-process queues, so elements,
+batches, batch sizes (``ElementSpec.batch_count``) and their errors are identical on
+both backends. (The other private names this backend uses: ``format_shape`` in
+``_server``, the event-loop check and the blocked-call registry in ``_blocking``.)
 
 Invariants of the specs this backend accepts (checked by ``make_spec``):
 - every dtype is on the AQ1 wire allow-list (booleans, integers, floats, complex,
@@ -21,7 +22,7 @@ import numpy as np
 
 import aqueue
 from aqueue._errors import int_arg
-from aqueue._queues._declare import normalize_dtypes, normalize_shapes
+from aqueue._queues._declare import normalize_dtypes, normalize_names, normalize_shapes
 from aqueue._queues._spec import ElementSpec
 
 __all__ = ["ElementSpec", "int_arg", "make_spec", "name_arg", "positive_arg", "wire_kind_ok"]
@@ -57,20 +58,6 @@ def name_arg(name: Any, kind: str) -> str:
     return name
 
 
-def _names(names: Any, count: int, owner: str) -> tuple[str, ...] | None:
-    if names is None:
-        return None
-    # (the in-process queues' rule and messages)
-    items = [names] if isinstance(names, str) else list(names)
-    if len(items) != count:
-        raise aqueue.ElementSpecError(
-            f"{owner}: names has {len(items)} entries but dtypes has {count} components"
-        )
-    if not all(isinstance(n, str) for n in items) or len(set(items)) != len(items):
-        raise aqueue.ElementSpecError(f"{owner}: names must be distinct strings, got {items!r}")
-    return tuple(items)
-
-
 def make_spec(owner: str, dtypes: Any, shapes: Any, names: Any) -> ElementSpec:
     """The ElementSpec of a Redis queue, refusing dtypes the wire cannot carry."""
     dts = normalize_dtypes(dtypes, owner=owner)
@@ -84,4 +71,4 @@ def make_spec(owner: str, dtypes: Any, shapes: Any, names: Any) -> ElementSpec:
                 "(object, structured and datetime dtypes are refused; never pickled)"
             )
     shp = normalize_shapes(shapes, len(dts), owner=owner, allow_unknown_dims=False)
-    return ElementSpec(dts, shp, _names(names, len(dts), owner), owner=owner)
+    return ElementSpec(dts, shp, normalize_names(names, len(dts), owner), owner=owner)

@@ -1,331 +1,267 @@
-"""How queue calls reach the server: function calls, and cancellable waits.
+"""What an operation asks of the server, who performs it, and the two drivers.
 
-Two implementations of one small interface (``fcall``, ``put``, ``take``, ``mget``,
-``wait``, ``aclose``):
+An operation (``_ops``) is a generator: it yields requests and receives their replies,
+and returns its result (``Op[T]``). It does no I/O of its own. Three requests:
 
-- ``AsyncioTransport`` (asyncio): ``redis.asyncio``, one connection pool for function
-  calls and one for the blocking waits (a ``BLPOP`` holds its connection).
-- ``ThreadTransport`` (trio, and any other anyio backend): ``redis.asyncio`` is
-  asyncio-only, so the synchronous client's calls run in worker threads. The thread
-  view (``_blocking.py``) calls the same ``SyncCalls`` directly.
+- ``Call``: one server round trip: ``FCALL fn key *args``; with ``stage``, inside
+  ``MULTI``/``EXEC`` after an ``MSET`` of those (key, payload) pairs; with ``fetch``,
+  pipelined with an ``MGET`` of those keys, and then the reply is ``(fn's reply, the
+  values)``. A call always runs to its end once sent, even when the caller is
+  cancelled, so its outcome is known (see ``_clients``);
+- ``Read``: ``MGET`` of some keys; the reply is their values (None where missing);
+- ``Wait``: ``BLPOP`` on one key for at most ``seconds``; the reply is the popped
+  token, or None on timeout. A wait may be cancelled at any time.
 
-Three shapes of server call, each one round trip:
-
-- ``fcall``: one FCALL;
-- ``put``: ``MULTI; MSET e:<ref> payload ...; FCALL aq_put ... ref ...; EXEC``. The
-  payloads go to their own keys, never through Lua, and the transaction makes the
-  staging and the call that admits (or deletes) them one atomic step: a producer
-  that dies mid-send leaves nothing behind. Should the function fail (say the
-  library was flushed), the staged keys are deleted, best effort;
-- ``take``: ``FCALL aq_take ...`` pipelined with ``MGET`` of the keys the take renames
-  its elements to (``e:<lease>.<j>``), so the payloads come straight from their keys.
+A transport performs them: ``AsyncTransport`` for the event loop (``RedisAsyncio`` on
+asyncio, ``RedisThreads`` elsewhere), ``SyncTransport`` for threads (``RedisSync``).
+Two drivers run any op over one: ``run`` (async) and ``run_blocking`` (threads). They
+are the same loop: send the last reply to the op, perform the request it yields; when
+performing fails (an error, a cancellation, the thread view's deadline), throw the
+exception into the op, which may yield one more request to undo what it holds (the
+``aq_leave`` call) before re-raising it. The drivers also keep the time accounting
+that belongs to the caller, not to the op: the queue's wait clock (``statistics()``),
+the thread view's registry of blocked calls and its deadline.
 
 Invariants:
-- every call always lets the server call finish, so its outcome is known to the server
-  state even when the caller is cancelled: an anyio cancellation is deferred past it
-  (shielded scope), a native asyncio ``task.cancel()`` is re-raised only after the call
-  finished (the reply is then dropped, and the caller resolves the outcome with its
-  lease id). redis-py would otherwise drop the connection with the command in flight.
-- ``wait`` is cancellable at any time: losing a wake-up token only delays a waiter by
-  one wait timeout, never loses data.
-- redis-py never retries a call (``retries=0``): a function call is not idempotent, so
-  a retry after a lost reply could apply it twice. Connection and timeout errors
-  become ServerConnectionError, server error replies ServerError.
+- an op's state changes only between its yields, never during a request;
+- every request an op yields is performed exactly once, or its failure is thrown back
+  into the op at that yield;
+- a driver leaves the wait clock it entered, on every way out.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
-from collections.abc import Awaitable, Sequence
-from typing import Any
+import threading
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
-import anyio
-import redis
-import redis.asyncio
-from redis.backoff import NoBackoff
+__all__ = [
+    "AsyncTransport",
+    "Call",
+    "Deadline",
+    "Op",
+    "Read",
+    "Request",
+    "Steps",
+    "SyncTransport",
+    "Wait",
+    "WaitClock",
+    "Waits",
+    "run",
+    "run_blocking",
+]
 
-from ._errors import ServerConnectionError, ServerError
-
-__all__ = ["AsyncioTransport", "SyncCalls", "ThreadTransport", "map_error"]
-
-
-def map_error(exc: BaseException, what: str) -> BaseException:
-    """The aqueue error for a redis-py error raised by ``what`` (others unchanged)."""
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
-        return ServerConnectionError(f"{what}: lost the connection to the Redis server ({exc})")
-    if isinstance(exc, redis.ResponseError):
-        text = str(exc)
-        if "NOPERM" in text:
-            hint = " (the ACL user lacks a permission aqueue needs; see aqueue.redis)"
-        elif text.startswith("OOM"):
-            hint = " (the server reached maxmemory; dequeue to free memory or raise maxmemory)"
-        elif "Function not found" in text or "function not found" in text.lower():
-            hint = " (aqueue's Lua library is not loaded; connect once with load_functions=True)"
-        else:
-            hint = ""
-        return ServerError(f"{what}: the Redis server refused the call: {text}{hint}")
-    return exc
+T = TypeVar("T")
 
 
-def client_options(socket_timeout: float, max_connections: int | None) -> dict[str, Any]:
-    """redis-py options shared by every client aqueue makes."""
-    from redis.asyncio.retry import Retry as AsyncRetry
-    from redis.retry import Retry
+@dataclass(frozen=True)
+class Call:
+    """One function call (see the module docstring)."""
 
-    return {
-        "socket_timeout": socket_timeout,
-        "socket_connect_timeout": min(socket_timeout, 5.0),
-        "max_connections": max_connections,
-        "_retry": (Retry(NoBackoff(), 0), AsyncRetry(NoBackoff(), 0)),
-    }
-
-
-def _first_error(replies: Sequence[Any]) -> BaseException | None:
-    for r in replies:
-        if isinstance(r, BaseException):
-            return r
-    return None
+    fn: str
+    key: str
+    args: Sequence[Any]
+    stage: Sequence[tuple[str, bytes]] = ()
+    fetch: Sequence[str] = ()
+    ro: bool = False
 
 
-def _sync_client(url: str, opts: dict[str, Any]) -> redis.Redis:
-    kw = {k: v for k, v in opts.items() if k != "_retry"}
-    return redis.Redis.from_url(url, retry=opts["_retry"][0], **kw)
+@dataclass(frozen=True)
+class Read:
+    """``MGET keys``."""
+
+    keys: Sequence[str]
 
 
-def _async_client(url: str, opts: dict[str, Any]) -> redis.asyncio.Redis:
-    kw = {k: v for k, v in opts.items() if k != "_retry"}
-    return redis.asyncio.Redis.from_url(url, retry=opts["_retry"][1], **kw)
+@dataclass(frozen=True)
+class Wait:
+    """``BLPOP key seconds``."""
+
+    key: str
+    seconds: float
 
 
-class SyncCalls:
-    """Blocking calls with the synchronous client (thread-safe: one pool)."""
+Request: TypeAlias = Call | Read | Wait
+Op: TypeAlias = Generator[Request, Any, T]
+"""An operation: yields requests, receives their replies, returns its result."""
 
-    def __init__(self, url: str, opts: dict[str, Any]) -> None:
-        self.client = _sync_client(url, opts)
-        self._waits = _sync_client(url, opts)
 
-    def fcall(self, fn: str, key: str, args: Sequence[Any], ro: bool = False) -> Any:
-        try:
-            if ro:
-                return self.client.fcall_ro(fn, 1, key, *args)
-            return self.client.fcall(fn, 1, key, *args)
-        except redis.RedisError as exc:
-            raise map_error(exc, f"{fn} on {key}") from exc
+class AsyncTransport(Protocol):
+    """Performs requests for tasks (``RedisAsyncio``, ``RedisThreads``)."""
 
-    def put(
-        self, fn: str, key: str, args: Sequence[Any], stage: Sequence[tuple[str, bytes]]
-    ) -> Any:
-        """``fn`` in one transaction after MSET of the ``stage`` keys (see above)."""
-        if not stage:
-            return self.fcall(fn, key, args)
-        try:
-            pipe = self.client.pipeline(transaction=True)
-            pipe.mset(dict(stage))
-            pipe.fcall(fn, 1, key, *args)
-            replies = pipe.execute(raise_on_error=False)
-        except redis.RedisError as exc:
-            raise map_error(exc, f"{fn} on {key}") from exc
-        err = _first_error(replies)
-        if err is not None:
-            try:
-                self.client.delete(*(k for k, _ in stage))
-            except redis.RedisError:
-                pass
-            raise map_error(err, f"{fn} on {key}") from err
-        return replies[1]
+    async def call(self, call: Call) -> Any:
+        """Perform ``call``; it runs to its end even if the caller is cancelled."""
+        ...
 
-    def take(self, fn: str, key: str, args: Sequence[Any], fetch: Sequence[str]) -> tuple[Any, Any]:
-        """``fn``'s reply, and the values of the ``fetch`` keys read right after it
-        (None when ``fetch`` is empty)."""
-        if not fetch:
-            return self.fcall(fn, key, args), None
-        try:
-            pipe = self.client.pipeline(transaction=False)
-            pipe.fcall(fn, 1, key, *args)
-            pipe.mget(fetch)
-            replies = pipe.execute(raise_on_error=False)
-        except redis.RedisError as exc:
-            raise map_error(exc, f"{fn} on {key}") from exc
-        err = _first_error(replies)
-        if err is not None:
-            raise map_error(err, f"{fn} on {key}") from err
-        return replies[0], replies[1]
+    async def read(self, keys: Sequence[str]) -> list[Any]:
+        """The values of ``keys`` (None where missing)."""
+        ...
 
-    def mget(self, keys: Sequence[str]) -> list[Any]:
-        try:
-            return list(self.client.mget(keys))
-        except redis.RedisError as exc:
-            raise map_error(exc, f"reading {len(keys)} payloads") from exc
+    async def wait(self, key: str, seconds: float) -> bytes | None:
+        """A token popped from ``key`` within ``seconds``, or None; cancellable."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the connections."""
+        ...
+
+
+class SyncTransport(Protocol):
+    """Performs requests for threads (``RedisSync``)."""
+
+    def call(self, call: Call) -> Any:
+        """Perform ``call``."""
+        ...
+
+    def read(self, keys: Sequence[str]) -> list[Any]:
+        """The values of ``keys`` (None where missing)."""
+        ...
 
     def wait(self, key: str, seconds: float) -> bytes | None:
-        try:
-            reply = self._waits.blpop([key], seconds)
-        except redis.RedisError as exc:
-            raise map_error(exc, f"waiting on {key}") from exc
-        if reply is None:
-            return None
-        value = reply[1]
-        return value if isinstance(value, bytes) else value.encode()
+        """A token popped from ``key`` within ``seconds``, or None."""
+        ...
 
     def close(self) -> None:
-        self.client.close()
-        self._waits.close()
+        """Release the connections."""
+        ...
 
 
-class ThreadTransport:
-    """The transport for trio (and any non-asyncio anyio backend): SyncCalls in threads."""
+class Waits(Protocol):
+    """What a driver tells when its op starts waiting and when the op ends."""
 
-    def __init__(self, calls: SyncCalls) -> None:
-        self._calls = calls
+    def enter(self) -> None: ...
 
-    async def fcall(self, fn: str, key: str, args: Sequence[Any], ro: bool = False) -> Any:
-        # Shielded: a cancelled scope would otherwise refuse to start the call at all
-        # (so an undo in an `except` path would never run); abandon_on_cancel=False: the
-        # thread finishes, so the call's outcome is known.
-        with anyio.CancelScope(shield=True):
-            return await anyio.to_thread.run_sync(
-                functools.partial(self._calls.fcall, fn, key, args, ro), abandon_on_cancel=False
-            )
-
-    async def put(
-        self, fn: str, key: str, args: Sequence[Any], stage: Sequence[tuple[str, bytes]]
-    ) -> Any:
-        with anyio.CancelScope(shield=True):
-            return await anyio.to_thread.run_sync(
-                functools.partial(self._calls.put, fn, key, args, stage), abandon_on_cancel=False
-            )
-
-    async def take(
-        self, fn: str, key: str, args: Sequence[Any], fetch: Sequence[str]
-    ) -> tuple[Any, Any]:
-        with anyio.CancelScope(shield=True):
-            out = await anyio.to_thread.run_sync(
-                functools.partial(self._calls.take, fn, key, args, fetch), abandon_on_cancel=False
-            )
-        return out
-
-    async def mget(self, keys: Sequence[str]) -> list[Any]:
-        with anyio.CancelScope(shield=True):
-            out = await anyio.to_thread.run_sync(
-                functools.partial(self._calls.mget, keys), abandon_on_cancel=False
-            )
-        return out
-
-    async def wait(self, key: str, seconds: float) -> bytes | None:
-        # Abandoned on cancellation: the thread's BLPOP ends by itself within `seconds`.
-        return await anyio.to_thread.run_sync(
-            self._calls.wait, key, seconds, abandon_on_cancel=True
-        )
-
-    async def aclose(self) -> None:
-        """Nothing to do: SyncCalls belongs to the server object."""
+    def leave(self) -> None: ...
 
 
-class AsyncioTransport:
-    """The transport for asyncio: redis.asyncio, calls shielded, waits cancellable."""
+class WaitClock:
+    """Seconds during which at least one of this process's ops of one kind waited
+    (a queue's ``time_full_s`` / ``time_empty_s``)."""
 
-    def __init__(self, url: str, opts: dict[str, Any]) -> None:
-        self._client = _async_client(url, opts)
-        self._waits = _async_client(url, opts)
-        self._abandoned: set[asyncio.Future[Any]] = set()
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+        self._since = 0.0
+        self._total = 0.0
 
-    async def _finish(self, call: Awaitable[Any], what: str) -> Any:
-        """Run ``call`` to its end even when the caller is cancelled (see above)."""
-        task = asyncio.ensure_future(call)
-        with anyio.CancelScope(shield=True):
-            try:
-                return await asyncio.shield(task)
-            except asyncio.CancelledError:
-                # Native cancellation: let the call finish, then re-raise.
-                while not task.done():
-                    try:
-                        await asyncio.wait([task])
-                    except asyncio.CancelledError:
-                        pass
-                if not task.cancelled():
-                    task.exception()  # retrieved: the caller resolves the outcome itself
-                raise
-            except redis.RedisError as exc:
-                raise map_error(exc, what) from exc
+    def enter(self) -> None:
+        with self._lock:
+            if self._count == 0:
+                self._since = time.monotonic()
+            self._count += 1
 
-    async def fcall(self, fn: str, key: str, args: Sequence[Any], ro: bool = False) -> Any:
-        if ro:
-            call = self._client.fcall_ro(fn, 1, key, *args)
-        else:
-            call = self._client.fcall(fn, 1, key, *args)
-        return await self._finish(call, f"{fn} on {key}")
+    def leave(self) -> None:
+        with self._lock:
+            self._count -= 1
+            if self._count == 0:
+                self._total += time.monotonic() - self._since
 
-    async def put(
-        self, fn: str, key: str, args: Sequence[Any], stage: Sequence[tuple[str, bytes]]
-    ) -> Any:
-        """``fn`` in one transaction after MSET of the ``stage`` keys (see above)."""
-        if not stage:
-            return await self.fcall(fn, key, args)
-        what = f"{fn} on {key}"
-        pipe = self._client.pipeline(transaction=True)
-        pipe.mset(dict(stage))
-        pipe.fcall(fn, 1, key, *args)
-        replies = await self._finish(pipe.execute(raise_on_error=False), what)
-        err = _first_error(replies)
-        if err is not None:
-            with anyio.CancelScope(shield=True):
-                try:
-                    await self._client.delete(*(k for k, _ in stage))
-                except redis.RedisError:
-                    pass
-            raise map_error(err, what) from err
-        return replies[1]
+    def seconds(self) -> float:
+        with self._lock:
+            return self._total + (time.monotonic() - self._since if self._count else 0.0)
 
-    async def take(
-        self, fn: str, key: str, args: Sequence[Any], fetch: Sequence[str]
-    ) -> tuple[Any, Any]:
-        """``fn``'s reply, and the values of the ``fetch`` keys read right after it
-        (None when ``fetch`` is empty)."""
-        if not fetch:
-            return await self.fcall(fn, key, args), None
-        what = f"{fn} on {key}"
-        pipe = self._client.pipeline(transaction=False)
-        pipe.fcall(fn, 1, key, *args)
-        pipe.mget(fetch)
-        replies = await self._finish(pipe.execute(raise_on_error=False), what)
-        err = _first_error(replies)
-        if err is not None:
-            raise map_error(err, what) from err
-        return replies[0], replies[1]
 
-    async def mget(self, keys: Sequence[str]) -> list[Any]:
-        return list(await self._finish(self._client.mget(keys), f"reading {len(keys)} payloads"))
+class Deadline:
+    """A thread view call's ``timeout``: how long its next wait may last."""
 
-    async def wait(self, key: str, seconds: float) -> bytes | None:
-        # The BLPOP runs in a task of its own that a cancellation does not touch: it
-        # ends by itself within `seconds` and its connection goes back to the pool.
-        # (Cancelled inside redis-py instead, the connection is dropped, and a native
-        # cancellation landing as the reply arrives can be swallowed: blpop returns
-        # None and the task keeps waiting, cancelled.)
-        task = asyncio.ensure_future(self._waits.blpop([key], seconds))
+    def __init__(self, timeout: float, what: str) -> None:
+        self._timeout = timeout
+        self._at = time.monotonic() + timeout
+        self._what = what
+
+    def clip(self, seconds: float) -> float:
+        """``seconds``, shortened to the time left; TimeoutError once none is left."""
+        left = self._at - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"{self._what} timed out after {self._timeout} s")
+        return min(seconds, left)
+
+
+class Steps(Generic[T]):
+    """What both drivers share: feeding an op its replies (or its failures) and taking
+    its next request; the wait accounting and the deadline. The drivers only perform
+    the requests."""
+
+    __slots__ = ("_deadline", "_op", "_waiting", "_waits", "error", "reply", "result")
+
+    def __init__(self, op: Op[T], waits: Waits | None, deadline: Deadline | None = None) -> None:
+        self._op = op
+        self._waits = waits
+        self._deadline = deadline
+        self._waiting = False
+        self.reply: Any = None
+        self.error: BaseException | None = None  # performing the last request failed
+        self.result: T
+
+    def next(self) -> Request | None:
+        """The op's next request, or None when it returned (its ``result`` is set).
+        Raises what the op raises."""
         try:
-            reply = await asyncio.shield(task)
-        except asyncio.CancelledError:
-            self._abandoned.add(task)
-            task.add_done_callback(self._forget)
-            raise
-        except redis.RedisError as exc:
-            raise map_error(exc, f"waiting on {key}") from exc
-        if reply is None:
+            if self.error is None:
+                request = self._op.send(self.reply)
+            else:
+                request = self._op.throw(self.error)  # the op may undo, then re-raises
+        except StopIteration as stop:
+            self.result = stop.value
             return None
-        value = reply[1]
-        return value if isinstance(value, bytes) else value.encode()
+        self.reply = self.error = None
+        if isinstance(request, Wait) and not self._waiting and self._waits is not None:
+            self._waiting = True
+            self._waits.enter()
+        return request
 
-    def _forget(self, task: asyncio.Future[Any]) -> None:
-        self._abandoned.discard(task)
-        if not task.cancelled():
-            task.exception()  # (a lost token only delays another waiter by one wait)
+    def seconds(self, wait: Wait) -> float:
+        """How long ``wait`` may block: shortened to the deadline (TimeoutError past it)."""
+        return wait.seconds if self._deadline is None else self._deadline.clip(wait.seconds)
 
-    async def aclose(self) -> None:
-        for task in list(self._abandoned):
-            task.cancel()
-        if self._abandoned:
-            await asyncio.wait(list(self._abandoned))
-        await self._client.aclose()
-        await self._waits.aclose()
+    def end(self) -> None:
+        """On every way out: leave the wait accounting if the op waited."""
+        if self._waiting:
+            self._waiting = False
+            assert self._waits is not None
+            self._waits.leave()
+
+
+async def run(op: Op[T], transport: AsyncTransport, waits: Waits | None = None) -> T:
+    """Run ``op`` to its result over ``transport`` (see the module docstring)."""
+    steps = Steps(op, waits)
+    try:
+        while (request := steps.next()) is not None:
+            try:
+                if isinstance(request, Call):
+                    steps.reply = await transport.call(request)
+                elif isinstance(request, Wait):
+                    steps.reply = await transport.wait(request.key, steps.seconds(request))
+                else:
+                    steps.reply = await transport.read(request.keys)
+            except BaseException as exc:  # thrown into the op at its yield
+                steps.error = exc
+        return steps.result
+    finally:
+        steps.end()
+
+
+def run_blocking(
+    op: Op[T],
+    transport: SyncTransport,
+    waits: Waits | None = None,
+    deadline: Deadline | None = None,
+) -> T:
+    """``run`` for a thread: the same loop, blocking; no wait lasts past ``deadline``."""
+    steps = Steps(op, waits, deadline)
+    try:
+        while (request := steps.next()) is not None:
+            try:
+                if isinstance(request, Call):
+                    steps.reply = transport.call(request)
+                elif isinstance(request, Wait):
+                    steps.reply = transport.wait(request.key, steps.seconds(request))
+                else:
+                    steps.reply = transport.read(request.keys)
+            except BaseException as exc:  # thrown into the op at its yield
+                steps.error = exc
+        return steps.result
+    finally:
+        steps.end()

@@ -8,7 +8,7 @@ every queue that has a task or thread waiting on it: its name, kind, size/capaci
 which side waits and how many (consumers blocked in a dequeue, producers blocked in an
 enqueue), the started runners feeding it and the producers of theirs blocked in
 enqueue, and the runners registered with ``add_queue_runner`` that were never started:
-inline for the queue they fill (``unstarted_runners`` in ``aqueue/_running/_registry.py``,
+inline for the queue they fill (``unstarted_runners`` in ``aqueue/_running/_alive.py``,
 any context), and, in the StallError's last line, those registered in the guarded
 block's context (what ``coord.start_queue_runners()`` would start there; read when the
 block is left, since the watcher thread has no context of its own to read). Queues of
@@ -69,8 +69,8 @@ import anyio.lowlevel
 
 from .._queues._backend import soon_threadsafe
 from .._queues._queue import QueueBase, live_queues
-from .._running._alive import live_runners
-from .._running._registry import registered_runners, unstarted_runners
+from .._running._alive import live_runners, unstarted_runners
+from .._running._registry import registered_runners
 from .._running._watchdog import describe_runner
 
 __all__ = [

@@ -13,6 +13,7 @@ import numpy as np
 
 import aqueue
 import aqueue.redis
+from aqueue.redis._transport import Call
 
 
 def _spec(kind: str) -> tuple[Any, ...]:
@@ -66,9 +67,8 @@ def lease_holder(url: str, name: str, ready: Any) -> None:
         async with aqueue.redis.connect(url, lease_time=1.0, wait_timeout=0.05) as srv:
             q = await srv.fifo_queue(name, 16, np.int64, (2,))
             h = q._h  # the lease protocol's first step only
-            await q._t.fcall(
-                "aq_take", h.key, [h.gen, "crash", "crash", "many", 3, h.lease_ms, h.reg_ms, "0"]
-            )
+            args = [h.gen, "crash", "crash", "many", 3, h.lease_ms, h.reg_ms, "0"]
+            await q._t.call(Call("aq_take", h.key, args))
             ready.put("taken")
             await asyncio.sleep(3600)
 

@@ -103,3 +103,23 @@ async def test_view_methods_raise_on_the_event_loop_thread(srv: Any, qname: str)
     s = await q.statistics()
     assert (s.size, s.enqueued_total, s.dequeued_total) == (2, 2, 0)
     assert await in_thread(b.dequeue) == 0  # other threads still may
+
+
+async def test_view_dequeue_burst(srv: Any, qname: str) -> None:
+    """The thread view's dequeue_burst takes 1..n of what is there at once; with a
+    timeout on an empty queue it raises TimeoutError and takes nothing; once the queue
+    is closed and empty it raises OutOfRangeError."""
+    q = await srv.fifo_queue(qname, 8, np.int64, ())
+    b = q.blocking()
+    with pytest.raises(TimeoutError, match="dequeue_burst"):
+        await in_thread(b.dequeue_burst, 4, 0.1)
+    await q.enqueue_many(np.arange(6))
+    assert [int(v) for v in await in_thread(b.dequeue_burst, 4)] == [0, 1, 2, 3]
+    assert [int(v) for v in await in_thread(b.dequeue_burst, 4, 1.0)] == [4, 5]
+    s = await q.statistics()
+    assert (s.size, s.dequeued_total, s.tasks_waiting_dequeue) == (0, 6, 0)
+    with pytest.raises(RuntimeError, match="event-loop thread"):
+        b.dequeue_burst(1)
+    await q.aclose()
+    with pytest.raises(aqueue.OutOfRangeError):
+        await in_thread(b.dequeue_burst, 4)

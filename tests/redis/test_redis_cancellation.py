@@ -94,7 +94,7 @@ async def test_random_scope_cancellations(
 
         async def consume() -> None:
             while producers_left:
-                how = rng.choice(["one", "many", "upto", "big"])
+                how = rng.choice(["one", "many", "upto", "big", "burst"])
                 with anyio.move_on_after(rng.choice(DELAYS)) as scope:
                     if how == "one":
                         got = values(await q.dequeue())
@@ -102,6 +102,8 @@ async def test_random_scope_cancellations(
                         got = values(await q.dequeue_many(8))
                     elif how == "many":
                         got = values(await q.dequeue_many(rng.randint(1, 3)))
+                    elif how == "burst":
+                        got = values(await q.dequeue_burst(rng.randint(1, 4)))
                     else:
                         got = values(await q.dequeue_up_to(rng.randint(1, 3)))
                     out.extend(got)
@@ -156,11 +158,13 @@ async def test_random_native_asyncio_cancellations(
             calls[-1] = (vals, True)
 
         async def get() -> None:
-            how = rng.choice(["one", "many", "big"])
+            how = rng.choice(["one", "many", "big", "burst"])
             if how == "one":
                 out.extend(values(await q.dequeue()))
             elif how == "big":
                 out.extend(values(await q.dequeue_many(8)))
+            elif how == "burst":
+                out.extend(values(await q.dequeue_burst(rng.randint(1, 4))))
             else:
                 out.extend(values(await q.dequeue_many(rng.randint(1, 3))))
 

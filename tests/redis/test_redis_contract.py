@@ -6,8 +6,9 @@ with the same arguments; the in-process queues are seen through the few calls th
 a server on Redis (``await q.size()``, ``await q.statistics()``, ``await
 q.is_closed()``; see README's table of differences). So one body of tests checks both:
 FIFO order, blocking at capacity, exact-n, progressive batch dequeues, dequeue_up_to
-after close, close waking every waiter, errors on a closed queue, pending enqueues at
-close, bad input changing nothing, element forms, iteration. Tests of what only a shared
+after close, dequeue_burst (1..n, the floor, close, cancellation), close waking every
+waiter, errors on a closed queue, pending enqueues at close, bad input changing
+nothing, element forms, iteration. Tests of what only a shared
 queue has (the shared-name rule, a second connection, producer accounting across
 processes, delete_queue, wake-ups through the server) take ``rsrv``, a Redis server only.
 """
@@ -65,9 +66,9 @@ class InProcessServer:
 
 def _inline(monkeypatch: pytest.MonkeyPatch, how: str) -> None:
     """Every payload under its own key, or every payload inline (in this process)."""
-    from aqueue.redis import _protocol
+    from aqueue.redis import _ops
 
-    monkeypatch.setattr(_protocol, "INLINE_MAX", 0 if how == "keys" else 1 << 30)
+    monkeypatch.setattr(_ops, "INLINE_MAX", 0 if how == "keys" else 1 << 30)
 
 
 @pytest.fixture(params=["redis-keys", "redis-inline", "in-process"])
@@ -201,6 +202,92 @@ async def test_dequeue_up_to_after_close(srv: Any, kind: str, qname: str) -> Non
         await q.dequeue_up_to(5)
     with pytest.raises(aqueue.OutOfRangeError):
         await q.dequeue()
+
+
+async def test_dequeue_burst_waits_for_one_then_takes_what_is_there(
+    srv: Any, kind: str, qname: str
+) -> None:
+    """dequeue_burst(n) waits for the first element, then takes 1..n at once: all
+    that is there, up to n (in queue order for FIFO)."""
+    q = await open_q(srv, kind, qname, 10)
+    out: list[int] = []
+
+    async def burst() -> None:
+        out.extend(ints(await q.dequeue_burst(4)))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(burst)
+        await waiting(q, get=1)
+        await q.enqueue(0)
+    assert out == [0]
+    await q.enqueue_many(np.arange(1, 7))
+    first = ints(await q.dequeue_burst(4))
+    rest = ints(await q.dequeue_burst(4))
+    assert (len(first), len(rest)) == (4, 2)
+    check(kind, first + rest, list(range(1, 7)))
+    assert await q.size() == 0
+    assert ints(await q.dequeue_burst(0)) == []
+
+
+async def test_dequeue_burst_ends_on_a_closed_empty_queue(srv: Any, kind: str, qname: str) -> None:
+    """A closed queue gives its remainder, then OutOfRangeError; a waiting burst is
+    woken by the close and gets OutOfRangeError."""
+    q = await open_q(srv, kind, qname, 4)
+    await q.enqueue_many(np.arange(2))
+    await q.aclose()
+    check(kind, ints(await q.dequeue_burst(8)), [0, 1])
+    with pytest.raises(aqueue.OutOfRangeError):
+        await q.dequeue_burst(8)
+    q2 = await open_q(srv, kind, qname + "b", 4)
+    errors: list[BaseException] = []
+
+    async def burst() -> None:
+        try:
+            await q2.dequeue_burst(2)
+        except aqueue.OutOfRangeError as exc:
+            errors.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(burst)
+        await waiting(q2, get=1)
+        with anyio.fail_after(5):
+            await q2.aclose()
+    assert len(errors) == 1
+
+
+async def test_cancelled_dequeue_burst_consumes_nothing(srv: Any, kind: str, qname: str) -> None:
+    """A burst cancelled while it waits takes nothing and leaves no waiter behind: the
+    elements enqueued after it all go to the next burst."""
+    q = await open_q(srv, kind, qname, 10)
+    with anyio.move_on_after(0.3) as scope:
+        await q.dequeue_burst(5)
+    assert scope.cancelled_caught
+    await q.enqueue_many(np.arange(3))
+    s = await q.statistics()
+    assert (s.size, s.dequeued_total, s.tasks_waiting_dequeue) == (3, 0, 0)
+    check(kind, ints(await q.dequeue_burst(5)), [0, 1, 2])
+
+
+async def test_dequeue_burst_honours_min_after_dequeue(srv: Any, qname: str) -> None:
+    """On a shuffle queue an open queue keeps min_after_dequeue elements: a burst takes
+    only what is above the floor, waits at the floor, and takes the rest once closed."""
+    q = await srv.random_shuffle_queue(qname, 10, 3, np.int64, (), seed=4)
+    await q.enqueue_many(np.arange(5))
+    first = ints(await q.dequeue_burst(8))
+    assert len(first) == 2
+    assert await q.size() == 3
+    out: list[int] = []
+
+    async def burst() -> None:
+        out.extend(ints(await q.dequeue_burst(8)))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(burst)
+        await waiting(q, get=1)
+        assert out == []
+        await q.aclose()
+    assert len(out) == 3
+    assert sorted(first + out) == list(range(5))
 
 
 async def test_close_wakes_every_waiter(srv: Any, kind: str, qname: str) -> None:

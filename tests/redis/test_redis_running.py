@@ -156,6 +156,36 @@ async def test_pipeline_reads_a_redis_queue(url: str, qname: str) -> None:
         assert got == [x * 10 for x in range(10)]
 
 
+def _function_calls(server: RedisProc) -> int:
+    """FCALLs the server has run so far (INFO commandstats)."""
+    with server.client() as c:
+        stats = c.info("commandstats")
+    return sum(
+        int(stats.get(f"cmdstat_{cmd}", {}).get("calls", 0)) for cmd in ("fcall", "fcall_ro")
+    )
+
+
+async def test_pipeline_takes_a_redis_source_in_bursts(
+    url: str, redis_server: RedisProc, qname: str
+) -> None:
+    """Pipeline.from_queue over a Redis queue takes what is there at once
+    (``dequeue_burst``: one take and one ack per burst), not one element per call:
+    64 queued elements cost a handful of function calls, not two per element."""
+    async with aqueue.redis.connect(url, wait_timeout=0.05) as srv:
+        q = await srv.fifo_queue(qname, 64, np.int64, ())
+        await q.enqueue_many(np.arange(64))
+        await q.aclose()
+        before = _function_calls(redis_server)
+        got: list[int] = []
+        async with aqueue.Pipeline.from_queue(q).batch(32).open() as batches:
+            async for b in batches:
+                assert len(b) == 32
+                got.extend(int(v) for v in b)
+        calls = _function_calls(redis_server) - before
+    assert got == list(range(64))
+    assert calls <= 10, f"{calls} function calls for 64 elements"
+
+
 async def test_a_loader_pipeline_feeds_a_trainer_through_a_redis_queue(
     url: str, qname: str
 ) -> None:

@@ -23,6 +23,7 @@ from redis_util import RedisProc, payload_keys, queue_keys, until
 
 import aqueue
 import aqueue.redis
+from aqueue.redis._transport import Call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -60,7 +61,7 @@ async def test_payload_keys_follow_the_elements(
     h = q._h  # a take without its ack: the lease holds 3 payload keys under its name
     args = [h.gen, "held", "held", "many", 3, h.lease_ms, h.reg_ms, "0", *h.rands(3)]
     keys = [f"{h.prefix}e:held.{j}" for j in (1, 2, 3)]
-    reply, values = await q._t.take("aq_take", h.key, args, keys)
+    reply, values = await q._t.call(Call("aq_take", h.key, args, fetch=keys))
     assert reply == [b"ok", 3]
     assert all(v is not None and v.startswith(b"AQ\x01") for v in values)
     stored = payload_keys(redis_server, qname)
@@ -207,21 +208,21 @@ async def test_small_payloads_travel_inline(
     """Payloads under INLINE_MAX are stored in the queue's list or hash, larger ones
     under keys; a queue holding both keeps its order, and a lease holding both goes
     back whole (here: expired and reaped)."""
-    from aqueue.redis import _protocol
+    from aqueue.redis import _ops
 
     q = await open_q(srv, kind, qname, 16, (16,))
     rows = np.arange(8 * 16).reshape(8, 16)
     size = len(q._h.codec.encode_batch([rows[:1]], 1)[0])
-    monkeypatch.setattr(_protocol, "INLINE_MAX", size + 1)  # inline
+    monkeypatch.setattr(_ops, "INLINE_MAX", size + 1)  # inline
     await q.enqueue_many(rows[:2])
-    monkeypatch.setattr(_protocol, "INLINE_MAX", size)  # under keys
+    monkeypatch.setattr(_ops, "INLINE_MAX", size)  # under keys
     await q.enqueue_many(rows[2:4])
-    monkeypatch.setattr(_protocol, "INLINE_MAX", size + 1)
+    monkeypatch.setattr(_ops, "INLINE_MAX", size + 1)
     await q.enqueue_many(rows[4:6])
     assert len(payload_keys(redis_server, qname)) == 2
     h = q._h  # a take of 5 without its ack, then its lease expires
     args = [h.gen, "held", "held", "many", 5, "1", h.reg_ms, "0", *h.rands(5)]
-    reply, _ = await q._t.take("aq_take", h.key, args, [])
+    reply = await q._t.call(Call("aq_take", h.key, args))
     assert reply == [b"ok", 5]
     # the 5 taken are under the lease's keys now, the one left is a key if it was one
     assert len(payload_keys(redis_server, qname)) in ((5,) if kind == "fifo" else (5, 6))
@@ -243,7 +244,7 @@ async def test_woken_enqueues_split_the_room(srv: Any, redis_server: RedisProc, 
     h = q._h
     wids = [uuid.uuid4().hex for _ in range(2)]
     for wid in wids:  # probes (no payload): each registers, wanting 3
-        reply = await q._t.fcall("aq_put", h.key, [h.gen, wid, "0", 3, h.reg_ms])
+        reply = await q._t.call(Call("aq_put", h.key, [h.gen, wid, "0", 3, h.reg_ms]))
         assert reply[:2] == [b"ok", 0]
         await anyio.sleep(0.01)  # (deadlines in ms order the registrations)
     await q.dequeue_many(2)
@@ -251,3 +252,24 @@ async def test_woken_enqueues_split_the_room(srv: Any, redis_server: RedisProc, 
         assert raw.lrange(f"{h.prefix}ev:space:{wids[0]}", 0, -1) == [b"2"]
         assert raw.lrange(f"{h.prefix}ev:space:{wids[1]}", 0, -1) == []
         assert raw.zrange(f"{h.prefix}ev:space", 0, -1) == [f"1:{wids[1]}".encode()]
+
+
+async def test_a_burst_reads_every_payload_of_an_overfull_queue(
+    srv: Any, redis_server: RedisProc, qname: str
+) -> None:
+    """Elements a leaving take puts back can leave a queue above its capacity for a
+    while; a dequeue_burst(n) then takes up to n of them, more than the capacity, and
+    reads every payload (those its take call did not fetch are read right after)."""
+    q = await open_q(srv, "fifo", qname, 4, (128,))  # 1 KiB + the header: payload keys
+    rows = np.arange(7 * 128).reshape(7, 128)
+    await q.enqueue_many(rows[:4])
+    h = q._h  # a take of 3 without its ack, then the same lease leaves
+    args = [h.gen, "held", "held", "many", 3, h.lease_ms, h.reg_ms, "0"]
+    assert await q._t.call(Call("aq_take", h.key, args)) == [b"ok", 3]
+    await q.enqueue_many(rows[4:])
+    leave = [h.gen, "held", "0", "held", "3:held", ""]
+    assert await q._t.call(Call("aq_leave", h.key, leave)) == 1  # put back at the head
+    assert (await q.statistics()).size == 7
+    got = await q.dequeue_burst(100)
+    assert got[:, 0].tolist() == [0, 128, 256, 384, 512, 640, 768]
+    assert payload_keys(redis_server, qname) == []

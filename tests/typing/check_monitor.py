@@ -37,6 +37,14 @@ def on_sample(sample: aqueue.MonitorSample) -> None:
     s = sample.stages["pipe/map(load)"]
     assert_type(s.items_per_s, float)
     assert_type(s.busy_fraction, float)
+    assert_type(sample.tables, Mapping[str, aqueue.TableSample])
+    t = sample.tables["transitions"]
+    assert_type(t.fraction_full, float)
+    assert_type(t.insert_rate, float)
+    assert_type(t.insert_blocked, float)
+    assert_type(t.sample_blocked, float)
+    assert_type(t.samples, int)
+    assert_type(t.is_input, bool)
 
 
 async def on_sample_async(sample: aqueue.MonitorSample) -> None:
@@ -65,6 +73,10 @@ async def monitored() -> None:
     assert_type(h.queues["batches"].min_after_dequeue, int)
     assert_type(h.stages["pipe/batch"], aqueue.StageHistory)
     assert_type(h.stages["pipe/batch"].busy_fraction, Floats)
+    assert_type(h.tables, Mapping[str, aqueue.TableHistory])
+    assert_type(h.tables["transitions"].insert_blocked, Floats)
+    assert_type(h.tables["transitions"].sample_rate, Floats)
+    assert_type(h.tables["transitions"].is_input, bool)
     assert_type(monitor.latest, aqueue.MonitorSample | None)
     monitor.write_csv("monitor.csv")
     monitor.plot("monitor.png", title="run")

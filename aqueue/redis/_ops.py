@@ -1,5 +1,12 @@
-"""One queue operation as a sequence of server calls, shared by the async queue and the
-thread view: which arguments each function call gets, and what its reply means.
+"""The queue operations, sans I/O: what each sends to the server and what each reply
+means, written once for the async queue and the thread view.
+
+Every operation is a generator (an ``Op``, see ``_transport``): it yields a request
+(``Call``, ``Read``, ``Wait``), receives the reply, decides what to send next, and
+returns its result. A driver (``run`` for tasks, ``run_blocking`` for threads)
+performs the requests; when one fails (an error, a cancellation, a thread's timeout),
+the driver throws the exception in at that yield, and an op holding something first
+yields the ``aq_leave`` call that gives it back (``undoing``), then re-raises.
 
 A dequeue (``TakeOp``) runs ``aq_take`` until it returns elements, decodes them,
 then runs ``aq_ack``. The take moves the elements' refs into its lease and renames
@@ -21,6 +28,10 @@ after the last call instead):
     stage "done"  nothing to undo: returned, or the server already undid everything
                   (OutOfRange, queue deleted).
 
+The take modes are the in-process ones: "one" (an element), "many" (exactly n),
+"upto" (n, or what is left once the queue is final), "some" (a burst: 1..n, as soon as
+one can be taken; it registers as a waiter that needs one element).
+
 An enqueue (``PutOp``) sends its payloads in calls of at most ``max_call_bytes``:
 each call is one transaction that stages the payloads under fresh refs (``MSET``)
 and runs ``aq_put`` with the refs (a payload shorter than ``INLINE_MAX`` goes in the
@@ -32,22 +43,40 @@ together split it, oldest first, by what each still has to send), so the next ca
 sends about that many. A new op starts from the room the last call of this process
 saw, so on a full queue it sends one payload, not a chunk that would be refused.
 Leaving early keeps the admitted prefix and only deregisters.
+
+The other operations are one call each: ``stats``, ``close``, ``register_producer``,
+``producer_done`` and ``keep_producers`` (the heartbeat).
 """
 
 from __future__ import annotations
 
-import threading
 import uuid
-from typing import Any, Final, Protocol
-
-import numpy as np
+from collections.abc import Callable, Iterable
+from typing import Any, Final, TypeVar
 
 import aqueue
 
-from ._codec import Codec
-from ._spec import ElementSpec
+from ._handle import Handle
+from ._transport import Call, Op, Read, Wait
 
-__all__ = ["WAIT", "Handle", "PutOp", "TakeOp"]
+__all__ = [
+    "INLINE_MAX",
+    "PutOp",
+    "TakeOp",
+    "close",
+    "keep_producers",
+    "producer_done",
+    "register_producer",
+    "stats",
+    "undoing",
+]
+
+T = TypeVar("T")
+
+# Payloads shorter than this travel inline, through the Lua functions, instead of
+# under their own keys: below it, a key per element costs the server more than Lua's
+# per-byte cost (it interns and hashes every string it sees). Measured on Redis 7.0.
+INLINE_MAX = 1024  # (tests patch it)
 
 
 class _Sentinel:
@@ -58,11 +87,6 @@ class _Sentinel:
         return self._name
 
 
-# Payloads shorter than this travel inline, through the Lua functions, instead of
-# under their own keys: below it, a key per element costs the server more than Lua's
-# per-byte cost (it interns and hashes every string it sees). Measured on Redis 7.0.
-INLINE_MAX = 1024  # (tests patch it)
-
 WAIT: Final = _Sentinel("WAIT")  # the op must wait for a wake-up
 MORE: Final = _Sentinel("MORE")  # the op continues at once (next chunk)
 DONE: Final = _Sentinel("DONE")
@@ -72,94 +96,27 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-class Handle:
-    """What every operation of one queue needs: identity, spec, codec, settings."""
-
-    def __init__(
-        self,
-        *,
-        name: str,
-        kind: str,
-        gen: str,
-        capacity: int,
-        min_after_dequeue: int,
-        spec: ElementSpec,
-        owner: str,
-        seed: int | None,
-        lease_time: float,
-        wait_timeout: float,
-        max_call_bytes: int,
-    ) -> None:
-        self.name = name
-        self.kind = kind
-        self.gen = gen
-        self.capacity = capacity
-        self.mad = min_after_dequeue
-        self.spec = spec
-        self.owner = owner
-        self.seed = seed
-        self.prefix = f"aq:{{{name}}}:"
-        self.key = self.prefix + "meta"
-        self.codec = Codec(spec, name)
-        self.lease_ms = str(int(lease_time * 1000))
-        self.wait_timeout = wait_timeout
-        # A registration outlives a few missed retries, then expires (crashed waiter).
-        self.reg_ms = str(int(wait_timeout * 4000) + 1000)
-        self.max_call_bytes = max_call_bytes
-        self._rng = np.random.default_rng(seed) if kind == "shuffle" else None
-        self._rng_lock = threading.Lock()
-        # The free room the last aq_put reply of this process reported (a hint only).
-        self.room = capacity
-        # Set by release_producers (a coordinator's stop): this process's enqueues on
-        # this queue object fail with QueueClosedError at their next step.
-        self.released = False
-
-    def check_released(self) -> None:
-        """Raise QueueClosedError if this process's producers were released."""
-        if self.released:
-            raise aqueue.QueueClosedError(
-                f"queue '{self.name}': this process's producers were released "
-                "(a coordinator stopped); the shared queue itself stays open"
-            )
-
-    def rands(self, n: int) -> list[str]:
-        """``n`` uniform floats in [0, 1) for a shuffle take (none for FIFO), drawn once
-        per operation so retries do not change a seeded sequence."""
-        if self._rng is None:
-            return []
-        with self._rng_lock:
-            values = self._rng.random(n)
-        return [repr(float(v)) for v in values]
-
-    def batch_n(self, n: Any, what: str) -> int:
-        """Checked ``n`` of a batch dequeue (the in-process rules and messages)."""
-        owner = f"{self.owner}.{what}"
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-            from ._spec import int_arg
-
-            int_arg(n, "n", owner, 0)
-        if self.spec.shapes is None:
-            raise aqueue.ElementSpecError(
-                f"{self.owner}.{what} requires the components to have declared shapes; "
-                "pass shapes= when creating the queue"
-            )
-        return int(n)
-
-    def unpack(self, comps: tuple[Any, ...]) -> Any:
-        """Decoded components in user form (scalars as numpy scalars, as in-process)."""
-        return self.spec.pack([a[()] if a.ndim == 0 else a for a in comps])
-
-
-class Producers(Protocol):
-    """The server object's producer bookkeeping (for the heartbeat)."""
-
-    def add_producer(self, handle: Handle, pid: str) -> None: ...
-
-    def remove_producer(self, handle: Handle, pid: str) -> None: ...
+def undoing(steps: Op[T], leave: Callable[[], Call | None]) -> Op[T]:
+    """``steps``; when it ends with an exception, first the call ``leave()`` gives
+    (None: nothing to undo), then the exception again. Best effort: if the server is
+    unreachable, the op's lease expires there and its elements come back then."""
+    try:
+        return (yield from steps)
+    except GeneratorExit:  # closed unfinished: no request may be yielded any more
+        raise
+    except BaseException:
+        call = leave()
+        if call is not None:
+            try:
+                yield call
+            except aqueue.QueueError:
+                pass
+        raise
 
 
 class TakeOp:
-    """One dequeue, dequeue_many or dequeue_up_to (see the module docstring)."""
+    """One dequeue, dequeue_many, dequeue_up_to or dequeue_burst (see the module
+    docstring)."""
 
     __slots__ = (
         "count",
@@ -178,7 +135,7 @@ class TakeOp:
         self.h = h
         self.mode = mode
         self.n = n
-        self.progressive = mode != "one" and n > h.capacity - h.mad
+        self.progressive = mode in ("many", "upto") and n > h.capacity - h.min_after_dequeue
         self.rands = h.rands(n)
         self.payloads: list[bytes] = []
         self.stage = "take"
@@ -187,42 +144,48 @@ class TakeOp:
         self.count = 0
         self.renew()
 
+    def run(self) -> Op[Any]:
+        """The operation: its result is the element or the batch, in user form."""
+        return undoing(self._steps(), self.leave_call)
+
+    def _steps(self) -> Op[Any]:
+        while True:
+            call = self.take_call()
+            reply = yield call
+            reply, values = reply if call.fetch else (reply, None)
+            got = self.on_take(reply)
+            if got is WAIT:
+                yield Wait(f"{self.h.prefix}ev:data:{self.lease}", self.h.wait_timeout)
+            elif got is not None:
+                if values is None or len(values) < got:  # not all fetched: read them now
+                    values = yield Read(self.payload_keys(got))
+                result = self.received(values)
+                if self.on_ack((yield self.ack_call())):
+                    return result
+
     def renew(self) -> None:
         """A fresh lease id (at the start, and after a lease expired)."""
         self.lease = uuid.uuid4().hex
-        self.member = f"{1 if self.progressive else self.n}:{self.lease}"
+        need = 1 if self.progressive or self.mode == "some" else self.n  # to be woken
+        self.member = f"{need}:{self.lease}"
         self.payloads = []
 
-    @property
-    def wake_key(self) -> str:
-        return f"{self.h.prefix}ev:data:{self.lease}"
-
-    def take_args(self) -> list[Any]:
+    def take_call(self) -> Call:
+        """The next ``aq_take``, with the MGET of the payload keys behind it: the lease
+        keys of all ``n`` (missing ones read as nil, cheaply), at most ``capacity`` of
+        them (a burst rarely gets more; the rest are read after), or none for a
+        progressive op, which reads its payloads once its lease is complete."""
         h = self.h
         self.stage = "take"
         prog = "1" if self.progressive else "0"
-        return [
-            h.gen,
-            self.lease,
-            self.lease,
-            self.mode,
-            self.n,
-            h.lease_ms,
-            h.reg_ms,
-            prog,
-            *self.rands,
-        ]
+        args = [h.gen, self.lease, self.lease, self.mode, self.n, h.lease_ms, h.reg_ms, prog]
+        fetch = [] if self.progressive else self.payload_keys(min(self.n, h.capacity))
+        return Call("aq_take", h.key, [*args, *self.rands], fetch=fetch)
 
     def payload_keys(self, count: int) -> list[str]:
         """The keys of the first ``count`` elements of this op's lease."""
         base = f"{self.h.prefix}e:{self.lease}."
         return [f"{base}{j}" for j in range(1, count + 1)]
-
-    def fetch_keys(self) -> list[str]:
-        """Keys to read right behind each take call: all ``n`` lease keys (missing
-        ones read as nil, cheaply), or none for a progressive op, which reads its
-        payloads once its lease is complete (``payload_keys(count)``)."""
-        return [] if self.progressive else self.payload_keys(self.n)
 
     def on_take(self, reply: list[Any]) -> Any:
         """The number of elements taken, WAIT, or None (lease voided: retry at once)."""
@@ -252,38 +215,34 @@ class TakeOp:
         as empty, which decoding refuses); the user-facing result. May raise
         PayloadError: the stage stays "got", so leaving restores the lease."""
         self.payloads = [b"" if v is None else v for v in values[: self.count]]
-        return self.result(self.payloads)
+        codec = self.h.codec
+        if self.mode == "one":
+            return self.h.unpack(codec.decode_one(self.payloads[0]))
+        return self.h.spec.pack(list(codec.decode_batch(self.payloads)))
 
-    def ack_args(self) -> list[Any]:
+    def ack_call(self) -> Call:
         self.stage = "ack"
-        return [self.h.gen, self.lease]
+        return Call("aq_ack", self.h.key, [self.h.gen, self.lease])
 
     def on_ack(self, reply: Any) -> bool:
         """True when acknowledged; False when the lease expired first (the elements went
         back to the queue: the op starts over and must not use them)."""
-        if int(reply) >= 0:
-            self.stage = "done"
-            return True
         self.stage = "done"
+        if int(reply) >= 0:
+            return True
         if int(reply) == -2:
             raise aqueue.OutOfRangeError(queue_name=self.h.name, requested=self.n, size=0)
         self.renew()
         return False
 
-    def leave_args(self) -> list[Any] | None:
-        """Arguments of ``aq_leave`` for an early exit, or None (nothing to undo)."""
+    def leave_call(self) -> Call | None:
+        """The ``aq_leave`` of an early exit, or None (nothing to undo)."""
         if self.stage == "done":
             return None
         unknown = "1" if self.stage == "take" else "0"
         extra = self.payloads if self.stage == "ack" else []
-        return [self.h.gen, self.lease, unknown, self.lease, self.member, "", *extra]
-
-    def result(self, payloads: list[bytes]) -> Any:
-        """The user-facing result of the payloads (may raise PayloadError)."""
-        codec = self.h.codec
-        if self.mode == "one":
-            return self.h.unpack(codec.decode_one(payloads[0]))
-        return self.h.spec.pack(list(codec.decode_batch(payloads)))
+        args = [self.h.gen, self.lease, unknown, self.lease, self.member, "", *extra]
+        return Call("aq_leave", self.h.key, args)
 
 
 class PutOp:
@@ -318,13 +277,23 @@ class PutOp:
         self.member = f"{len(payloads) if atomic else 1}:{self.wid}"
         self.calls = 0
 
-    @property
-    def wake_key(self) -> str:
-        return f"{self.h.prefix}ev:space:{self.wid}"
+    def run(self) -> Op[None]:
+        """The operation: it returns once every payload was admitted."""
+        return undoing(self._steps(), self.leave_call)
 
-    def put_args(self) -> tuple[list[Any], list[tuple[str, bytes]]]:
-        """The arguments of the next ``aq_put``, and the payloads to stage with it
-        (key, payload), under refs unique to this call."""
+    def _steps(self) -> Op[None]:
+        h = self.h
+        while True:
+            h.check_released()
+            status = self.on_put((yield self.put_call()))
+            if status is DONE:
+                return
+            if status is WAIT:
+                self.on_wake((yield Wait(f"{h.prefix}ev:space:{self.wid}", h.wait_timeout)))
+
+    def put_call(self) -> Call:
+        """The next ``aq_put``, with the payloads to stage with it (key, payload),
+        under refs unique to this call."""
         remaining = len(self.payloads) - self.pos
         if self.atomic:
             k = remaining if self.hint >= remaining else 0  # else only register (probe)
@@ -345,7 +314,7 @@ class PutOp:
             else:
                 stage.append((f"{e}{i}", p))
                 args.append(f"{self.wid}.{self.calls}.{i}")
-        return args, stage
+        return Call("aq_put", h.key, args, stage=stage)
 
     def on_put(self, reply: list[Any]) -> Any:
         """DONE, MORE (send the next chunk now) or WAIT."""
@@ -376,7 +345,42 @@ class PutOp:
         """Take the free room a wake-up reports (a timeout probes with one element)."""
         self.hint = int(token) if token is not None else (0 if self.atomic else 1)
 
-    def leave_args(self) -> list[Any] | None:
+    def leave_call(self) -> Call | None:
+        """The ``aq_leave`` of an early exit (deregister), or None."""
         if not self.registered:
             return None
-        return [self.h.gen, "", "0", self.wid, "", self.member]
+        return Call("aq_leave", self.h.key, [self.h.gen, "", "0", self.wid, "", self.member])
+
+
+def stats(h: Handle) -> Op[list[int]]:
+    """``aq_stats``: size, closed, cancel, enqueued, dequeued, peak, waiting enqueues,
+    waiting dequeues, producers, leases (QueueClosedError: the queue was deleted)."""
+    reply = yield Call("aq_stats", h.key, [h.gen], ro=True)
+    if not reply:
+        raise aqueue.QueueClosedError(f"queue '{h.name}' was deleted")
+    return [int(x) for x in reply]
+
+
+def close(h: Handle, cancel_pending_enqueues: bool) -> Op[None]:
+    """``aq_close``: closed for every process (idempotent); wakes every waiter."""
+    yield Call("aq_close", h.key, [h.gen, "1" if cancel_pending_enqueues else "0"])
+
+
+def register_producer(h: Handle) -> Op[str]:
+    """One more registered producer; its id (QueueClosedError: the queue is closed)."""
+    pid = uuid.uuid4().hex
+    reply = yield Call("aq_producer", h.key, [h.gen, "add", h.lease_ms, "1", pid])
+    if _text(reply[0]) != "ok":
+        raise aqueue.QueueClosedError(f"queue '{h.name}' is closed: cannot register a producer")
+    return pid
+
+
+def producer_done(h: Handle, pid: str, clean: bool) -> Op[None]:
+    """Producer ``pid`` ended (the last clean end closes the queue, an unclean one
+    closes it with cancel_pending_enqueues)."""
+    yield Call("aq_producer", h.key, [h.gen, "done", h.lease_ms, "1" if clean else "0", pid])
+
+
+def keep_producers(h: Handle, pids: Iterable[str]) -> Op[None]:
+    """The heartbeat: producers ``pids`` are alive for another ``lease_time``."""
+    yield Call("aq_producer", h.key, [h.gen, "beat", h.lease_ms, "1", *sorted(pids)])

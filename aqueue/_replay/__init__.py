@@ -1,0 +1,40 @@
+"""The replay layer: tables whose items stay, are sampled by a selector and evicted by
+another, paced by a rate limiter (DeepMind Reverb's model), in one process.
+
+=======================  ========================================================================
+file                     what it holds
+=======================  ========================================================================
+``_selectors.py``        the public selector settings (Uniform, Prioritized, Fifo, Lifo,
+                         MinHeap, MaxHeap) and their JSON form
+``_limiter.py``          the public rate limiters (RateLimiter, MinSize, SampleToInsertRatio):
+                         Reverb's arithmetic, the never-satisfiable rules, their JSON form
+``_sumtree.py``          SumTree: a float64 sum tree, set and searched in batches
+``_checks.py``           argument checks of the operations (priorities, keys, counts)
+``_results.py``          ReplaySample (one sample) and ReplayStatistics (the counters)
+``_protocol.py``         AsyncReplayTable and BlockingReplayView: the table interfaces the
+                         upper layers name (every backend implements them; a table is a
+                         ``Sink``), and ``local_table_statistics``
+``_store.py``            ItemStore: preallocated storage, slots, keys and the key log
+``_selection.py``        the in-process selector states (dense list, sum tree, key order,
+                         heap) built from the settings
+``_core.py``             TableCore: what insert, sample, update and delete do to the items,
+                         selectors and counters (what a batch means)
+``_requests.py``         InsertRequest and SampleRequest: what a waiting operation leaves
+``_engine.py``           ReplayEngine: the lock, the waiting lists and wake-ups, closing; the
+                         ``Steps`` that ``_queues._waiting`` drives
+``_ops.py``              TableOps: the checks and conversions around each engine step, shared
+                         by the table and its thread view
+``_snapshot.py``         ReplaySnapshot: a table at one moment, its checks and its file form
+``_views.py``            BlockingReplayTable (the thread view) and SampleIterator
+``_table.py``            ReplayTable: the public class (also a ``Sink``: ``enqueue``,
+                         ``enqueue_many``, producer accounting)
+=======================  ========================================================================
+
+Dependencies point down the table: the settings, the sum tree, the checks, the results
+and the protocols know nothing of the engine (another backend reuses them: the same
+arithmetic, the same messages, the same records, the same interface); the store knows
+the specs' shapes; the states know the store; the core knows both; the engine knows the
+core and the waiting of ``_queues``; the table knows all of them. The layer imports the
+queues layer (specs, files, the event-loop primitives and the wait functions) and
+nothing above it.
+"""

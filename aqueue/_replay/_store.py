@@ -1,0 +1,310 @@
+"""ItemStore: where a replay table's items live, and how a key finds its item.
+
+Storage: one preallocated numpy array per component, of shape ``(max_size, *shape)``
+(untouched pages cost no memory until written), and per *slot* (row) the item's
+``key`` (int64, -1 for a free slot), raw ``priority`` (float64, -inf for a free slot)
+and ``times`` sampled (int64). An item is written into a slot by one fancy-index copy
+per component and batch, and read by one ``np.take`` per component and batch.
+
+Invariants (all changed under the table's lock, by the engine only):
+
+- ``size`` slots hold items; the other ``max_size - size`` are ``free[:nfree]``, a
+  stack: ``alloc`` pops from its end, ``release`` pushes, so allocation order is a
+  function of the history (snapshots keep the stack to restore it exactly).
+- Keys start at 0, grow by one per inserted item (``next_key``) and are never reused,
+  also for items evicted the moment they were inserted.
+- The *key log* ``log_keys[:log_n]``/``log_slots[:log_n]`` lists keys in insertion
+  order (strictly increasing) with the slot each went to. An entry is *live* while
+  ``key[log_slots[i]] == log_keys[i]``; a released item's entry just dies (its slot
+  may be reused for a larger key). Dead entries are dropped when the log would
+  overflow its ``2 * max_size`` entries (``_compact``: amortized O(1) per insert), or
+  trimmed off its end. Every live item has exactly one live entry.
+- ``direct[key & mask]`` (``mask + 1``, a power of two >= 2 * max_size) is the slot the
+  latest stored key with those low bits went to. ``lookup`` tries it first (one gather
+  and a check that the slot holds that key); only keys whose entry a later key took
+  (an item that outlived ``mask + 1`` inserts) are searched in the log
+  (``searchsorted``). No Python object per item either way.
+- ``head`` is an index into the log before which every entry is dead: the oldest
+  item (Fifo) is the first live entry at or after it.
+- ``sampled_live`` is the sum of ``times`` over the items held (a table with
+  ``max_times_sampled`` can serve ``size * max_times_sampled - sampled_live`` draws);
+  kept only when ``track_sampled`` (a table without the limit never reads it).
+- ``max_priority()``: the largest priority held, 1.0 when empty. Cached with how many
+  items hold it (``_at_max``): adding and updating keep both, and only when the last
+  item holding it leaves or is lowered is it recomputed (one ``max`` over
+  ``priority``) when next asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._queues._declare import FixedShape
+
+__all__ = ["ItemStore"]
+
+Array = npt.NDArray[Any]
+_EMPTY = np.empty(0, dtype=np.int64)
+
+
+class ItemStore:
+    """The items of one table (see the module docstring)."""
+
+    __slots__ = (
+        "_at_max",
+        "_max",
+        "_max_valid",
+        "data",
+        "direct",
+        "free",
+        "head",
+        "key",
+        "log_keys",
+        "log_n",
+        "log_slots",
+        "mask",
+        "max_size",
+        "next_key",
+        "nfree",
+        "priority",
+        "sampled_live",
+        "size",
+        "times",
+        "track_sampled",
+    )
+
+    def __init__(
+        self,
+        max_size: int,
+        dtypes: Sequence[np.dtype[Any]],
+        shapes: Sequence[FixedShape],
+        *,
+        track_sampled: bool = True,
+    ) -> None:
+        self.max_size = max_size
+        self.track_sampled = track_sampled  # keep ``sampled_live`` (max_times_sampled)
+        self.data = tuple(np.empty((max_size, *s), dtype=dt) for dt, s in zip(dtypes, shapes))
+        self.key = np.full(max_size, -1, dtype=np.int64)
+        self.priority = np.full(max_size, -np.inf, dtype=np.float64)
+        self.times = np.zeros(max_size, dtype=np.int64)
+        self.free = np.arange(max_size - 1, -1, -1, dtype=np.int64)  # slot 0 is popped first
+        self.nfree = max_size
+        self.size = 0
+        self.next_key = 0
+        self.log_keys = np.empty(2 * max_size, dtype=np.int64)
+        self.log_slots = np.empty(2 * max_size, dtype=np.int64)
+        self.log_n = 0
+        self.head = 0
+        self.mask = (1 << (2 * max_size - 1).bit_length()) - 1
+        self.direct = np.full(self.mask + 1, -1, dtype=np.int64)
+        self.sampled_live = 0
+        self._max = -np.inf  # (valid: no item held)
+        self._at_max = 0
+        self._max_valid = True
+
+    # -- slots ----------------------------------------------------------------------
+
+    def alloc(self, k: int) -> Array:
+        """Take ``k`` free slots (the caller checked there are)."""
+        top = self.nfree
+        self.nfree = top - k
+        slots: Array = self.free[top - k : top][::-1].copy()
+        return slots
+
+    def add(self, slots: Array, keys: Array, priorities: Array, comps: Sequence[Any]) -> None:
+        """Fill ``slots`` with new items: their keys (increasing, above every key held),
+        priorities and components (one batch array each, rows in slot order)."""
+        k = len(slots)
+        if k == 1:
+            s = int(slots[0])
+            for store, c in zip(self.data, comps):
+                store[s] = c[0]
+        else:
+            for store, c in zip(self.data, comps):
+                store[slots] = c
+        self.key[slots] = keys
+        self.priority[slots] = priorities
+        self.times[slots] = 0
+        self.size += k
+        self._track_max(priorities)
+        n = self.log_n
+        if n + k > len(self.log_keys):
+            self._compact()
+            n = self.log_n
+        self.log_keys[n : n + k] = keys
+        self.log_slots[n : n + k] = slots
+        self.log_n = n + k
+        self.direct[keys & self.mask] = slots
+
+    def release(self, slots: Array) -> None:
+        """Free the (distinct, held) ``slots``; their rows keep their data until reused."""
+        k = len(slots)
+        if not k:
+            return
+        self._untrack_max(self.priority[slots])
+        if self.track_sampled:
+            self.sampled_live -= int(self.times[slots].sum())
+        self.key[slots] = -1
+        self.priority[slots] = -np.inf
+        self.free[self.nfree : self.nfree + k] = slots
+        self.nfree += k
+        self.size -= k
+        if self.size == 0:
+            self._max, self._at_max, self._max_valid = -np.inf, 0, True
+
+    def set_priorities(self, slots: Array, priorities: Array) -> None:
+        """New priorities for held, distinct ``slots``."""
+        self._untrack_max(self.priority[slots])
+        self.priority[slots] = priorities
+        self._track_max(priorities)
+
+    def _track_max(self, values: Array) -> None:
+        """``values`` are now held (the cached maximum follows)."""
+        if not self._max_valid or not len(values):
+            return
+        top = float(values.max())
+        if top > self._max:
+            self._max, self._at_max = top, int((values == top).sum())
+        elif top == self._max:
+            self._at_max += int((values == top).sum())
+        # (below the maximum: nothing changes; with no holder left, max_priority
+        # recomputes it when asked)
+
+    def _untrack_max(self, values: Array) -> None:
+        """``values`` are no longer held (or are about to change)."""
+        if self._max_valid and len(values):
+            self._at_max -= int((values == self._max).sum())
+
+    def max_priority(self) -> float:
+        """The largest priority held; 1.0 when the table is empty."""
+        if self.size == 0:
+            return 1.0
+        if not self._max_valid or self._at_max <= 0:
+            priority = self.priority
+            self._max = float(priority.max())
+            self._at_max = int((priority == self._max).sum())
+            self._max_valid = True
+        return self._max
+
+    # -- the key log ----------------------------------------------------------------
+
+    def _compact(self) -> None:
+        n = self.log_n
+        keys, slots = self.log_keys[:n], self.log_slots[:n]
+        live = self.key[slots] == keys
+        m = int(live.sum())
+        self.log_keys[:m] = keys[live]
+        self.log_slots[:m] = slots[live]
+        self.log_n = m
+        self.head = 0
+
+    def lookup(self, keys: Array) -> Array:
+        """The slot of each key (int64 array), -1 where the table holds no such item."""
+        slots: Array = self.direct[keys & self.mask]
+        ok = self.key[slots] == keys  # (slot -1 reads the last row: checked like any)
+        if ok.all() and (not len(keys) or keys.min() >= 0):
+            return slots
+        ok &= keys >= 0  # (a free slot's key is -1)
+        found = np.where(ok, slots, -1)
+        # a key whose direct entry a later key took may still be held: search the log
+        miss = np.flatnonzero(~ok & (keys >= 0) & (keys < self.next_key))
+        if miss.size and self.log_n:
+            n = self.log_n
+            idx = np.searchsorted(self.log_keys[:n], keys[miss])
+            np.minimum(idx, n - 1, out=idx)
+            logged = self.log_slots[idx]
+            hit = (self.log_keys[idx] == keys[miss]) & (self.key[logged] == keys[miss])
+            found[miss[hit]] = logged[hit]
+        return found
+
+    def oldest(self, k: int) -> Array:
+        """The slots of the ``k`` oldest items, oldest first (fewer if fewer are held)."""
+        k = min(k, self.size)
+        if k == 0:
+            return _EMPTY
+        pos = self.head
+        n = self.log_n
+        if pos + k <= n:  # the usual case: the next k entries are all live
+            window: Array = self.log_slots[pos : pos + k].copy()
+            if bool((self.key[window] == self.log_keys[pos : pos + k]).all()):
+                return window
+        parts: list[Array] = []
+        need = k
+        first = True
+        while need > 0 and pos < n:
+            end = min(n, pos + max(2 * need, 64))
+            slots = self.log_slots[pos:end]
+            live = np.flatnonzero(self.key[slots] == self.log_keys[pos:end])
+            if first:  # every entry before the first live one is dead for good
+                self.head = pos + (int(live[0]) if live.size else end - pos)
+                first = not live.size
+            take = live[:need]
+            parts.append(slots[take])
+            need -= len(take)
+            pos = end
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def newest(self, k: int) -> Array:
+        """The slots of the ``k`` newest items, newest first (fewer if fewer are held)."""
+        k = min(k, self.size)
+        if k == 0:
+            return _EMPTY
+        parts: list[Array] = []
+        need = k
+        end = self.log_n
+        last = True
+        while need > 0 and end > self.head:
+            pos = max(self.head, end - max(2 * need, 64))
+            slots = self.log_slots[pos:end]
+            live = np.flatnonzero(self.key[slots] == self.log_keys[pos:end])
+            if last:  # dead entries at the end of the log are trimmed off
+                self.log_n = pos + (int(live[-1]) + 1 if live.size else 0)
+                last = not live.size
+            take = live[::-1][:need]
+            parts.append(slots[take])
+            need -= len(take)
+            end = pos
+        self.head = min(self.head, self.log_n)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def held_in_key_order(self) -> Array:
+        """The slots of every item held, by increasing key."""
+        n = self.log_n
+        slots = self.log_slots[self.head : n]
+        held: Array = slots[self.key[slots] == self.log_keys[self.head : n]]
+        return held
+
+    # -- whole state (snapshots) ----------------------------------------------------
+
+    def load(
+        self,
+        slots: Array,
+        keys: Array,
+        priorities: Array,
+        times: Array,
+        items: Sequence[Array],
+        free: Array,
+        next_key: int,
+    ) -> None:
+        """Fill an empty store with the items of a snapshot (checked by the caller):
+        each at its slot, in key order, and the free stack as it was."""
+        for store, c in zip(self.data, items):
+            store[slots] = c
+        self.key[slots] = keys
+        self.priority[slots] = priorities
+        self.times[slots] = times
+        self.size = len(slots)
+        self.free[: len(free)] = free
+        self.nfree = len(free)
+        self.next_key = next_key
+        self.log_keys[: len(keys)] = keys
+        self.log_slots[: len(keys)] = slots
+        self.log_n = len(keys)
+        self.direct[keys & self.mask] = slots
+        self.head = 0
+        self.sampled_live = int(times.sum())
+        self._max_valid = False

@@ -1,0 +1,150 @@
+"""SumTree: a float64 sum tree over a fixed number of leaves, set and searched in batches.
+
+Layout: ``capacity = 2**depth >= size`` leaves; ``tree`` holds ``2 * capacity`` float64
+values; node ``i`` has children ``2i`` and ``2i + 1``, leaf ``j`` is node ``capacity +
+j``. Leaves beyond ``size`` stay 0. Only the levels from the leaves up to the *top
+level* (``top = min(depth, 10)``: at most 1,024 nodes, ``tree[2**top : 2**(top + 1)]``)
+are kept; the prefix sums of the top level (``prefix()``, one ``cumsum``) stand in for
+the levels above it, and their last value is the total.
+
+Invariant: every kept inner node holds exactly ``tree[2i] + tree[2i + 1]`` as stored. A
+batched ``set`` writes the leaves, then recomputes their ancestors level by level from
+their children (each parent as the value just written plus its sibling's: one gather
+per level, ``depth - top`` steps for the whole batch, however large), never adding
+deltas: repeated indices are harmless, rounding cannot drift, and the tree is a
+pure function of its leaves (``rebuild`` gives the same floats, which snapshots rely on).
+
+``find(u, prefix)`` maps each ``u`` in ``[0, total)`` to the leaf whose interval of the
+prefix sums contains it (leaves of weight 0 own no interval): one ``searchsorted`` in
+the top level's prefix sums, then one vectorized step per level below it, for the
+values in increasing order (see ``find``). Rounding can
+leave a ``u`` a few ulps past its subtree and land it on a leaf of weight 0; such rare
+leaves are searched again by a guarded descent that never enters an empty subtree.
+
+For 100,000 leaves (depth 17): a set of 256 leaves takes 7 steps, a search of 256
+values one cumsum of 1,024, one searchsorted and 7 steps.
+
+Nothing here knows about tables: the prioritized selector (``_selection.py``) keeps
+one tree over the table's slots, and another backend can reuse the arithmetic.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["SumTree"]
+
+Array = npt.NDArray[Any]
+_TOP_LEVEL = 10  # the top kept level has at most 2**10 nodes (a cumsum of 1,024 is ~5 µs)
+
+
+class SumTree:
+    """A sum tree over ``size`` float64 leaves, all 0 at first."""
+
+    __slots__ = ("capacity", "depth", "size", "top", "tree")
+
+    def __init__(self, size: int) -> None:
+        depth = max(0, (size - 1).bit_length())
+        self.size = size
+        self.depth = depth
+        self.capacity = 1 << depth
+        self.top = min(depth, _TOP_LEVEL)
+        self.tree = np.zeros(2 * self.capacity, dtype=np.float64)
+
+    def leaves(self) -> Array:
+        """A view of the leaves (``size`` of them); write through ``set`` only."""
+        return self.tree[self.capacity : self.capacity + self.size]
+
+    def set(self, idx: Array, values: Array, *, also: Array | None = None) -> None:
+        """Set leaves ``idx`` to ``values`` (1-d, same length; where an index repeats,
+        the caller makes its values agree). ``also``: leaves the caller wrote directly
+        (``leaves()[also] = ...``) before, whose ancestors are recomputed in the same
+        pass (one pass for a removal and an insertion together)."""
+        tree = self.tree
+        tree[idx + self.capacity] = values
+        if also is not None:
+            idx = np.concatenate([also, idx])
+        i = idx + self.capacity
+        v = tree[i]  # (read back: where an index repeats, every copy sees the value kept)
+        for _ in range(self.depth - self.top):
+            # parent = this node + its sibling; the sibling is current whether or not it
+            # changed (it was written one level down), and a + b == b + a exactly, so
+            # siblings that both changed write the same parent value
+            v = v + tree[i ^ 1]
+            i >>= 1
+            tree[i] = v
+
+    def rebuild(self) -> None:
+        """Recompute every kept inner node from the leaves."""
+        tree = self.tree
+        lo = self.capacity
+        for _ in range(self.depth - self.top):
+            tree[lo >> 1 : lo] = tree[lo : 2 * lo : 2] + tree[lo + 1 : 2 * lo : 2]
+            lo >>= 1
+
+    def prefix(self) -> Array:
+        """The prefix sums of the top level; the last one is the total."""
+        lo = 1 << self.top
+        return np.cumsum(self.tree[lo : 2 * lo])
+
+    def find(self, u: Array, prefix: Array) -> tuple[Array, Array]:
+        """The leaf index for each value of ``u`` (float64, ``0 <= u < prefix[-1]``,
+        which must be > 0), given ``prefix = self.prefix()``, and each leaf's value.
+        The values are searched in increasing order (each level then reads the tree
+        front to back, which the memory system serves faster than random order: about
+        100 µs instead of 130 for 256 values in 100,000 leaves, out of cache) and
+        answered in the given order."""
+        order = np.argsort(u)
+        leaf = np.empty(len(u), dtype=np.intp)
+        value = np.empty(len(u))
+        leaf[order], value[order] = self._find_sorted(u[order], prefix)
+        return leaf, value
+
+    def _find_sorted(self, u: Array, prefix: Array) -> tuple[Array, Array]:
+        tree = self.tree
+        lo = 1 << self.top
+        j = np.searchsorted(prefix, u, side="right")
+        np.minimum(j, lo - 1, out=j)  # (a value at the total: rounding; see below)
+        np.subtract(u, prefix[j] - tree[lo + j], out=u)
+        i = j + lo
+        for _ in range(self.depth - self.top):
+            i <<= 1
+            left = tree[i]
+            right = u >= left
+            np.subtract(u, left, out=u, where=right)
+            i += right
+        leaf = i - self.capacity
+        value = tree[i]
+        bad = value <= 0.0  # rounding ran past the last item of a subtree
+        if bad.any():
+            leaf[bad] = self._guarded(i[bad], prefix)
+            value[bad] = tree[leaf[bad] + self.capacity]
+        return leaf, value
+
+    def _guarded(self, nodes: Array, prefix: Array) -> Array:
+        """Leaves for the values that rounding sent to the empty leaves ``nodes``: the
+        prefix sum at each such leaf is searched again, each step into a child of
+        positive weight, so the result is a neighbour of positive weight."""
+        tree = self.tree
+        lo = 1 << self.top
+        out = np.empty(len(nodes), dtype=np.intp)
+        for k, node in enumerate(nodes.tolist()):
+            rest = float(tree[self.capacity : node].sum())
+            j = int(np.searchsorted(prefix, rest, side="right"))
+            j = min(j, lo - 1)
+            while tree[lo + j] <= 0.0 and j > 0:  # past the last positive top node
+                j -= 1
+            rest -= float(prefix[j] - tree[lo + j])
+            i = lo + j
+            for _ in range(self.depth - self.top):
+                left, right = float(tree[2 * i]), float(tree[2 * i + 1])
+                if (rest >= left and right > 0.0) or left <= 0.0:
+                    rest -= left
+                    i = 2 * i + 1
+                else:
+                    i = 2 * i
+            out[k] = i - self.capacity
+        return out

@@ -1,0 +1,202 @@
+"""Views of a replay table: the thread view (``table.blocking()``) and the iterator of
+``table.samples(n)``.
+
+BlockingReplayTable: a thread that calls these methods runs the table's engine steps
+itself, under the table's lock, exactly as a task does (the same checks, the same
+request, the same step), and blocks on a ``threading.Event`` of its own only when it
+must wait, through ``_queues._waiting.wait_thread``. Threads and tasks share one
+arrival order per direction. Each method that may wait takes ``timeout=None``
+(seconds); on expiry it raises TimeoutError and has changed nothing (an insert or a
+sample is done whole in one step, or not at all). ``update_priorities`` and
+``delete`` never wait; they take ``timeout`` too, for the view's shape that every
+backend shares (a shared table's calls make round trips), and in process it is never
+reached. Methods that may wait refuse to run on an event loop's thread
+(RuntimeError), where blocking would stall every task of the loop.
+
+SampleIterator is a class with ``__anext__`` (not an async generator, which would hold
+its caller's cancel scopes across ``yield``): ``sample(n)`` until the table is closed
+and cannot serve another (OutOfRangeError becomes StopAsyncIteration).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import threading
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from .._errors import ElementSpecError, OutOfRangeError
+from .._queues._backend import in_event_loop
+from .._queues._requests import WAIT
+from .._queues._waiting import wait_thread
+from ._requests import ReplayRequest
+from ._results import ReplaySample, ReplayStatistics
+
+if TYPE_CHECKING:
+    from ._ops import TableOps
+    from ._table import ReplayTable
+
+__all__ = ["BlockingReplayTable", "SampleIterator"]
+
+T = TypeVar("T")
+
+
+def _timeout_arg(timeout: Any, owner: str) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise ElementSpecError(
+            f"{owner}: timeout must be a number of seconds or None, got {type(timeout).__name__}"
+        )
+    t = float(timeout)
+    if math.isnan(t) or t < 0:
+        raise ElementSpecError(f"{owner}: timeout must be >= 0 seconds, got {timeout}")
+    return t
+
+
+class BlockingReplayTable(Generic[T]):
+    """Blocking methods of one replay table, for threads other than an event loop's.
+
+    Get one with ``table.blocking()``.
+    """
+
+    __slots__ = ("_loop_thread", "_ops", "_table")
+
+    def __init__(self, table: ReplayTable[T], ops: TableOps[T], loop_thread: int | None) -> None:
+        self._table = table
+        self._ops = ops
+        self._loop_thread = loop_thread  # the event loop's thread, when known
+
+    @property
+    def table(self) -> ReplayTable[T]:
+        """The table this view belongs to."""
+        return self._table
+
+    def __repr__(self) -> str:
+        return f"<BlockingReplayTable of {self._table!r}>"
+
+    def _check(self, what: str) -> None:
+        here = threading.get_ident()
+        loop = self._loop_thread
+        if here == loop if loop is not None else in_event_loop():
+            raise RuntimeError(
+                f"BlockingReplayTable.{what}() of replay table '{self._table.name}' was "
+                "called on an event-loop thread, where blocking would stall the loop; use "
+                f"`await table.{what}(...)` there"
+            )
+
+    def _run(self, req: ReplayRequest, timeout: Any, what: str) -> Any:
+        t = _timeout_arg(timeout, f"{self._ops.owner}.{what}")
+        engine = self._ops.engine
+        result = engine.start(req, threading.Event, [])
+        if result is WAIT:
+            result = wait_thread(
+                engine,
+                cast("Any", req),
+                t,
+                f"BlockingReplayTable.{what}() on replay table '{self._table.name}'",
+            )
+        return result
+
+    def insert(
+        self, element: Any, priority: float | None = None, timeout: float | None = None
+    ) -> int:
+        """Insert one item (see ``ReplayTable.insert``): its key."""
+        self._check("insert")
+        keys = self._run(self._ops.insert_request(element, priority), timeout, "insert")
+        return int(keys[0])
+
+    def insert_many(
+        self, batch: Any, priorities: Any = None, timeout: float | None = None
+    ) -> npt.NDArray[np.int64]:
+        """Insert a batch, all or nothing (see ``ReplayTable.insert_many``): its keys."""
+        self._check("insert_many")
+        req = self._ops.insert_many_request(batch, priorities)
+        if req is None:
+            _timeout_arg(timeout, f"{self._ops.owner}.insert_many")
+            return np.empty(0, dtype=np.int64)
+        keys: npt.NDArray[np.int64] = self._run(req, timeout, "insert_many")
+        return keys
+
+    def enqueue(self, element: Any, timeout: float | None = None) -> None:
+        """``insert(element, timeout=timeout)`` with the default priority, its key
+        dropped (what a ``QueueRunner``'s producer threads call)."""
+        self._check("enqueue")
+        self._run(self._ops.insert_request(element, None), timeout, "enqueue")
+
+    def enqueue_many(self, batch: Any, timeout: float | None = None) -> None:
+        """Insert a batch with the default priority, as a queue's view does: without a
+        timeout progressively (as ``ReplayTable.enqueue_many``), with one all or
+        nothing (as ``insert_many``, so a batch the limiter could never admit at once
+        is refused)."""
+        self._check("enqueue_many")
+        ops = self._ops
+        if timeout is None:
+            req = ops.enqueue_many_request(batch)
+        else:
+            req = ops.insert_many_request(batch, None)
+        if req is None:
+            _timeout_arg(timeout, f"{ops.owner}.enqueue_many")
+            return
+        self._run(req, timeout, "enqueue_many")
+
+    def sample(self, n: int, timeout: float | None = None) -> ReplaySample[T]:
+        """Draw ``n`` items (see ``ReplayTable.sample``)."""
+        self._check("sample")
+        ops = self._ops
+        return ops.to_sample(self._run(ops.sample_request(n), timeout, "sample"))
+
+    def update_priorities(
+        self, keys: Any, priorities: Any, timeout: float | None = None
+    ) -> npt.NDArray[np.bool_]:
+        """Set priorities (see ``ReplayTable.update_priorities``); never waits."""
+        ops = self._ops
+        k, p = ops.keys_and_priorities(keys, priorities)
+        _timeout_arg(timeout, f"{ops.owner}.update_priorities")
+        return ops.update_now(k, p)
+
+    def delete(self, keys: Any, timeout: float | None = None) -> npt.NDArray[np.bool_]:
+        """Remove items (see ``ReplayTable.delete``); never waits."""
+        ops = self._ops
+        k = ops.keys(keys)
+        _timeout_arg(timeout, f"{ops.owner}.delete")
+        return ops.delete_now(k)
+
+    def close(self) -> None:
+        """Close the table (see ``ReplayTable.close``)."""
+        self._table.close()
+
+    def size(self) -> int:
+        """Items held now."""
+        return self._table.size()
+
+    def statistics(self) -> ReplayStatistics:
+        """The table's counters now."""
+        return self._table.statistics()
+
+
+class SampleIterator(Generic[T]):
+    """The iterator of ``table.samples(n)`` (see the module docstring)."""
+
+    __slots__ = ("_n", "_table")
+
+    def __init__(self, table: ReplayTable[T], n: int) -> None:
+        self._table = table
+        self._n = n
+
+    @property
+    def table(self) -> ReplayTable[T]:
+        """The table sampled."""
+        return self._table
+
+    def __aiter__(self) -> SampleIterator[T]:
+        return self
+
+    async def __anext__(self) -> ReplaySample[T]:
+        try:
+            return await self._table.sample(self._n)
+        except OutOfRangeError:
+            raise StopAsyncIteration from None

@@ -1,0 +1,279 @@
+"""The transports (``_transport``'s protocols) over redis-py: how requests reach the server.
+
+- ``RedisSync`` (a ``SyncTransport``): the synchronous client, for the thread view
+  (``_blocking.py``); one connection pool for calls and one for the blocking waits (a
+  ``BLPOP`` holds its connection). Thread-safe.
+- ``RedisAsyncio`` (an ``AsyncTransport``, on asyncio): ``redis.asyncio``, the same two
+  pools.
+- ``RedisThreads`` (an ``AsyncTransport``, on trio and any other anyio backend):
+  ``redis.asyncio`` is asyncio-only, so it runs ``RedisSync``'s requests in worker
+  threads.
+
+A ``Call`` is one round trip in one of three shapes:
+
+- plain: one ``FCALL``;
+- with ``stage`` (an enqueue): ``MULTI; MSET e:<ref> payload ...; FCALL aq_put ... ref
+  ...; EXEC``. The payloads go to their own keys, never through Lua, and the
+  transaction makes the staging and the call that admits (or deletes) them one atomic
+  step: a producer that dies mid-send leaves nothing behind. Should the function fail
+  (say the library was flushed), the staged keys are deleted, best effort;
+- with ``fetch`` (a dequeue): ``FCALL aq_take ...`` pipelined with ``MGET`` of the
+  keys the take renames its elements to (``e:<lease>.<j>``), so the payloads come
+  straight from their keys.
+
+Invariants:
+- every call always lets the server call finish, so its outcome is known to the server
+  state even when the caller is cancelled: an anyio cancellation is deferred past it
+  (shielded scope), a native asyncio ``task.cancel()`` is re-raised only after the call
+  finished (the reply is then dropped, and the caller resolves the outcome with its
+  lease id). redis-py would otherwise drop the connection with the command in flight.
+- ``wait`` is cancellable at any time: losing a wake-up token only delays a waiter by
+  one wait timeout, never loses data.
+- redis-py never retries a call (``retries=0``): a function call is not idempotent, so
+  a retry after a lost reply could apply it twice. Connection and timeout errors
+  become ServerConnectionError, server error replies ServerError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Sequence
+from typing import Any
+
+import anyio
+import redis
+import redis.asyncio
+from redis.backoff import NoBackoff
+
+from ._errors import ServerConnectionError, ServerError
+from ._transport import Call
+
+__all__ = ["RedisAsyncio", "RedisSync", "RedisThreads", "client_options", "map_error"]
+
+
+def map_error(exc: BaseException, what: str) -> BaseException:
+    """The aqueue error for a redis-py error raised by ``what`` (others unchanged)."""
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return ServerConnectionError(f"{what}: lost the connection to the Redis server ({exc})")
+    if isinstance(exc, redis.ResponseError):
+        text = str(exc)
+        if "NOPERM" in text:
+            hint = " (the ACL user lacks a permission aqueue needs; see aqueue.redis)"
+        elif text.startswith("OOM"):
+            hint = " (the server reached maxmemory; dequeue to free memory or raise maxmemory)"
+        elif "Function not found" in text or "function not found" in text.lower():
+            hint = " (aqueue's Lua library is not loaded; connect once with load_functions=True)"
+        else:
+            hint = ""
+        return ServerError(f"{what}: the Redis server refused the call: {text}{hint}")
+    return exc
+
+
+def client_options(socket_timeout: float, max_connections: int | None) -> dict[str, Any]:
+    """redis-py options shared by every client aqueue makes."""
+    from redis.asyncio.retry import Retry as AsyncRetry
+    from redis.retry import Retry
+
+    return {
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": min(socket_timeout, 5.0),
+        "max_connections": max_connections,
+        "_retry": (Retry(NoBackoff(), 0), AsyncRetry(NoBackoff(), 0)),
+    }
+
+
+def _first_error(replies: Sequence[Any]) -> BaseException | None:
+    for r in replies:
+        if isinstance(r, BaseException):
+            return r
+    return None
+
+
+def _queued(pipe: Any, call: Call) -> Any:
+    """Pipeline ``pipe`` (sync or async: queuing commands does not wait) with the
+    commands of a staged or fetching ``call`` queued (see the module docstring)."""
+    if call.stage:
+        pipe.mset(dict(call.stage))
+    pipe.fcall(call.fn, 1, call.key, *call.args)
+    if call.fetch:
+        pipe.mget(call.fetch)
+    return pipe
+
+
+def _reply(call: Call, replies: Sequence[Any]) -> Any:
+    """A pipelined call's reply: the function's, with the fetched values if any."""
+    at = 1 if call.stage else 0  # (after the MSET's reply)
+    return (replies[at], replies[at + 1]) if call.fetch else replies[at]
+
+
+def _token(reply: Any) -> bytes | None:
+    """The token a BLPOP popped, or None (it timed out)."""
+    if reply is None:
+        return None
+    value = reply[1]
+    return value if isinstance(value, bytes) else str(value).encode()
+
+
+def _sync_client(url: str, opts: dict[str, Any]) -> redis.Redis:
+    kw = {k: v for k, v in opts.items() if k != "_retry"}
+    return redis.Redis.from_url(url, retry=opts["_retry"][0], **kw)
+
+
+def _async_client(url: str, opts: dict[str, Any]) -> redis.asyncio.Redis:
+    kw = {k: v for k, v in opts.items() if k != "_retry"}
+    return redis.asyncio.Redis.from_url(url, retry=opts["_retry"][1], **kw)
+
+
+class RedisSync:
+    """The SyncTransport: blocking requests with the synchronous client (thread-safe)."""
+
+    def __init__(self, url: str, opts: dict[str, Any]) -> None:
+        self.client = _sync_client(url, opts)
+        self._waits = _sync_client(url, opts)
+
+    def call(self, call: Call) -> Any:
+        fn, key = call.fn, call.key
+        what = f"{fn} on {key}"
+        try:
+            if not call.stage and not call.fetch:
+                if call.ro:
+                    return self.client.fcall_ro(fn, 1, key, *call.args)
+                return self.client.fcall(fn, 1, key, *call.args)
+            pipe = _queued(self.client.pipeline(transaction=bool(call.stage)), call)
+            replies = pipe.execute(raise_on_error=False)
+        except redis.RedisError as exc:
+            raise map_error(exc, what) from exc
+        err = _first_error(replies)
+        if err is not None:
+            if call.stage:
+                try:
+                    self.client.delete(*(k for k, _ in call.stage))
+                except redis.RedisError:
+                    pass
+            raise map_error(err, what) from err
+        return _reply(call, replies)
+
+    def read(self, keys: Sequence[str]) -> list[Any]:
+        try:
+            return list(self.client.mget(keys))
+        except redis.RedisError as exc:
+            raise map_error(exc, f"reading {len(keys)} payloads") from exc
+
+    def wait(self, key: str, seconds: float) -> bytes | None:
+        try:
+            reply = self._waits.blpop([key], seconds)
+        except redis.RedisError as exc:
+            raise map_error(exc, f"waiting on {key}") from exc
+        return _token(reply)
+
+    def close(self) -> None:
+        self.client.close()
+        self._waits.close()
+
+
+class RedisThreads:
+    """The AsyncTransport for trio (and any non-asyncio anyio backend): RedisSync's
+    requests in worker threads."""
+
+    def __init__(self, sync: RedisSync) -> None:
+        self._sync = sync
+
+    async def call(self, call: Call) -> Any:
+        # Shielded: a cancelled scope would otherwise refuse to start the call at all
+        # (so an undo in an `except` path would never run); abandon_on_cancel=False: the
+        # thread finishes, so the call's outcome is known.
+        with anyio.CancelScope(shield=True):
+            return await anyio.to_thread.run_sync(self._sync.call, call, abandon_on_cancel=False)
+
+    async def read(self, keys: Sequence[str]) -> list[Any]:
+        with anyio.CancelScope(shield=True):
+            out = await anyio.to_thread.run_sync(self._sync.read, keys, abandon_on_cancel=False)
+        return out
+
+    async def wait(self, key: str, seconds: float) -> bytes | None:
+        # Abandoned on cancellation: the thread's BLPOP ends by itself within `seconds`.
+        return await anyio.to_thread.run_sync(self._sync.wait, key, seconds, abandon_on_cancel=True)
+
+    async def aclose(self) -> None:
+        """Nothing to do: the RedisSync belongs to the server object."""
+
+
+class RedisAsyncio:
+    """The AsyncTransport for asyncio: redis.asyncio, calls shielded, waits cancellable."""
+
+    def __init__(self, url: str, opts: dict[str, Any]) -> None:
+        self._client = _async_client(url, opts)
+        self._waits = _async_client(url, opts)
+        self._abandoned: set[asyncio.Future[Any]] = set()
+
+    async def _finish(self, call: Awaitable[Any], what: str) -> Any:
+        """Run ``call`` to its end even when the caller is cancelled (see above)."""
+        task = asyncio.ensure_future(call)
+        with anyio.CancelScope(shield=True):
+            try:
+                return await asyncio.shield(task)
+            except asyncio.CancelledError:
+                # Native cancellation: let the call finish, then re-raise.
+                while not task.done():
+                    try:
+                        await asyncio.wait([task])
+                    except asyncio.CancelledError:
+                        pass
+                if not task.cancelled():
+                    task.exception()  # retrieved: the caller resolves the outcome itself
+                raise
+            except redis.RedisError as exc:
+                raise map_error(exc, what) from exc
+
+    async def call(self, call: Call) -> Any:
+        fn, key = call.fn, call.key
+        what = f"{fn} on {key}"
+        if not call.stage and not call.fetch:
+            if call.ro:
+                return await self._finish(self._client.fcall_ro(fn, 1, key, *call.args), what)
+            return await self._finish(self._client.fcall(fn, 1, key, *call.args), what)
+        pipe = _queued(self._client.pipeline(transaction=bool(call.stage)), call)
+        replies = await self._finish(pipe.execute(raise_on_error=False), what)
+        err = _first_error(replies)
+        if err is not None:
+            if call.stage:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await self._client.delete(*(k for k, _ in call.stage))
+                    except redis.RedisError:
+                        pass
+            raise map_error(err, what) from err
+        return _reply(call, replies)
+
+    async def read(self, keys: Sequence[str]) -> list[Any]:
+        return list(await self._finish(self._client.mget(keys), f"reading {len(keys)} payloads"))
+
+    async def wait(self, key: str, seconds: float) -> bytes | None:
+        # The BLPOP runs in a task of its own that a cancellation does not touch: it
+        # ends by itself within `seconds` and its connection goes back to the pool.
+        # (Cancelled inside redis-py instead, the connection is dropped, and a native
+        # cancellation landing as the reply arrives can be swallowed: blpop returns
+        # None and the task keeps waiting, cancelled.)
+        task = asyncio.ensure_future(self._waits.blpop([key], seconds))
+        try:
+            reply = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self._abandoned.add(task)
+            task.add_done_callback(self._forget)
+            raise
+        except redis.RedisError as exc:
+            raise map_error(exc, f"waiting on {key}") from exc
+        return _token(reply)
+
+    def _forget(self, task: asyncio.Future[Any]) -> None:
+        self._abandoned.discard(task)
+        if not task.cancelled():
+            task.exception()  # (a lost token only delays another waiter by one wait)
+
+    async def aclose(self) -> None:
+        for task in list(self._abandoned):
+            task.cancel()
+        if self._abandoned:
+            await asyncio.wait(list(self._abandoned))
+        await self._client.aclose()
+        await self._waits.aclose()

@@ -1,0 +1,756 @@
+#!/usr/bin/env python3
+"""R1: an in-process replay table under the prioritized-replay loop, beside its peers.
+
+Workload (item = float32[32, 32], 4,096 bytes; a table of max_size 100,000, filled
+before the clock starts). One *loop* is what a learner next to its actors does:
+insert a batch of 64 items (the 64 oldest are evicted), sample a batch of 256, and
+update those 256 priorities with fake TD errors (|N(0, 1)| + 0.001). It runs with a
+uniform sampler and with Prioritized(0.6); the remover is Fifo, the rate limiter
+MinSize(1). Throughput is reported as loops/s and as transitions moved per second
+(64 in + 256 out per loop).
+
+Rows (peers run in subprocesses, with the interpreters ``_peers.py`` finds):
+
+- aqueue: ``aqueue.ReplayTable`` on asyncio, the three calls awaited in one task.
+- floor: the leanest numpy code doing only what the contract requires: a
+  preallocated ring written in place, a bare ``np.take`` of 256 random rows, the 256
+  priorities written back; for prioritized, plus a textbook binary sum tree (leaves
+  at the bottom, parents recomputed level by level, a full descent per batch).
+- Reverb (dm-reverb, server and client in one process, its tables accessed without
+  gRPC): inserts through ``client.structured_writer`` (64 ``append`` calls and one
+  ``flush`` per batch), samples through ``reverb.TrajectoryDataset.
+  from_table_signature(...).batch(256)`` (the fastest route measured: 390 batches/s
+  against 214/s for the pybind ``NewSampler`` and 42/s for ``client.sample``; it
+  samples ahead in its own threads, as Reverb users run it), priorities through
+  ``client.mutate_priorities``.
+- TorchRL: ``ReplayBuffer(LazyTensorStorage(100000), PrioritizedSampler(alpha=0.6)``
+  or ``RandomSampler()``), ``extend``/``sample(256, return_info=True)``/
+  ``update_priority``; ``torch.set_num_threads(1)`` (the machine has 2 cores).
+- cpprb: ``PrioritizedReplayBuffer(100000, alpha=0.6)`` or ``ReplayBuffer``,
+  ``add``/``sample(256)``/``update_priorities``.
+
+With a uniform sampler the peers have no priorities to update and skip the third
+call; aqueue (which keeps each item's priority whatever the sampler) and the floor
+make it.
+
+Also measured: ``sample(256)`` alone against the floor's gather of 256 random rows
+(uniform), and a *limiter run*: 4 actor threads inserting batches of 64 through
+``table.blocking()`` and a learner task sampling 256 and updating priorities under
+``SampleToInsertRatio(4, 1000, 1024)``; it prints the samples/inserts ratio reached,
+the band and the range ``inserts * 4 - samples`` stayed in, and the share of the
+run each side waited.
+
+Targets (printed as ratios, never asserted): aqueue >= 2x Reverb, >= TorchRL and >=
+cpprb in transitions/s for both samplers; uniform ``sample(256)`` >= 0.7x the bare
+gather; the limiter keeps ``inserts * 4 - samples`` within its band.
+
+Every timed block ends with a check of its last sample: 256 items of the right
+shape whose payload matches the source item its tag names (element [0, 0] is the
+source index, [-1, -1] its value), so a row that returns garbage fails, never wins.
+Blocks of the in-process rows are interleaved, half before the peers and half after;
+each row reports the median and the best block.
+
+Usage: python benchmarks/bench_replay.py [--quick] [--reps R] [--loops L]
+       [--rows aqueue,floor,reverb,torchrl,cpprb] [--peer-python PY]
+       [--reverb-python PY] [--torchrl-python PY] [--cpprb-python PY]
+``--quick`` is a smoke run (a table of 20,000, few loops, seconds per row). The
+table goes to stdout, progress to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from _peers import add_peer_arguments, find_python
+
+SHAPE = (32, 32)
+INSERT = 64
+SAMPLE = 256
+PER_LOOP = INSERT + SAMPLE  # transitions moved per loop
+EXPONENT = 0.6
+SOURCE = 4096  # distinct source items, cycled
+MODES = ("uniform", "prioritized")
+PEERS = ("reverb", "torchrl", "cpprb")
+ROWS = ("aqueue", "floor", *PEERS)
+LABELS = {
+    "aqueue": "aqueue.ReplayTable (asyncio)",
+    "floor": "floor (numpy ring + gather + sum tree)",
+    "reverb": "Reverb in process",
+    "torchrl": "TorchRL ReplayBuffer",
+    "cpprb": "cpprb",
+}
+
+
+def source() -> np.ndarray:
+    """SOURCE items; item k carries k in [0, 0]."""
+    items = np.random.default_rng(12345).standard_normal((SOURCE, *SHAPE), dtype=np.float32)
+    items[:, 0, 0] = np.arange(SOURCE, dtype=np.float32)
+    return items
+
+
+def check(batch: Any, src: np.ndarray) -> str | None:
+    """None if ``batch`` is 256 intact source items, else what is wrong."""
+    data = np.asarray(batch)
+    if data.shape != (SAMPLE, *SHAPE) or data.dtype != np.float32:
+        return f"sample has shape {data.shape} and dtype {data.dtype}"
+    tags = data[:, 0, 0].astype(np.int64)
+    if tags.min() < 0 or tags.max() >= SOURCE or not np.array_equal(data[:, 0, 0], tags):
+        return "sampled items carry tags that no source item has"
+    if not np.array_equal(data[:, -1, -1], src[tags, -1, -1]):
+        return "sampled payloads differ from their source items"
+    return None
+
+
+def td_errors(rng: np.random.Generator) -> np.ndarray:
+    return np.abs(rng.standard_normal(SAMPLE)) + 1e-3
+
+
+def batch_at(src: np.ndarray, j: int) -> np.ndarray:
+    start = (j * INSERT) % SOURCE
+    return src[start : start + INSERT]
+
+
+# --------------------------------------------------------------------------------------
+# Runners: each builds its table, fills it, and returns a function running n loops
+# (which returns its last sample's data).
+# --------------------------------------------------------------------------------------
+
+
+def fill(add: Callable[[np.ndarray], None], src: np.ndarray, size: int) -> None:
+    for start in range(0, size, SOURCE):
+        add(src[: min(SOURCE, size - start)])
+
+
+def aqueue_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
+    """(An async function: the in-process blocks all run in one event loop.)"""
+    import aqueue
+
+    sampler = aqueue.Prioritized(EXPONENT) if mode == "prioritized" else aqueue.Uniform()
+    table = aqueue.ReplayTable(size, np.float32, SHAPE, sampler=sampler, seed=0)
+    view = table.blocking()
+    fill(view.insert_many, src, size)
+    rng = np.random.default_rng(1)
+    step = [0]
+
+    async def loops(n: int) -> Any:
+        s = None
+        for _ in range(n):
+            await table.insert_many(batch_at(src, step[0]))
+            step[0] += 1
+            s = await table.sample(SAMPLE)
+            await table.update_priorities(s.keys, td_errors(rng))
+        return None if s is None else s.data
+
+    return loops
+
+
+class BareSumTree:
+    """The textbook numpy sum tree (leaves at the bottom, every level kept)."""
+
+    def __init__(self, size: int) -> None:
+        self.depth = max(1, (size - 1).bit_length())
+        self.cap = 1 << self.depth
+        self.tree = np.zeros(2 * self.cap)
+
+    def set(self, idx: np.ndarray, values: np.ndarray) -> None:
+        tree = self.tree
+        i = idx + self.cap
+        tree[i] = values
+        for _ in range(self.depth):
+            i >>= 1
+            tree[i] = tree[2 * i] + tree[2 * i + 1]
+
+    def sample(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        tree = self.tree
+        total = tree[1]
+        u = rng.random(n) * total
+        i = np.ones(n, dtype=np.int64)
+        for _ in range(self.depth):
+            i <<= 1
+            left = tree[i]
+            right = u >= left
+            u -= left * right
+            i += right
+        return i - self.cap, tree[i] / total
+
+
+def floor_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
+    ring = np.empty((size, *SHAPE), dtype=np.float32)
+    priority = np.ones(size)
+    tree = BareSumTree(size) if mode == "prioritized" else None
+    pos = [0]
+
+    def add(batch: np.ndarray) -> None:
+        k = len(batch)
+        start = pos[0]
+        idx = (start + np.arange(k)) % size
+        end = start + k
+        if end <= size:
+            ring[start:end] = batch
+        else:
+            ring[start:] = batch[: size - start]
+            ring[: end - size] = batch[size - start :]
+        pmax = 1.0  # (a running maximum: never lower than the contract's)
+        priority[idx] = pmax
+        if tree is not None:
+            tree.set(idx, np.full(k, pmax**EXPONENT))
+        pos[0] = end % size
+
+    fill(add, src, size)
+    rng = np.random.default_rng(1)
+    step = [0]
+
+    def loops(n: int) -> Any:
+        out = None
+        for _ in range(n):
+            add(batch_at(src, step[0]))
+            step[0] += 1
+            if tree is None:
+                idx = rng.integers(0, size, SAMPLE)
+            else:
+                idx, _ = tree.sample(SAMPLE, rng)
+            out = np.take(ring, idx, axis=0)
+            td = td_errors(rng)
+            priority[idx] = td
+            if tree is not None:
+                tree.set(idx, td**EXPONENT)
+        return out
+
+    return loops
+
+
+def reverb_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import reverb
+    import tensorflow as tf
+    from reverb import structured_writer as sw
+
+    sampler = (
+        reverb.selectors.Prioritized(EXPONENT)
+        if mode == "prioritized"
+        else reverb.selectors.Uniform()
+    )
+    table = reverb.Table(
+        name="t",
+        sampler=sampler,
+        remover=reverb.selectors.Fifo(),
+        max_size=size,
+        rate_limiter=reverb.rate_limiters.MinSize(1),
+        signature={"obs": tf.TensorSpec(list(SHAPE), tf.float32)},
+    )
+    server = reverb.Server(tables=[table], port=None)
+    client = server.localhost_client()
+    ref = sw.create_reference_step({"obs": src[0]})
+    writer = client.structured_writer(
+        [sw.create_config(pattern={"obs": ref["obs"][-1]}, table="t")]
+    )
+
+    def add(batch: np.ndarray) -> None:
+        for item in batch:
+            writer.append({"obs": item})
+        writer.flush()
+
+    fill(add, src, size)
+    dataset = reverb.TrajectoryDataset.from_table_signature(
+        server_address=client.server_address,
+        table="t",
+        max_in_flight_samples_per_worker=2 * SAMPLE,
+        num_workers_per_iterator=1,
+    ).batch(SAMPLE)
+    it = iter(dataset)
+    rng = np.random.default_rng(1)
+    step = [0]
+
+    def loops(n: int) -> Any:
+        data = None
+        for _ in range(n):
+            add(batch_at(src, step[0]))
+            step[0] += 1
+            s = next(it)
+            data = s.data["obs"].numpy()
+            if mode == "prioritized":
+                keys = s.info.key.numpy().tolist()
+                client.mutate_priorities("t", updates=dict(zip(keys, td_errors(rng).tolist())))
+        return data
+
+    loops.keep = (server, client, writer, it)  # type: ignore[attr-defined]
+    return loops
+
+
+def torchrl_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
+    import torch
+    from torchrl.data import LazyTensorStorage, PrioritizedSampler, RandomSampler, ReplayBuffer
+
+    torch.set_num_threads(1)
+    sampler: Any = (
+        PrioritizedSampler(max_capacity=size, alpha=EXPONENT, beta=0.4)
+        if mode == "prioritized"
+        else RandomSampler()
+    )
+    rb = ReplayBuffer(storage=LazyTensorStorage(size), sampler=sampler, batch_size=SAMPLE)
+    tsrc = torch.from_numpy(src)
+    fill(lambda b: rb.extend(torch.from_numpy(b)), src, size)
+    rng = np.random.default_rng(1)
+    step = [0]
+
+    def loops(n: int) -> Any:
+        data = None
+        for _ in range(n):
+            start = (step[0] * INSERT) % SOURCE
+            rb.extend(tsrc[start : start + INSERT])
+            step[0] += 1
+            data, info = rb.sample(SAMPLE, return_info=True)
+            if mode == "prioritized":
+                rb.update_priority(
+                    info["index"], torch.from_numpy(td_errors(rng).astype(np.float32))
+                )
+        return None if data is None else data.numpy()
+
+    return loops
+
+
+def cpprb_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
+    from cpprb import PrioritizedReplayBuffer, ReplayBuffer
+
+    spec = {"obs": {"shape": SHAPE, "dtype": np.float32}}
+    rb: Any = (
+        PrioritizedReplayBuffer(size, spec, alpha=EXPONENT)
+        if mode == "prioritized"
+        else ReplayBuffer(size, spec)
+    )
+    fill(lambda b: rb.add(obs=b), src, size)
+    rng = np.random.default_rng(1)
+    step = [0]
+
+    def loops(n: int) -> Any:
+        data = None
+        for _ in range(n):
+            rb.add(obs=batch_at(src, step[0]))
+            step[0] += 1
+            if mode == "prioritized":
+                s = rb.sample(SAMPLE, beta=0.4)
+                rb.update_priorities(s["indexes"], td_errors(rng))
+            else:
+                s = rb.sample(SAMPLE)
+            data = s["obs"]
+        return data
+
+    return loops
+
+
+RUNNERS = {
+    "aqueue": aqueue_runner,
+    "floor": floor_runner,
+    "reverb": reverb_runner,
+    "torchrl": torchrl_runner,
+    "cpprb": cpprb_runner,
+}
+
+
+async def timed_block(loops: Callable[[int], Any], n: int, src: np.ndarray) -> float:
+    """One block of ``n`` loops of an async loop function: its seconds (after checking
+    its last sample)."""
+    t0 = time.perf_counter()
+    data = await loops(n)
+    seconds = time.perf_counter() - t0
+    problem = check(data, src)
+    if problem:
+        raise AssertionError(problem)
+    return seconds
+
+
+def versions(row: str) -> dict[str, str]:
+    import importlib.metadata
+
+    names = {
+        "aqueue": ["aqueue", "numpy", "anyio"],
+        "floor": ["numpy"],
+        "reverb": ["dm-reverb", "tensorflow-cpu", "tensorflow"],
+        "torchrl": ["torchrl", "torch", "tensordict"],
+        "cpprb": ["cpprb", "numpy"],
+    }[row]
+    out = {}
+    for name in names:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+# Every row runs in a worker process of its own (aqueue and the floor with this
+# interpreter, the peers with theirs): it builds and fills its table once, says it is
+# ready, then runs a block of loops each time the parent asks ("run N" on its stdin),
+# answering one line (MARK + JSON: wall and CPU seconds, or the problem found). The
+# parent interleaves the rows block by block, so load from other processes on a
+# shared machine spreads over all of them.
+MARK = "R1 "
+
+
+def _answer(payload: dict[str, Any]) -> None:
+    print(MARK + json.dumps(payload), flush=True)
+
+
+def _measure(data: Any, t0: float, c0: float, src: np.ndarray) -> dict[str, Any]:
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    problem = check(data, src)
+    return {"seconds": seconds, "cpu": cpu} if problem is None else {"error": problem}
+
+
+def serve(row: str, mode: str, size: int, warm: int) -> None:
+    """The worker's side of the protocol (``--peer-worker``)."""
+    src = source()
+    try:
+        run = RUNNERS[row](mode, size, src)
+    except Exception as exc:
+        _answer({"error": f"{type(exc).__name__}: {exc}"})
+        return
+    if row != "aqueue":
+        run(warm)
+        _answer({"ready": True, "versions": versions(row)})
+        for line in sys.stdin:
+            if not line.startswith("run"):
+                return
+            t0, c0 = time.perf_counter(), time.process_time()
+            _answer(_measure(run(int(line.split()[1])), t0, c0, src))
+        return
+
+    import anyio
+    import anyio.to_thread
+
+    async def main() -> None:
+        await run(warm)
+        _answer({"ready": True, "versions": versions(row)})
+        while True:
+            line = await anyio.to_thread.run_sync(sys.stdin.readline)
+            if not line.startswith("run"):
+                return
+            t0, c0 = time.perf_counter(), time.process_time()
+            _answer(_measure(await run(int(line.split()[1])), t0, c0, src))
+
+    anyio.run(main)
+
+
+class Worker:
+    """The parent's side: one row's worker process."""
+
+    def __init__(self, row: str, python: str, mode: str, args: argparse.Namespace) -> None:
+        self.row = row
+        self.error: str | None = None
+        self.versions: dict[str, str] = {}
+        cmd = [python, os.path.abspath(__file__), "--peer-worker", row, "--mode", mode]
+        cmd += ["--size", str(args.size), "--loops", str(args.loops)]
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
+        first = self._read()
+        if "error" in first:
+            self.error = first["error"]
+        else:
+            self.versions = first.get("versions", {})
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith(MARK):
+                answer: dict[str, Any] = json.loads(line[len(MARK) :])
+                return answer
+        return {"error": f"the worker ended (exit {self.proc.wait()})"}
+
+    def block(self, n: int) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"run {n}\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        if self.proc.stdin is not None and self.proc.poll() is None:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+# --------------------------------------------------------------------------------------
+# sample(256) alone, and the limiter run
+# --------------------------------------------------------------------------------------
+
+
+def sample_only(size: int, loops: int, reps: int, src: np.ndarray) -> dict[str, list[float]]:
+    """Seconds per block of ``loops`` uniform sample(256): aqueue against the bare gather."""
+    import anyio
+
+    import aqueue
+
+    table = aqueue.ReplayTable(size, np.float32, SHAPE, seed=0)
+    fill(table.blocking().insert_many, src, size)
+    ring = np.empty((size, *SHAPE), dtype=np.float32)
+    for start in range(0, size, SOURCE):
+        ring[start : start + SOURCE] = src[: min(SOURCE, size - start)]
+    rng = np.random.default_rng(2)
+
+    async def ours(n: int) -> Any:
+        s = None
+        for _ in range(n):
+            s = await table.sample(SAMPLE)
+        return None if s is None else s.data
+
+    async def bare(n: int) -> Any:
+        out = None
+        for _ in range(n):
+            out = np.take(ring, rng.integers(0, size, SAMPLE), axis=0)
+        return out
+
+    result: dict[str, list[float]] = {"aqueue": [], "gather": []}
+
+    async def blocks() -> None:
+        await ours(10)
+        await bare(10)
+        for _ in range(reps):
+            result["aqueue"].append(await timed_block(ours, loops, src))
+            result["gather"].append(await timed_block(bare, loops, src))
+
+    anyio.run(blocks)
+    return result
+
+
+def limiter_run(steps: int, src: np.ndarray) -> dict[str, Any]:
+    """4 actor threads and a learner task under SampleToInsertRatio(4, 1000, 1024)."""
+    import anyio
+
+    import aqueue
+
+    limiter = aqueue.SampleToInsertRatio(4.0, 1000, 1024.0)
+    table = aqueue.ReplayTable(
+        100_000,
+        np.float32,
+        SHAPE,
+        sampler=aqueue.Prioritized(EXPONENT),
+        rate_limiter=limiter,
+        seed=3,
+    )
+    view = table.blocking()
+    stop = threading.Event()
+
+    def actor(a: int) -> None:
+        j = a
+        while not stop.is_set():
+            try:
+                view.insert_many(batch_at(src, j), timeout=0.1)
+            except TimeoutError:
+                continue
+            except aqueue.QueueClosedError:
+                return
+            j += 4
+
+    diffs: list[float] = []
+
+    async def learner() -> float:
+        rng = np.random.default_rng(4)
+        threads = [threading.Thread(target=actor, args=(a,)) for a in range(4)]
+        for t in threads:
+            t.start()
+        t0 = time.perf_counter()
+        try:
+            for _ in range(steps):
+                s = await table.sample(SAMPLE)
+                st = table.statistics()
+                diffs.append(st.inserts * 4.0 - st.samples)
+                await table.update_priorities(s.keys, td_errors(rng))
+            final.append(table.statistics())  # (with the time, at one moment)
+            return time.perf_counter() - t0
+        finally:
+            stop.set()
+            table.close()
+            for t in threads:
+                t.join()
+
+    final: list[Any] = []
+    seconds = anyio.run(learner)
+    st = final[0]
+    return {
+        "seconds": seconds,
+        "inserts": st.inserts,
+        "samples": st.samples,
+        "ratio": st.samples / st.inserts,
+        "band": (limiter.min_diff, limiter.max_diff),
+        "diff_range": (min(diffs), max(diffs)),
+        "insert_wait_share": st.insert_wait_s / seconds,
+        "sample_wait_share": st.sample_wait_s / seconds,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# main
+# --------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    p.add_argument("--quick", action="store_true", help="smoke run: a table of 20,000, few loops")
+    p.add_argument(
+        "--reps", type=int, default=None, help="timed blocks per row (default 6, quick 2)"
+    )
+    p.add_argument(
+        "--loops", type=int, default=None, help="loops per block (default 200, quick 30)"
+    )
+    p.add_argument("--size", type=int, default=None, help="table max_size (default 100000)")
+    p.add_argument(
+        "--rows", default=",".join(ROWS), help="comma-separated subset of " + ", ".join(ROWS)
+    )
+    p.add_argument("--modes", default=",".join(MODES), help="uniform, prioritized or both")
+    add_peer_arguments(p, list(PEERS))
+    p.add_argument("--peer-worker", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--mode", default="uniform", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    args.reps = args.reps or (2 if args.quick else 6)
+    args.loops = args.loops or (30 if args.quick else 200)
+    args.size = args.size or (20_000 if args.quick else 100_000)
+    return args
+
+
+def rate(times: list[float], loops: int) -> tuple[float, float]:
+    """(median, best) loops/s."""
+    return loops / statistics.median(times), loops / min(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.peer_worker:
+        serve(args.peer_worker, args.mode, args.size, max(5, args.loops // 10))
+        return 0
+    rows = [r.strip() for r in args.rows.split(",") if r.strip()]
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    pythons = {r: sys.executable if r not in PEERS else find_python(r, args) for r in rows}
+    src = source()
+    load_start = os.getloadavg()
+    results: dict[tuple[str, str], dict[str, Any]] = {}
+    for mode in modes:
+        workers = []
+        for row, python in pythons.items():
+            if python is None:
+                continue
+            print(f"  {mode:<11} {row:<8} filling its table ...", file=sys.stderr)
+            worker = Worker(row, python, mode, args)
+            results[(row, mode)] = {"times": [], "cpu": [], "versions": worker.versions}
+            if worker.error:
+                results[(row, mode)]["error"] = worker.error
+                worker.close()
+            else:
+                workers.append(worker)
+        for rep in range(args.reps):
+            for worker in workers:
+                r = results[(worker.row, mode)]
+                if "error" in r:
+                    continue
+                answer = worker.block(args.loops)
+                if "error" in answer:
+                    r["error"] = answer["error"]
+                else:
+                    r["times"].append(answer["seconds"])
+                    r["cpu"].append(answer["cpu"])
+                print(f"  {mode:<11} {worker.row:<8} block {rep + 1} {answer}", file=sys.stderr)
+        for worker in workers:
+            worker.close()
+    samples = sample_only(args.size, args.loops, args.reps, src) if "uniform" in modes else None
+    limiter = limiter_run(60 if args.quick else 400, src)
+    print_report(args, rows, modes, results, samples, limiter, load_start)
+    return 1 if any("error" in r for r in results.values()) else 0
+
+
+def print_report(
+    args: argparse.Namespace,
+    rows: list[str],
+    modes: list[str],
+    results: dict[tuple[str, str], dict[str, Any]],
+    samples: dict[str, list[float]] | None,
+    limiter: dict[str, Any],
+    load_start: tuple[float, float, float],
+) -> None:
+    print(
+        f"\nR1: table of {args.size:,} float32{list(SHAPE)} items; loop = insert_many({INSERT}) + "
+        f"sample({SAMPLE}) + update_priorities({SAMPLE}); {args.reps} blocks of {args.loops} "
+        f"loops per row (median / best); Python {platform.python_version()}, "
+        f"{os.cpu_count()} cores, load {load_start[0]:.1f} -> {os.getloadavg()[0]:.1f}\n"
+    )
+    rates: dict[tuple[str, str], float] = {}
+    for mode in modes:
+        print(
+            f"| {mode:<11} | {'row':<40} | {'loops/s':>15} | {'transitions/s':>21} | "
+            f"{'CPU/loop':>8} |"
+        )
+        print(f"|{'-' * 13}|{'-' * 42}|{'-' * 17}|{'-' * 23}|{'-' * 10}|")
+        for row in rows:
+            r = results.get((row, mode))
+            if r is None:
+                continue
+            if "error" in r or not r.get("times"):
+                print(
+                    f"| {'':<11} | {LABELS[row]:<40} | FAILED: {r.get('error', 'no result')[:60]}"
+                )
+                continue
+            med, best = rate(r["times"], args.loops)
+            cpu = statistics.median(r["cpu"]) / args.loops * 1e6
+            rates[(row, mode)] = med
+            print(
+                f"| {'':<11} | {LABELS[row]:<40} | {med:>7,.0f} / {best:>5,.0f} | "
+                f"{med * PER_LOOP:>10,.0f} / {best * PER_LOOP:>8,.0f} | {cpu:>5,.0f} us |"
+            )
+        print()
+    print("Ratios (medians; aqueue over the row):")
+    for mode in modes:
+        ours = rates.get(("aqueue", mode))
+        parts = []
+        for row, target in (("reverb", 2.0), ("torchrl", 1.0), ("cpprb", 1.0), ("floor", None)):
+            theirs = rates.get((row, mode))
+            if ours and theirs:
+                goal = f" (target >= {target:g}x)" if target else " (of the floor)"
+                parts.append(f"vs {row} {ours / theirs:.2f}x{goal}")
+        print(f"  {mode}: " + "; ".join(parts))
+    if samples:
+        ours_s = statistics.median(samples["aqueue"])
+        bare_s = statistics.median(samples["gather"])
+        print(
+            f"  uniform sample({SAMPLE}) alone: {ours_s / args.loops * 1e6:.0f} us against a bare "
+            f"gather of {SAMPLE} random rows {bare_s / args.loops * 1e6:.0f} us: "
+            f"{bare_s / ours_s:.2f}x of the gather's speed (target >= 0.7x)"
+        )
+    lo, hi = limiter["band"]
+    dlo, dhi = limiter["diff_range"]
+    print(
+        f"\nLimiter run: 4 actor threads, 1 learner task, SampleToInsertRatio(4, 1000, 1024), "
+        f"{limiter['seconds']:.1f} s: {limiter['inserts']:,} inserts, {limiter['samples']:,} "
+        f"samples, samples/inserts = {limiter['ratio']:.2f}; inserts * 4 - samples stayed in "
+        f"[{dlo:.0f}, {dhi:.0f}] (band [{lo:.0f}, {hi:.0f}]: "
+        f"{'held' if lo <= dlo and dhi <= hi else 'LEFT THE BAND'}); actors waited "
+        f"{limiter['insert_wait_share']:.0%} of the run, the learner "
+        f"{limiter['sample_wait_share']:.0%}"
+    )
+    print("\nVersions:")
+    seen: dict[str, str] = {}
+    for r in results.values():
+        seen.update(r.get("versions", {}))
+    print("  " + ", ".join(f"{k} {v}" for k, v in sorted(seen.items())))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

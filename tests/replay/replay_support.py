@@ -1,0 +1,66 @@
+"""Helpers of the replay-table tests (``from replay_support import ...``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import aqueue
+
+SHAPE = (3,)
+
+
+def item(v: int) -> np.ndarray:
+    """An item carrying ``v``: float32[3] = [v, v + 0.5, -v]."""
+    return np.array([v, v + 0.5, -v], dtype=np.float32)
+
+
+def items(vs: Any) -> np.ndarray:
+    """A batch of ``item(v)`` for each ``v``."""
+    arr = np.asarray(list(vs), dtype=np.float32)
+    return np.stack([arr, arr + 0.5, -arr], axis=1) if len(arr) else np.empty((0, 3), np.float32)
+
+
+def values(batch: np.ndarray) -> list[int]:
+    """The ``v`` of each item of a sampled batch (checking the payload is intact)."""
+    assert batch.dtype == np.float32
+    assert batch.shape[1:] == SHAPE
+    v = batch[:, 0]
+    assert np.array_equal(batch[:, 1], v + 0.5)
+    assert np.array_equal(batch[:, 2], -v)
+    return [int(x) for x in v]
+
+
+async def counters(table: Any) -> tuple[int, ...]:
+    """What every backend reports that a cancelled or refused operation must leave as
+    it was: size, inserts, samples, deletes, evictions."""
+    st = await table.statistics()
+    return (st.size, st.inserts, st.samples, st.deletes, st.evictions)
+
+
+def contents(table: aqueue.ReplayTable[Any]) -> tuple[Any, ...]:
+    """An in-process table's whole state, comparable (everything a snapshot holds but
+    the wait times)."""
+    s = table.snapshot()
+    st = s.statistics
+    return (
+        s.keys.tolist(),
+        s.priorities.tolist(),
+        s.times_sampled.tolist(),
+        [c.tobytes() for c in s.items],
+        s.next_key,
+        (st.size, st.inserts, st.samples, st.deletes, st.evictions, st.closed),
+        repr(s.rng_state),
+        {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in s.layout.items()},
+    )
+
+
+async def until(table: Any, predicate: Any, *, limit_s: float = 10.0) -> None:
+    """Sleep in small steps until ``predicate(await table.statistics())`` holds (threads
+    are invisible to ``wait_all_tasks_blocked``); fail after ``limit_s`` seconds."""
+    import anyio
+
+    with anyio.fail_after(limit_s):
+        while not predicate(await table.statistics()):  # noqa: ASYNC110 - threads
+            await anyio.sleep(0.001)
