@@ -6,7 +6,8 @@ order and determinism, batches written in place, checkpoints, every way a run ca
 (normal end, an exception in the function, a worker killed or exiting, a cancellation,
 Ctrl-C, the main process killed) with no worker process and no shared memory left
 behind, and what ``describe()``, ``statistics()`` and a Monitor say. The functions the
-workers run are in ``proc_fns.py``.
+workers run are in ``proc_fns.py`` beside this file: pytest puts this folder on
+``sys.path``, and a spawned worker starts with its parent's ``sys.path``.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from aqueue import ElementSpecError, Monitor, Pipeline, WorkerProcessError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
-TESTS = Path(__file__).resolve().parent
-ROOT = TESTS.parent
+HERE = Path(__file__).resolve().parent  # holds proc_fns.py, which the workers import
+ROOT = HERE.parents[1]  # the checkout: aqueue for a child started with PYTHONPATH
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -429,7 +430,7 @@ def run_and_signal(
     ``sig`` to the child, or with ``group`` to its whole process group (its workers
     too, as a terminal's Ctrl-C does)."""
     script = tmp_path / "run_pipeline.py"
-    script.write_text(textwrap.dedent(SCRIPT.format(tests=str(TESTS), fn=fn)))
+    script.write_text(textwrap.dedent(SCRIPT.format(tests=str(HERE), fn=fn)))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     child = subprocess.Popen(
         [sys.executable, str(script)],
@@ -594,7 +595,7 @@ def test_threads_run_python_in_parallel_without_a_gil(tmp_path: Path) -> None:
     if probe.returncode != 0:
         pytest.skip(f"{python} cannot import numpy and anyio: {probe.stderr.strip()[-200:]}")
     script = tmp_path / "scaling.py"
-    script.write_text(SCALING.format(tests=str(TESTS)))
+    script.write_text(SCALING.format(tests=str(HERE)))
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHON_GIL="0")
     done = subprocess.run(
         [python, str(script)], capture_output=True, text=True, timeout=120, env=env, check=False
