@@ -8,7 +8,6 @@ once delivery with several producers, short final batches, padding, batch_join o
 from __future__ import annotations
 
 import itertools
-import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from support import poll
+from support import aqueue_warnings, poll
 
 import aqueue
 from aqueue import (
@@ -461,32 +460,15 @@ def test_batch_join_rejects_bad_sources(sources: Any) -> None:
         batch_join(sources, 2)
 
 
-class _Warnings(logging.Handler):
-    """Collects the messages of the "aqueue" logger."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
 @pytest.mark.asyncio
 async def test_batches_whose_runner_never_started_warn() -> None:
     """Inside a coordinator's block that forgot ``coord.start_queue_runners()``, a
     consumer of a batch whose runner was never started gets a warning naming it."""
     b = batch(limit_epochs([1], 1), 1, name="never-started-batch")
-    records = _Warnings()
-    logger = logging.getLogger("aqueue")
-    logger.addHandler(records)
-    try:
-        with anyio.fail_after(10):
-            # ... and no coord.start_queue_runners():
-            async with Coordinator(), anyio.create_task_group() as tg:
-                tg.start_soon(b.dequeue)
-                await poll(lambda: any("never-started-batch" in m for m in records.messages))
-                tg.cancel_scope.cancel()
-    finally:
-        logger.removeHandler(records)
-    assert any("never started" in m for m in records.messages)
+    with aqueue_warnings() as logged, anyio.fail_after(10):
+        # ... and no coord.start_queue_runners():
+        async with Coordinator(), anyio.create_task_group() as tg:
+            tg.start_soon(b.dequeue)
+            await poll(lambda: any("never-started-batch" in m for m in logged))
+            tg.cancel_scope.cancel()
+    assert any("never started" in m for m in logged)

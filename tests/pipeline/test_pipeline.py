@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
+from support import collect, notes, stage_statistics
 
 import aqueue
 from aqueue import (
@@ -27,23 +28,11 @@ from aqueue import (
 pytestmark = pytest.mark.timeout(30)
 
 
-async def collect(pipe: Pipeline) -> list[Any]:
-    """Run ``pipe`` to the end and return its items."""
-    async with pipe.open() as items:
-        got = [x async for x in items]
-    return got
-
-
 async def jitter(x: int) -> int:
     """An async map whose completion order differs from its input order."""
     for _ in range((7 * x) % 5):
         await anyio.lowlevel.checkpoint()
     return x * x
-
-
-def notes(exc: BaseException) -> str:
-    """All notes of ``exc`` as one string."""
-    return " | ".join(getattr(exc, "__notes__", []))
 
 
 # -- stages -------------------------------------------------------------------------------
@@ -640,20 +629,14 @@ async def test_describe_gives_advice_that_fits_the_stage_kind() -> None:
 
 def _stage(name: str, busy: float, *, starved: float = 0.5) -> aqueue.StageStatistics:
     """Statistics of a one-worker stage busy ``busy`` of a 1 s run."""
-    return aqueue.StageStatistics(
-        name=name,
+    return stage_statistics(
+        name,
         items_in=100,
         items_out=100,
-        items_dropped=0,
         items_per_s=100.0,
         busy_s=busy,
-        concurrency=1,
         occupancy_mean=0.1,
         starved_fraction=starved,
-        put_wait_p50_s=0.0,
-        put_wait_p99_s=0.0,
-        get_wait_p50_s=0.0,
-        get_wait_p99_s=0.0,
         elapsed_s=1.0,
     )
 

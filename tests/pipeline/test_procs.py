@@ -27,6 +27,7 @@ import anyio
 import numpy as np
 import proc_fns
 import pytest
+from support import collect, notes, stage_statistics
 
 import aqueue
 from aqueue import ElementSpecError, Monitor, Pipeline, WorkerProcessError
@@ -38,15 +39,6 @@ ROOT = HERE.parents[1]  # the checkout: aqueue for a child started with PYTHONPA
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-async def collect(pipe: Pipeline[Any]) -> list[Any]:
-    out = []
-    with anyio.fail_after(60):
-        async with pipe.open() as items:
-            async for x in items:
-                out.append(x)
-    return out
 
 
 def alive(pid: int) -> bool:
@@ -85,10 +77,6 @@ def assert_nothing_left(pids: set[int] = frozenset()) -> None:  # type: ignore[a
     assert not [p for p in pids if alive(p)]
     assert not shm_names()
     assert not mapped_chunks()
-
-
-def notes(exc: BaseException) -> str:
-    return "\n".join(getattr(exc, "__notes__", ()))
 
 
 def in_shared_memory(a: np.ndarray) -> bool:
@@ -609,20 +597,14 @@ def test_threads_run_python_in_parallel_without_a_gil(tmp_path: Path) -> None:
 def _stage(name: str, busy: float, handoff: float, conc: int = 2) -> aqueue.StageStatistics:
     """A stage's statistics over a 10 s run: ``busy`` of its workers' time, ``handoff``
     seconds of main-process CPU."""
-    return aqueue.StageStatistics(
-        name=name,
+    return stage_statistics(
+        name,
         items_in=10_000,
         items_out=10_000,
-        items_dropped=0,
         items_per_s=1_000.0,
         busy_s=busy * conc * 10.0,
         concurrency=conc,
-        occupancy_mean=0.0,
         starved_fraction=0.5,
-        put_wait_p50_s=0.0,
-        put_wait_p99_s=0.0,
-        get_wait_p50_s=0.0,
-        get_wait_p99_s=0.0,
         elapsed_s=10.0,
         handoff_s=handoff,
     )

@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from support import poll
+from support import stage_statistics, wait_samples
 
 import aqueue
 from aqueue import (
@@ -41,12 +41,6 @@ pytestmark = pytest.mark.timeout(60)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-async def wait_samples(seen: list[MonitorSample], more: int) -> None:
-    """Let the monitor take ``more`` samples beyond those seen so far."""
-    target = len(seen) + more
-    await poll(lambda: len(seen) >= target)
-
-
 def items_after(k: int) -> int:
     """Items put out in the first k seconds: 10 in odd seconds, 30 in even ones."""
     return sum(10 if i % 2 else 30 for i in range(1, k + 1))
@@ -54,20 +48,13 @@ def items_after(k: int) -> int:
 
 def stage(name: str, k: int, *, concurrency: int = 2) -> StageStatistics:
     """The reading of a stage ``k`` seconds into its run (see ``Stages``)."""
-    return StageStatistics(
-        name=name,
+    return stage_statistics(
+        name,
         items_in=items_after(k),
         items_out=items_after(k),
-        items_dropped=0,
         items_per_s=10.0,
         busy_s=0.5 * k,
         concurrency=concurrency,
-        occupancy_mean=0.0,
-        starved_fraction=0.0,
-        put_wait_p50_s=0.0,
-        put_wait_p99_s=0.0,
-        get_wait_p50_s=0.0,
-        get_wait_p99_s=0.0,
         elapsed_s=1.0 * k,
     )
 

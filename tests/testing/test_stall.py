@@ -16,17 +16,13 @@ import time
 from typing import Any
 
 import anyio
-import numpy as np
 import pytest
+from support import int_queue
 
 import aqueue
 from aqueue.testing import StallError, StallGuard, stall_guard
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def int_queue(capacity: int, name: str) -> aqueue.FIFOQueue[Any]:
-    return aqueue.FIFOQueue(capacity, np.int64, (), name=name)
 
 
 async def stall_message(body: Any, seconds: float = 0.3) -> str:
