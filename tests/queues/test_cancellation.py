@@ -273,6 +273,7 @@ async def test_scope_cancelled_waiter_before_wakeup_is_skipped() -> None:
 # ======================================================================================
 
 
+# pytest-asyncio: native task.cancel() is the subject.
 @pytest.mark.asyncio
 @pytest.mark.parametrize("op_name", ["dequeue", "dequeue_many", "dequeue_up_to", "dequeue_burst"])
 async def test_task_cancel_blocked_dequeue_consumes_nothing(op_name: str) -> None:
@@ -293,6 +294,7 @@ async def test_task_cancel_blocked_dequeue_consumes_nothing(op_name: str) -> Non
     assert q.statistics().tasks_waiting_dequeue == 0
 
 
+# pytest-asyncio: native task.cancel() between wake-up and run is the subject.
 @pytest.mark.asyncio
 async def test_woken_then_cancelled_dequeuer_passes_the_wakeup_on() -> None:
     """Enqueue wakes the first waiter, which is then cancelled before it runs: the second
@@ -307,6 +309,7 @@ async def test_woken_then_cancelled_dequeuer_passes_the_wakeup_on() -> None:
     assert q.size() == 0
 
 
+# pytest-asyncio: native task.cancel() between wake-up and run is the subject.
 @pytest.mark.asyncio
 async def test_woken_then_cancelled_enqueuer_passes_the_wakeup_on() -> None:
     """A dequeue wakes the first blocked enqueuer, which is then cancelled: it admitted
@@ -322,6 +325,7 @@ async def test_woken_then_cancelled_enqueuer_passes_the_wakeup_on() -> None:
     assert ints(q.dequeue_up_to_nowait(5)) == [2]
 
 
+# pytest-asyncio: native task.cancel() between wake-up and run is the subject.
 @pytest.mark.asyncio
 async def test_woken_then_cancelled_dequeue_many_restores_in_order() -> None:
     """A dequeue_many holding claims, woken by new elements and cancelled before it runs,
@@ -338,6 +342,7 @@ async def test_woken_then_cancelled_dequeue_many_restores_in_order() -> None:
     assert q.statistics().dequeued_total == 4
 
 
+# pytest-asyncio: native task.cancel() between wake-up and run is the subject.
 @pytest.mark.asyncio
 async def test_woken_then_cancelled_dequeue_many_passes_the_wakeup_on() -> None:
     """The next dequeuer is served once a woken batch dequeuer is cancelled."""
@@ -351,6 +356,7 @@ async def test_woken_then_cancelled_dequeue_many_passes_the_wakeup_on() -> None:
     assert ints(q.dequeue_up_to_nowait(5)) == [1]
 
 
+# pytest-asyncio: native task.cancel() is the subject.
 @pytest.mark.asyncio
 async def test_task_cancel_enqueue_many_leaves_a_prefix() -> None:
     """task.cancel() on a pending enqueue_many leaves exactly the admitted prefix."""
@@ -364,6 +370,7 @@ async def test_task_cancel_enqueue_many_leaves_a_prefix() -> None:
     assert q.statistics().enqueued_total == 1 + len(rest)
 
 
+# pytest-asyncio: native task.cancel() at the checkpoint is the subject.
 @pytest.mark.asyncio
 async def test_task_cancel_at_the_checkpoint_changes_nothing() -> None:
     """A task cancelled before its first step (at the checkpoint) changes nothing,
@@ -379,6 +386,7 @@ async def test_task_cancel_at_the_checkpoint_changes_nothing() -> None:
     assert ints(q.dequeue_many_nowait(2)) == [0, 1]
 
 
+# pytest-asyncio: asyncio.timeout is the subject.
 @needs_asyncio_timeout
 @pytest.mark.asyncio
 async def test_asyncio_timeout_on_blocked_ops() -> None:
@@ -401,6 +409,7 @@ async def test_asyncio_timeout_on_blocked_ops() -> None:
     assert int(await q.dequeue()) == 3
 
 
+# pytest-asyncio: asyncio.timeout is the subject.
 @needs_asyncio_timeout
 @pytest.mark.asyncio
 @pytest.mark.parametrize("offset", [-1e-4, 0.0, 1e-4])
@@ -436,6 +445,7 @@ async def test_asyncio_timeout_racing_an_arrival(offset: float, op_name: str) ->
         assert (outcome == "returned") == (got == want)
 
 
+# pytest-asyncio: asyncio.wait_for is the subject.
 @pytest.mark.asyncio
 async def test_wait_for_timeouts_consume_nothing() -> None:
     """asyncio.wait_for around dequeue ops: a timeout consumes nothing and restores claims."""
@@ -450,6 +460,7 @@ async def test_wait_for_timeouts_consume_nothing() -> None:
     assert ints(await asyncio.wait_for(q.dequeue_many(2), 5)) == [0, 1]
 
 
+# pytest-asyncio: asyncio.wait_for is the subject.
 @pytest.mark.asyncio
 async def test_wait_for_zero_timeout_conserves() -> None:
     """wait_for(..., 0) either completes the op or leaves the queue as it was."""
@@ -464,6 +475,7 @@ async def test_wait_for_zero_timeout_conserves() -> None:
     assert got + ints(q.dequeue_up_to_nowait(5)) == [0, 1, 2]
 
 
+# pytest-asyncio: asyncio's cancel count (Task.cancelling) is the subject.
 @needs_asyncio_timeout
 @pytest.mark.asyncio
 async def test_cancel_does_not_swallow_cancellation() -> None:

@@ -2,15 +2,13 @@
 stop, first exception wins, supervised tasks, the stall watchdog and report() (README,
 "Runners and the Coordinator").
 
-The fault drills are plain coroutine functions run twice: under pytest-asyncio and under
-trio (``anyio.run(..., backend="trio")``). The other tests use anyio's plugin, which runs
-them on both backends.
+Every test runs on asyncio and trio (anyio's plugin) but those whose subject is native
+asyncio cancellation (``task.cancel()``, ``asyncio.timeout``), which pytest-asyncio runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import re
 import subprocess
@@ -216,17 +214,11 @@ FAULT_DRILLS: dict[str, Callable[[], Awaitable[None]]] = {
 }
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 @pytest.mark.parametrize("drill", list(FAULT_DRILLS))
-async def test_fault_drill_asyncio(drill: str) -> None:
-    """Each fault drill under pytest-asyncio."""
+async def test_fault_drill(drill: str) -> None:
+    """Each fault drill, on asyncio and on trio."""
     await FAULT_DRILLS[drill]()
-
-
-@pytest.mark.parametrize("drill", list(FAULT_DRILLS))
-def test_fault_drill_trio(drill: str) -> None:
-    """Each fault drill under trio (in a fresh context: drills may register runners)."""
-    contextvars.copy_context().run(lambda: anyio.run(FAULT_DRILLS[drill], backend="trio"))
 
 
 # -- native asyncio cancellation ------------------------------------------------------
@@ -237,6 +229,7 @@ async def _produce_two() -> int:
     return 2
 
 
+# pytest-asyncio: native task.cancel() on the host task is the subject.
 @pytest.mark.asyncio
 async def test_task_cancel_propagates_and_tears_down(caplog: pytest.LogCaptureFixture) -> None:
     """asyncio task.cancel() on the host task: CancelledError leaves the block and the
@@ -263,6 +256,7 @@ async def test_task_cancel_propagates_and_tears_down(caplog: pytest.LogCaptureFi
     assert_threads_end(threads)
 
 
+# pytest-asyncio: asyncio.timeout (a native cancellation it converts) is the subject.
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is new in 3.11")
 @pytest.mark.asyncio
 async def test_asyncio_timeout_around_the_block_is_honoured(
@@ -293,6 +287,7 @@ async def test_asyncio_timeout_around_the_block_is_honoured(
     assert_threads_end(threads)
 
 
+# pytest-asyncio: native task.cancel() on the host task is the subject.
 @pytest.mark.asyncio
 async def test_host_cancellation_wins_over_a_recorded_error(
     caplog: pytest.LogCaptureFixture,
