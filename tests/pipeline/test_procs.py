@@ -519,13 +519,20 @@ async def test_describe_says_whether_threads_share_a_gil(monkeypatch: pytest.Mon
     """describe()'s first line names the interpreter and says whether it runs with a
     GIL (sys._is_gil_enabled, Python 3.13+); with one, a busy thread map's advice
     points to executor='process'."""
+    from aqueue._pipeline._report import bottleneck  # (the rule itself, on made-up figures)
+
     pipe = Pipeline(range(200)).map(proc_fns.gil_bound, concurrency=2)
     await collect(pipe)
     first = pipe.describe().splitlines()[0]
+    busy = (_stage("from_iterable(range)", 0.01, 0.0, 1), _stage("map(gil_bound)", 0.9, 0.0))
     if getattr(sys, "_is_gil_enabled", lambda: True)():
         assert "with the GIL" in first
+        verdict = bottleneck(busy, pipe._specs)
+        assert verdict.startswith("map(gil_bound) — its 2 workers were busy 90% of the time")
+        assert "a function that holds it scales with executor='process'" in verdict
     monkeypatch.setattr(sys, "_is_gil_enabled", lambda: False, raising=False)
     assert "free-threaded: no GIL" in pipe.describe().splitlines()[0]
+    assert "executor='process'" not in bottleneck(busy, pipe._specs)
 
 
 def free_threaded_python() -> str | None:
