@@ -6,7 +6,8 @@ order and determinism, batches written in place, checkpoints, every way a run ca
 (normal end, an exception in the function, a worker killed or exiting, a cancellation,
 Ctrl-C, the main process killed) with no worker process and no shared memory left
 behind, and what ``describe()``, ``statistics()`` and a Monitor say. The functions the
-workers run are in ``proc_fns.py``.
+workers run are in ``proc_fns.py`` beside this file: pytest puts this folder on
+``sys.path``, and a spawned worker starts with its parent's ``sys.path``.
 """
 
 from __future__ import annotations
@@ -26,26 +27,18 @@ import anyio
 import numpy as np
 import proc_fns
 import pytest
+from support import collect, notes, stage_statistics
 
 import aqueue
 from aqueue import ElementSpecError, Monitor, Pipeline, WorkerProcessError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
-TESTS = Path(__file__).resolve().parent
-ROOT = TESTS.parent
+HERE = Path(__file__).resolve().parent  # holds proc_fns.py, which the workers import
+ROOT = HERE.parents[1]  # the checkout: aqueue for a child started with PYTHONPATH
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-async def collect(pipe: Pipeline[Any]) -> list[Any]:
-    out = []
-    with anyio.fail_after(60):
-        async with pipe.open() as items:
-            async for x in items:
-                out.append(x)
-    return out
 
 
 def alive(pid: int) -> bool:
@@ -84,10 +77,6 @@ def assert_nothing_left(pids: set[int] = frozenset()) -> None:  # type: ignore[a
     assert not [p for p in pids if alive(p)]
     assert not shm_names()
     assert not mapped_chunks()
-
-
-def notes(exc: BaseException) -> str:
-    return "\n".join(getattr(exc, "__notes__", ()))
 
 
 def in_shared_memory(a: np.ndarray) -> bool:
@@ -429,7 +418,7 @@ def run_and_signal(
     ``sig`` to the child, or with ``group`` to its whole process group (its workers
     too, as a terminal's Ctrl-C does)."""
     script = tmp_path / "run_pipeline.py"
-    script.write_text(textwrap.dedent(SCRIPT.format(tests=str(TESTS), fn=fn)))
+    script.write_text(textwrap.dedent(SCRIPT.format(tests=str(HERE), fn=fn)))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     child = subprocess.Popen(
         [sys.executable, str(script)],
@@ -530,13 +519,20 @@ async def test_describe_says_whether_threads_share_a_gil(monkeypatch: pytest.Mon
     """describe()'s first line names the interpreter and says whether it runs with a
     GIL (sys._is_gil_enabled, Python 3.13+); with one, a busy thread map's advice
     points to executor='process'."""
+    from aqueue._pipeline._report import bottleneck  # (the rule itself, on made-up figures)
+
     pipe = Pipeline(range(200)).map(proc_fns.gil_bound, concurrency=2)
     await collect(pipe)
     first = pipe.describe().splitlines()[0]
+    busy = (_stage("from_iterable(range)", 0.01, 0.0, 1), _stage("map(gil_bound)", 0.9, 0.0))
     if getattr(sys, "_is_gil_enabled", lambda: True)():
         assert "with the GIL" in first
+        verdict = bottleneck(busy, pipe._specs)
+        assert verdict.startswith("map(gil_bound) — its 2 workers were busy 90% of the time")
+        assert "a function that holds it scales with executor='process'" in verdict
     monkeypatch.setattr(sys, "_is_gil_enabled", lambda: False, raising=False)
     assert "free-threaded: no GIL" in pipe.describe().splitlines()[0]
+    assert "executor='process'" not in bottleneck(busy, pipe._specs)
 
 
 def free_threaded_python() -> str | None:
@@ -594,7 +590,7 @@ def test_threads_run_python_in_parallel_without_a_gil(tmp_path: Path) -> None:
     if probe.returncode != 0:
         pytest.skip(f"{python} cannot import numpy and anyio: {probe.stderr.strip()[-200:]}")
     script = tmp_path / "scaling.py"
-    script.write_text(SCALING.format(tests=str(TESTS)))
+    script.write_text(SCALING.format(tests=str(HERE)))
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHON_GIL="0")
     done = subprocess.run(
         [python, str(script)], capture_output=True, text=True, timeout=120, env=env, check=False
@@ -608,20 +604,14 @@ def test_threads_run_python_in_parallel_without_a_gil(tmp_path: Path) -> None:
 def _stage(name: str, busy: float, handoff: float, conc: int = 2) -> aqueue.StageStatistics:
     """A stage's statistics over a 10 s run: ``busy`` of its workers' time, ``handoff``
     seconds of main-process CPU."""
-    return aqueue.StageStatistics(
-        name=name,
+    return stage_statistics(
+        name,
         items_in=10_000,
         items_out=10_000,
-        items_dropped=0,
         items_per_s=1_000.0,
         busy_s=busy * conc * 10.0,
         concurrency=conc,
-        occupancy_mean=0.0,
         starved_fraction=0.5,
-        put_wait_p50_s=0.0,
-        put_wait_p99_s=0.0,
-        get_wait_p50_s=0.0,
-        get_wait_p99_s=0.0,
         elapsed_s=10.0,
         handoff_s=handoff,
     )
