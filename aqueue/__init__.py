@@ -18,6 +18,7 @@ from ._errors import QueueClosedError as QueueClosedError
 from ._errors import QueueEmpty as QueueEmpty
 from ._errors import QueueError as QueueError
 from ._errors import QueueFull as QueueFull
+from ._errors import WorkerProcessError as WorkerProcessError
 from ._input._batch_fns import batch as batch
 from ._input._batch_fns import shuffle_batch as shuffle_batch
 from ._input._batch_join import batch_join as batch_join
@@ -136,6 +137,7 @@ __all__ = [
     "TableHistory",
     "TableSample",
     "Uniform",
+    "WorkerProcessError",
     "add_queue_runner",
     "batch",
     "batch_join",

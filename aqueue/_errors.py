@@ -14,9 +14,12 @@ The tree::
     │       a ``*_nowait`` dequeue that would have to wait
     ├── ElementSpecError(QueueError, ValueError)
     │       bad element, batch, spec or argument
-    └── CheckpointError(QueueError, ValueError)
-            a snapshot or pipeline state that cannot be taken, saved, loaded or
-            restored (a one-shot source, an unsavable object, a bad file)
+    ├── CheckpointError(QueueError, ValueError)
+    │       a snapshot or pipeline state that cannot be taken, saved, loaded or
+    │       restored (a one-shot source, an unsavable object, a bad file)
+    └── WorkerProcessError(QueueError, anyio.BrokenResourceError)
+            a worker process of ``map(..., executor="process")`` died (a signal,
+            ``os._exit``) or could not load the function
 
 One warning, beside the tree: ``CheckpointWarning(UserWarning)``, from
 ``checkpoint()`` of a pipeline whose resume delivers every item once but not in the
@@ -60,6 +63,7 @@ __all__ = [
     "QueueEmpty",
     "QueueError",
     "QueueFull",
+    "WorkerProcessError",
 ]
 
 
@@ -127,6 +131,35 @@ class CheckpointError(QueueError, ValueError):
     """Raised for a snapshot or pipeline state that cannot be taken, saved, loaded or
     restored: a source that cannot say where it is, an object that cannot be saved
     without pickle, a truncated, corrupt, foreign or newer-version file."""
+
+
+class WorkerProcessError(QueueError, anyio.BrokenResourceError):
+    """Raised when a worker process of a process map (``map(fn, executor="process")``)
+    ends while the pipeline runs (killed by a signal, ``os._exit``, out of memory) or
+    cannot load the function. The message names the stage, the pid and the signal or
+    exit code; ``stage``, ``pid`` and ``exitcode`` (negative: the signal number) hold
+    them, None when not known."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        stage: str | None = None,
+        pid: int | None = None,
+        exitcode: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.stage = stage
+        self.pid = pid
+        self.exitcode = exitcode
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        fields = {"stage": self.stage, "pid": self.pid, "exitcode": self.exitcode}
+        return (_rebuild_worker_error, (str(self), fields))
+
+
+def _rebuild_worker_error(message: str, fields: dict[str, Any]) -> WorkerProcessError:
+    return WorkerProcessError(message, **fields)
 
 
 class CheckpointWarning(UserWarning):

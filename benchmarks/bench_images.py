@@ -11,9 +11,14 @@ Rows:
 
 - ``aqueue``: ``Pipeline.from_iterable(paths).map(load, concurrency=C)
   .batch(64, allow_smaller_final_batch=True)``, an async consumer;
+- ``aqueue processes``: the same with ``executor="process"``: C worker processes, each
+  image written once, by its worker, into its row of a batch in shared memory;
 - ``floor``: not a peer, the leanest hand-written version: C threads pull paths from a
   ``queue.SimpleQueue``, call ``load``, one ``loop.call_soon_threadsafe`` per image to an
   asyncio consumer that stacks 64 (``np.stack``);
+- ``floor-proc``: not a peer either, the leanest process version: C spawned processes
+  write each image into its row of a batch in one shared-memory file, fed bursts of 8
+  paths over pipes (two in flight each) by one main thread waiting on all of them;
 - ``ThreadPoolExecutor(C).map(load)``, a synchronous consumer stacking 64;
 - ``raw``: C threads calling ``load`` on the paths in a loop, results dropped: no
   hand-off and no batching, the most any thread pipeline can do with this function here;
@@ -40,12 +45,18 @@ of 64. Every case has one warm-up run of 128 images in its process first, not ti
 Rounds are interleaved (every case once per round, the peers in one fresh subprocess per
 round); the table shows medians over ``--repeat`` rounds.
 
+Each row is also given *steady*: the images after the first batch over the time from the
+first batch to the last (thread or process start-up excluded).
+
 This is a script, not a test; nothing is asserted. Targets, printed with the ratios:
 aqueue >= 0.85x the ceiling at C >= 2, and >= every peer that runs the same Python
-function. Needs Pillow (``pip install pillow``) in every interpreter that runs a row.
+function; aqueue processes >= 0.9x the ceiling and >= 1.3x torch's DataLoader at C = 2,
+and no slower at C = 4 than at C = 2. Needs Pillow (``pip install pillow``) in every
+interpreter that runs a row.
 
 Run: python benchmarks/bench_images.py [--images 2000] [--concurrency 1,2,4] [--repeat 3]
-     [--data-dir DIR] [--quick] [--no-peers] [--json PATH] [--peer-python PY]
+     [--data-dir DIR] [--quick] [--no-peers] [--only REGEX] [--calm LOAD] [--json PATH]
+     [--peer-python PY]
      [--tf-python PY] [--grain-python PY] [--spdl-python PY] [--torch-python PY]
 """
 
@@ -58,6 +69,7 @@ import os
 import platform
 import queue
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -75,6 +87,7 @@ from _peers import add_peer_arguments, find_python
 
 BATCH = 64
 SIZE = 256
+Times = tuple[float, float]  # seconds to the last batch, seconds to the first
 CROP = 224
 WARMUP_IMAGES = 128
 PEER_DISTRIBUTIONS = {
@@ -139,13 +152,16 @@ def load_spdl(path: str) -> np.ndarray:
 class Images:
     """The consumer's side of every row: counts images and checks batch shapes."""
 
-    __slots__ = ("batches", "images")
+    __slots__ = ("batches", "first", "images")
 
     def __init__(self) -> None:
         self.images = 0
         self.batches = 0
+        self.first = 0.0  # perf_counter() when the first batch arrived
 
     def take(self, batch: Any) -> None:
+        if not self.batches:
+            self.first = time.perf_counter()
         arr = np.asarray(batch)
         if arr.shape[1:] != (CROP, CROP, 3) or arr.dtype != np.uint8 or len(arr) > BATCH:
             raise AssertionError(f"bad batch {arr.shape} {arr.dtype}")
@@ -168,14 +184,14 @@ def single_thread_rate(paths: list[str]) -> float:
 # -- rows in this interpreter ------------------------------------------------------------------
 
 
-async def aqueue_run(paths: list[str], c: int) -> float:
+async def aqueue_run(paths: list[str], c: int, executor: str = "thread") -> Times:
     from aqueue import Pipeline
 
     got = Images()
     t0 = time.perf_counter()
     pipe = (
         Pipeline.from_iterable(paths)
-        .map(load, concurrency=c)
+        .map(load, concurrency=c, executor=executor)
         .batch(BATCH, allow_smaller_final_batch=True)
     )
     async with pipe.open() as batches:
@@ -183,10 +199,10 @@ async def aqueue_run(paths: list[str], c: int) -> float:
             got.take(b)
         t1 = time.perf_counter()
     got.check(len(paths))
-    return t1 - t0
+    return t1 - t0, got.first - t0
 
 
-async def floor_run(paths: list[str], c: int) -> float:
+async def floor_run(paths: list[str], c: int) -> Times:
     loop = asyncio.get_running_loop()
     got = Images()
     t0 = time.perf_counter()
@@ -213,7 +229,7 @@ async def floor_run(paths: list[str], c: int) -> float:
     for t in threads:
         t.join()
     got.check(len(paths))
-    return t1 - t0
+    return t1 - t0, got.first - t0
 
 
 def batched(items: Iterable[np.ndarray], got: Images) -> None:
@@ -228,7 +244,7 @@ def batched(items: Iterable[np.ndarray], got: Images) -> None:
         got.take(np.stack(buf))
 
 
-def raw_run(paths: list[str], c: int) -> float:
+def raw_run(paths: list[str], c: int) -> Times:
     """C threads calling ``load`` on a shared list in a loop: no hand-off, no batching."""
     it = iter(paths)
     lock = threading.Lock()
@@ -252,23 +268,124 @@ def raw_run(paths: list[str], c: int) -> float:
     t1 = time.perf_counter()
     if sum(counts) != len(paths):
         raise AssertionError(f"loaded {sum(counts)} images, want {len(paths)}")
-    return t1 - t0
+    return t1 - t0, 0.0
 
 
-def executor_run(paths: list[str], c: int) -> float:
+def _floor_worker(conn: Any, size: int) -> None:
+    """The process floor's worker: map the batch slots, then for each burst of (path,
+    offset) pairs write ``load(path)`` at ``offset`` and answer the offsets."""
+    import mmap
+    import socket
+
+    sock = socket.socket(fileno=os.dup(conn.fileno()))
+    _, fds, _, _ = socket.recv_fds(sock, 1, 1)
+    slots = np.frombuffer(mmap.mmap(fds[0], size), dtype=np.uint8)
+    image = CROP * CROP * 3
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg is None:
+            return
+        for path, off in msg:
+            slots[off : off + image] = load(path).reshape(-1)
+        conn.send(len(msg))
+
+
+def floor_proc_run(paths: list[str], c: int, burst: int = 8) -> Times:
+    """The leanest process pipeline doing the job: C spawned workers write each image
+    straight into its row of a batch in one shared-memory file (2C + 2 batch slots,
+    reused in turn); the main thread sends bursts of ``burst`` (path, offset) pairs,
+    two in flight per worker, waits on every worker's pipe at once, and hands each
+    complete batch on as a view. No queues, statistics, failure handling or order
+    beyond the batches' own."""
+    import mmap
+    import multiprocessing
+    import multiprocessing.connection
+    import socket
+
+    got = Images()
+    t0 = time.perf_counter()
+    ctx = multiprocessing.get_context("spawn")
+    image = CROP * CROP * 3
+    nslots = 2 * c + 2
+    size = nslots * BATCH * image
+    fd = os.memfd_create("floor")
+    os.ftruncate(fd, size)
+    slots = np.frombuffer(mmap.mmap(fd, size), dtype=np.uint8)
+    conns, procs = [], []
+    for _ in range(c):
+        parent, child = ctx.Pipe()
+        p = ctx.Process(target=_floor_worker, args=(child, size))
+        p.start()
+        child.close()
+        socket.send_fds(socket.socket(fileno=os.dup(parent.fileno())), [b"f"], [fd])
+        conns.append(parent)
+        procs.append(p)
+    os.close(fd)
+    nxt = 0
+    done = [0] * nslots  # rows done per batch slot
+    want = [0] * nslots  # rows each slot's batch has
+    inflight: dict[Any, list[tuple[int, int]]] = {conn: [] for conn in conns}
+    next_out = 0  # the batch handed on next (in order)
+
+    def send(conn: Any) -> None:
+        nonlocal nxt
+        if nxt >= len(paths):
+            return
+        b, row = divmod(nxt, BATCH)
+        k = min(burst, BATCH - row, len(paths) - nxt)
+        slot = b % nslots
+        want[slot] = min(BATCH, len(paths) - b * BATCH)
+        base = slot * BATCH * image
+        conn.send([(paths[nxt + j], base + (row + j) * image) for j in range(k)])
+        inflight[conn].append((slot, k))
+        nxt += k
+
+    for conn in conns:
+        send(conn)
+        send(conn)
+    live = list(conns)
+    while live:
+        for conn in multiprocessing.connection.wait(live):
+            conn.recv()
+            slot, k = inflight[conn].pop(0)
+            done[slot] += k
+            while done[next_out % nslots] == want[next_out % nslots] > 0:
+                s = next_out % nslots
+                n = want[s]
+                batch = slots[s * BATCH * image : (s * BATCH + n) * image]
+                got.take(batch.reshape((n, CROP, CROP, 3)))
+                done[s] = want[s] = 0
+                next_out += 1
+            if nxt < len(paths):
+                send(conn)
+            elif not inflight[conn]:
+                live.remove(conn)
+    t1 = time.perf_counter()
+    for conn in conns:
+        conn.send(None)
+    for p in procs:
+        p.join()
+    got.check(len(paths))
+    return t1 - t0, got.first - t0
+
+
+def executor_run(paths: list[str], c: int) -> Times:
     got = Images()
     t0 = time.perf_counter()
     with ThreadPoolExecutor(c) as pool:
         batched(pool.map(load, paths), got)
         t1 = time.perf_counter()
     got.check(len(paths))
-    return t1 - t0
+    return t1 - t0, got.first - t0
 
 
 # -- peers (in their own interpreter) -----------------------------------------------------------
 
 
-def tfdata_run(paths: list[str], c: int, how: str) -> float:
+def tfdata_run(paths: list[str], c: int, how: str) -> Times:
     import tensorflow as tf
 
     got = Images()
@@ -295,10 +412,10 @@ def tfdata_run(paths: list[str], c: int, how: str) -> float:
         got.take(b.numpy())
     t1 = time.perf_counter()
     got.check(len(paths))
-    return t1 - t0
+    return t1 - t0, got.first - t0
 
 
-def grain_run(paths: list[str], c: int, batch_first: bool) -> float:
+def grain_run(paths: list[str], c: int, batch_first: bool) -> Times:
     import grain
 
     got = Images()
@@ -313,10 +430,10 @@ def grain_run(paths: list[str], c: int, batch_first: bool) -> float:
         got.take(b)
     t1 = time.perf_counter()
     got.check(len(paths))
-    return t1 - t0
+    return t1 - t0, got.first - t0
 
 
-def spdl_run(paths: list[str], c: int, fn: Callable[[str], np.ndarray]) -> float:
+def spdl_run(paths: list[str], c: int, fn: Callable[[str], np.ndarray]) -> Times:
     from spdl.pipeline import PipelineBuilder
 
     got = Images()
@@ -335,10 +452,10 @@ def spdl_run(paths: list[str], c: int, fn: Callable[[str], np.ndarray]) -> float
             got.take(b)
         t1 = time.perf_counter()
     got.check(len(paths))
-    return t1 - t0
+    return t1 - t0, got.first - t0
 
 
-def torch_run(paths: list[str], c: int) -> float:
+def torch_run(paths: list[str], c: int) -> Times:
     import torch.utils.data as tud
 
     class Files(tud.Dataset[np.ndarray]):
@@ -355,7 +472,7 @@ def torch_run(paths: list[str], c: int) -> float:
         got.take(b.numpy())
     t1 = time.perf_counter()
     got.check(len(paths))
-    return t1 - t0
+    return t1 - t0, got.first - t0
 
 
 def spdl_decoder_works(path: str) -> bool:
@@ -379,7 +496,7 @@ class Case:
     label: str
     same_fn: bool  # runs the same Python function (load) as aqueue
     role: str  # "aqueue", "floor", "raw" (no pipeline) or "peer"
-    run: Callable[[list[str], int], float]  # (paths, C) -> seconds
+    run: Callable[[list[str], int], Times]  # (paths, C) -> seconds to the last and first batch
 
 
 def local_cases() -> list[Case]:
@@ -392,11 +509,25 @@ def local_cases() -> list[Case]:
             lambda p, c: asyncio.run(aqueue_run(p, c)),
         ),
         Case(
+            "aqueue-proc",
+            "aqueue map(load) in C processes -> batch(64), written in place",
+            True,
+            "aqueue-proc",
+            lambda p, c: asyncio.run(aqueue_run(p, c, "process")),
+        ),
+        Case(
             "floor",
             "floor: threads + SimpleQueue + call_soon_threadsafe",
             True,
             "floor",
             lambda p, c: asyncio.run(floor_run(p, c)),
+        ),
+        Case(
+            "floor-proc",
+            "floor: C spawned processes writing rows of batches in shared memory",
+            True,
+            "floor",
+            floor_proc_run,
         ),
         Case("executor", "ThreadPoolExecutor(C).map(load)", True, "peer", executor_run),
         Case("raw", "raw: C threads calling load, no hand-off or batch", True, "raw", raw_run),
@@ -466,22 +597,40 @@ def peer_cases(peer: str, probe: str | None) -> list[Case]:
     return [Case("torch", "torch DataLoader(num_workers=C)", True, "peer", torch_run)]
 
 
+STEADY = "@steady"  # key suffix of the rates from the first batch to the last
+
+
 def run_round(
     cases: list[Case], paths: list[str], cs: list[int], warm: bool
 ) -> dict[str, dict[int, float]]:
-    """One round: every case at every C once; images/s by case key and C."""
+    """One round: every case at every C once; images/s by case key and C, and under
+    ``key + STEADY`` the rate from the first batch to the last (start-up excluded)."""
     out: dict[str, dict[int, float]] = {}
     for case in cases:
         if warm:
             case.run(paths[:WARMUP_IMAGES], cs[0])
         for c in cs:
             print(f"  {case.key} C={c} ...", file=sys.stderr, flush=True)
-            out.setdefault(case.key, {})[c] = len(paths) / case.run(paths, c)
+            total, first = case.run(paths, c)
+            out.setdefault(case.key, {})[c] = len(paths) / total
+            steady = (len(paths) - BATCH) / (total - first) if first > 0 else len(paths) / total
+            out.setdefault(case.key + STEADY, {})[c] = steady
     return out
 
 
+def wanted(key: str, only: str | None) -> bool:
+    """Whether the row ``key`` runs (``--only``)."""
+    return only is None or re.search(only, key) is not None
+
+
 def peer_round(
-    python: str, peer: str, data_dir: str, n: int, cs: list[int], seen: dict[str, Any]
+    python: str,
+    peer: str,
+    data_dir: str,
+    n: int,
+    cs: list[int],
+    seen: dict[str, Any],
+    only: str | None = None,
 ) -> dict[str, dict[int, float]] | str:
     """One round of ``peer``'s rows in a fresh subprocess (or why it failed)."""
     cmd = [
@@ -493,6 +642,8 @@ def peer_round(
         f"--data-dir={data_dir}",
         f"--concurrency={','.join(map(str, cs))}",
     ]
+    if only is not None:
+        cmd.append(f"--only={only}")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
@@ -525,12 +676,14 @@ def versions(*dists: str) -> dict[str, str]:
 def report(
     cases: list[Case],
     med: dict[str, dict[int, float]],
+    spreads: dict[str, dict[int, float]],
     ceiling: dict[int, float],
     cs: list[int],
 ) -> tuple[str, list[dict[str, Any]]]:
     """The markdown tables and the ratio records."""
     lines = [
-        "images/s, median of the rounds (percent of the ceiling)",
+        "images/s, start-up included, median of the rounds (percent of the ceiling, "
+        "spread of the rounds: max/min - 1)",
         "",
         "| row | same fn | " + " | ".join(f"C={c}" for c in cs) + " |",
         "|---|---|" + "---|" * len(cs),
@@ -540,16 +693,29 @@ def report(
         + " | ".join(f"{ceiling[c]:.0f}" for c in cs)
         + " |"
     )
-    for case in cases:
-        if case.key not in med:
-            continue
-        cells = []
-        for c in cs:
-            v = med[case.key].get(c)
-            cells.append("n/a" if v is None else f"{v:.0f} ({100 * v / ceiling[c]:.0f}%)")
-        lines.append(
-            f"| {case.label} | {'yes' if case.same_fn else 'no'} | " + " | ".join(cells) + " |"
-        )
+    for suffix, title in (("", None), (STEADY, "steady")):
+        if title is not None:
+            lines += [
+                "",
+                "images/s from the first batch to the last (start-up excluded), median of "
+                "the rounds (percent of the ceiling, spread)",
+                "",
+                "| row | same fn | " + " | ".join(f"C={c}" for c in cs) + " |",
+                "|---|---|" + "---|" * len(cs),
+            ]
+        for case in cases:
+            if case.key + suffix not in med:
+                continue
+            cells = []
+            for c in cs:
+                v = med[case.key + suffix].get(c)
+                sp = spreads.get(case.key + suffix, {}).get(c, 0.0)
+                cells.append(
+                    "n/a" if v is None else f"{v:.0f} ({100 * v / ceiling[c]:.0f}%, ±{sp:.0%})"
+                )
+            lines.append(
+                f"| {case.label} | {'yes' if case.same_fn else 'no'} | " + " | ".join(cells) + " |"
+            )
 
     ratios: list[dict[str, Any]] = []
     if "aqueue" in med:
@@ -576,6 +742,7 @@ def report(
                     "values": values,
                 }
             )
+    ratios += process_ratios(med, ceiling, cs)
     lines += [
         "",
         "| ratio | " + " | ".join(f"C={c}" for c in cs) + " | target | met |",
@@ -591,6 +758,49 @@ def report(
     return "\n".join(lines), ratios
 
 
+def process_ratios(
+    med: dict[str, dict[int, float]], ceiling: dict[int, float], cs: list[int]
+) -> list[dict[str, Any]]:
+    """The process row's targets: >= 0.9x the ceiling and >= 1.3x torch's DataLoader at
+    C = 2, C = 4 no slower than C = 2; each with start-up included and excluded."""
+    out: list[dict[str, Any]] = []
+    for suffix, how in (("", "start-up included"), (STEADY, "steady")):
+        p = med.get("aqueue-proc" + suffix)
+        if p is None:
+            continue
+        values = {c: p[c] / ceiling[c] for c in cs if c in p}
+        out.append(
+            {
+                "ratio": f"aqueue processes / ceiling, {how} (target at C = 2)",
+                "target": 0.9,
+                "met": values.get(2, 0.0) >= 0.9,
+                "values": values,
+            }
+        )
+        t = med.get("torch" + suffix)
+        if t is not None:
+            values = {c: p[c] / t[c] for c in cs if c in p and c in t}
+            out.append(
+                {
+                    "ratio": f"aqueue processes / torch DataLoader(num_workers=C), {how} "
+                    "(target at C = 2)",
+                    "target": 1.3,
+                    "met": values.get(2, 0.0) >= 1.3,
+                    "values": values,
+                }
+            )
+        if 2 in p and 4 in p:
+            out.append(
+                {
+                    "ratio": f"aqueue processes at C = 4 / at C = 2, {how}",
+                    "target": 1.0,
+                    "met": p[4] / p[2] >= 1.0,
+                    "values": {4: p[4] / p[2]},
+                }
+            )
+    return out
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=2_000)
@@ -603,6 +813,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--quick", action="store_true", help="smoke run: 320 images, 1 round")
     parser.add_argument("--no-peers", action="store_true", help="no subprocess peers")
+    parser.add_argument(
+        "--calm",
+        type=float,
+        default=None,
+        help="before each round, wait (at most 10 minutes) until the machine keeps fewer "
+        "than this many cores busy (measured over 2 s; for a shared machine); default: "
+        "do not wait",
+    )
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="run only the rows whose key matches this regular expression (keys: aqueue, "
+        "aqueue-proc, floor, floor-proc, executor, raw, tfdata-native, tfdata-auto, "
+        "tfdata-pillow, "
+        "grain, grain-batched, spdl, spdl-native, torch); default: every row",
+    )
     parser.add_argument("--json", default=None, help="also write the JSON report here")
     parser.add_argument("--peer-worker", default=None, help=argparse.SUPPRESS)
     add_peer_arguments(parser, ["tf", "grain", "spdl", "torch"])
@@ -623,32 +849,42 @@ def main(argv: list[str] | None = None) -> int:
     paths = make_images(Path(data_dir), n)
     if args.peer_worker:  # in a peer's interpreter: one round, JSON on stdout
         single_thread_rate(paths)  # reads every file once, as the main process does
-        result = run_round(peer_cases(args.peer_worker, paths[0]), paths, cs, warm=True)
+        mine = [c for c in peer_cases(args.peer_worker, paths[0]) if wanted(c.key, args.only)]
+        result = run_round(mine, paths, cs, warm=True)
         dist = PEER_DISTRIBUTIONS[args.peer_worker]
         print(json.dumps({"rates": result, "versions": versions(dist, "pillow")}))
         return 0
 
-    cases = local_cases()
+    cases = [c for c in local_cases() if wanted(c.key, args.only)]
     peers: dict[str, str] = {}
     if not args.no_peers:
         for peer in ("tf", "grain", "spdl", "torch"):
+            if not any(wanted(c.key, args.only) for c in peer_cases(peer, None)):
+                continue
             python = find_python(peer, args)
             if python is not None:
                 peers[peer] = python
-                cases += peer_cases(peer, None)
+                cases += [c for c in peer_cases(peer, None) if wanted(c.key, args.only)]
     cores = os.cpu_count() or 1
     rounds: dict[str, dict[int, list[float]]] = {}
     single: list[float] = []
     failures: dict[str, str] = {}
     peer_versions: dict[str, Any] = {}
+    loads: list[float] = []
     for r in range(repeat):
-        print(f"round {r + 1}/{repeat}", file=sys.stderr, flush=True)
+        if args.calm is not None:
+            from bench_procs import wait_calm
+
+            wait_calm(args.calm)
+        loads.append(os.getloadavg()[0])
+        print(f"round {r + 1}/{repeat} (load {loads[-1]:.1f})", file=sys.stderr, flush=True)
         if r == 0:
             single_thread_rate(paths)  # warm the page cache
         single.append(single_thread_rate(paths))
-        results = [run_round(local_cases(), paths, cs, warm=r == 0)]
+        local = [c for c in local_cases() if wanted(c.key, args.only)]
+        results = [run_round(local, paths, cs, warm=r == 0)]
         for peer, python in peers.items():
-            got = peer_round(python, peer, data_dir, n, cs, peer_versions)
+            got = peer_round(python, peer, data_dir, n, cs, peer_versions, args.only)
             if isinstance(got, str):
                 failures[peer] = got
                 print(f"# {peer} failed: {got}", file=sys.stderr)
@@ -659,13 +895,19 @@ def main(argv: list[str] | None = None) -> int:
                 for c, rate in by_c.items():
                     rounds.setdefault(key, {}).setdefault(c, []).append(rate)
     med = {k: {c: statistics.median(v) for c, v in by_c.items()} for k, by_c in rounds.items()}
+    spreads = {
+        k: {c: max(v) / min(v) - 1 for c, v in by_c.items() if min(v) > 0}
+        for k, by_c in rounds.items()
+    }
     one = statistics.median(single)
     ceiling = dict.fromkeys(cs, cores * one)
-    text, ratios = report(cases, med, ceiling, cs)
+    text, ratios = report(cases, med, spreads, ceiling, cs)
     print(
         f"W8: {n:,} JPEGs {SIZE}x{SIZE} -> read + Pillow decode + random {CROP} crop + flip "
         f"-> batch({BATCH}); {repeat} round(s); single thread {one:.0f} images/s "
-        f"({1e3 / one:.2f} ms per image), {cores} cores\n\n{text}"
+        f"({1e3 / one:.2f} ms per image; rounds {', '.join(f'{x:.0f}' for x in single)}), "
+        f"{cores} cores; load average at each round's start: "
+        f"{', '.join(f'{x:.1f}' for x in loads)}\n\n{text}"
     )
     print("\nversions: " + ", ".join(f"{k} {v}" for k, v in versions("aqueue", "pillow").items()))
     for peer, v in peer_versions.items():
@@ -684,10 +926,12 @@ def main(argv: list[str] | None = None) -> int:
                 "label": c.label,
                 "same_fn": c.same_fn,
                 "images_per_s": rounds.get(c.key, {}),
+                "steady_images_per_s": rounds.get(c.key + STEADY, {}),
             }
             for c in cases
         ],
         "ratios": ratios,
+        "load_average": loads,
     }
     print(json.dumps(doc))
     if args.json:

@@ -1,15 +1,22 @@
-"""Shared fixtures and helpers for the aqueue test suite.
+"""Shared fixtures for the aqueue test suite.
 
-Two runners are used side by side:
+The folders mirror the package: ``queues/`` (aqueue/_queues: the queue classes, their
+engine and storage, the contract suite run over every class), ``running/`` (QueueRunner,
+Coordinator, Monitor), ``input/`` (the TF-style input functions), ``pipeline/``
+(Pipeline, checkpoints, process maps), ``replay/``, ``redis/`` and ``testing/`` (the
+public subpackages' namesakes), ``examples/`` (the example scripts, run as a user would),
+and ``typing/`` (checked by mypy, never run). Package-wide tests stay at the top.
 
-- pytest-asyncio in strict mode (``@pytest.mark.asyncio``) for asyncio-only tests,
-  including native asyncio cancellation (``task.cancel()``, ``asyncio.timeout``,
-  ``asyncio.wait_for``);
-- anyio's pytest plugin (``@pytest.mark.anyio``) for tests that must hold on both
-  asyncio and trio. The ``anyio_backend`` fixture below is pinned to both backends so a
-  missing trio fails loudly instead of silently shrinking the matrix.
+There are no ``__init__.py`` files: pytest puts each test file's folder, and this one's,
+on ``sys.path``, so every test module imports the shared helpers with
+``from support import ...`` (``support.py``, beside this file), and no two test files
+may share a base name.
 
-The helpers the test modules share are in ``support.py`` (``from support import ...``).
+One async runner: anyio's pytest plugin (``@pytest.mark.anyio``), over asyncio and trio
+through the ``anyio_backend`` fixture below. pytest-asyncio (strict mode,
+``@pytest.mark.asyncio``) is kept only for tests whose subject is native asyncio
+behaviour (``task.cancel()``, ``asyncio.timeout``, ``asyncio.wait_for``) or
+pytest-asyncio itself; each says why in a comment.
 """
 
 from __future__ import annotations

@@ -1,18 +1,32 @@
-"""Helpers shared by the test modules (``from support import ...``): background
-operations (``spawn``, ``Op``), ``settle`` and ``poll``, the queue kinds of the
-contract suite (``Kind``, ``KINDS``), and running the example scripts (``EXAMPLES``,
-``run_example``, ``example_main``, ``one_line``).
+"""Helpers shared by the test modules (``from support import ...``), each defined once:
 
-They live here rather than in ``conftest.py``: the Redis tests have a ``conftest.py`` of
-their own, and ``import conftest`` would find whichever was imported first.
+- background operations: ``spawn`` and ``Op``, ``settle``, ``poll`` (for conditions
+  that threads set), ``raised``; for native asyncio tests, ``blocked_task`` and
+  ``task_outcome``;
+- queues and batches: ``int_queue``, ``ints``, the queue kinds of the contract suite
+  (``Kind``, ``KINDS``, ``drain_nowait``), and the storage tests' elements (``Token``,
+  ``int_batch``, ``multi_batch``, ``multi_values``, ``alive``);
+- pipelines, monitors and logs: ``collect``, ``notes``, ``stage_statistics``,
+  ``wait_samples``, ``aqueue_warnings``;
+- the example scripts: ``EXAMPLES``, ``run_example``, ``example_main``, ``one_line``.
+
+They live here rather than in ``conftest.py``: the Redis and replay tests have a
+``conftest.py`` of their own, and ``import conftest`` would find whichever was imported
+first.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import gc
+import logging
 import runpy
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +34,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import numpy as np
+import pytest
 
 import aqueue
 
@@ -88,12 +103,60 @@ async def settle() -> None:
     await anyio.wait_all_tasks_blocked()
 
 
-async def poll(predicate: Callable[[], bool], *, limit_s: float = 10.0) -> None:
-    """Sleep in small steps until ``predicate()`` holds (for threads, which
-    ``wait_all_tasks_blocked`` cannot see); fail after ``limit_s`` seconds."""
+async def poll(predicate: Callable[[], bool], *, limit_s: float = 20.0) -> None:
+    """Sleep in small steps until ``predicate()`` holds; fail after ``limit_s`` seconds.
+
+    For conditions that threads set, which ``wait_all_tasks_blocked`` cannot see.
+    """
     with anyio.fail_after(limit_s):
         while not predicate():  # noqa: ASYNC110 - threads cannot set an anyio.Event
             await anyio.sleep(0.001)
+
+
+async def raised(body: Callable[[], Awaitable[object]]) -> Exception:
+    """Run ``body()`` and return the exception it raised; fail if it returned."""
+    try:
+        await body()
+    except Exception as exc:
+        return exc
+    pytest.fail(f"{body.__qualname__} raised nothing")
+
+
+async def blocked_task(coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    """Start ``coro`` as an asyncio task and return it once it is blocked (for tests of
+    native asyncio cancellation: ``task.cancel()``)."""
+    task = asyncio.ensure_future(coro)
+    await anyio.wait_all_tasks_blocked()
+    assert not task.done()
+    return task
+
+
+async def task_outcome(task: asyncio.Task[Any]) -> str:
+    """Wait for an asyncio ``task`` and report 'cancelled', 'timeout' or 'returned'."""
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not task.cancelled():
+            raise
+        return "cancelled"
+    except TimeoutError:
+        return "timeout"
+    return "returned"
+
+
+# --------------------------------------------------------------------------------------
+# Queues and batches
+# --------------------------------------------------------------------------------------
+
+
+def int_queue(capacity: int = 10, name: str = "q") -> aqueue.FIFOQueue[Any]:
+    """A FIFOQueue of int64 scalars."""
+    return aqueue.FIFOQueue(capacity, np.int64, (), name=name)
+
+
+def ints(batch: object) -> list[int]:
+    """A batch (or any array-like of numbers) as a list of Python ints."""
+    return [int(v) for v in np.asarray(batch)]
 
 
 # --------------------------------------------------------------------------------------
@@ -306,6 +369,116 @@ def drain_nowait(q: Any, kind: Kind) -> list[int]:
             out.append(kind.value(q.dequeue_nowait()))
         except (aqueue.QueueEmpty, aqueue.OutOfRangeError):
             return out
+
+
+# --------------------------------------------------------------------------------------
+# Storage elements (the storages driven directly, without a queue)
+# --------------------------------------------------------------------------------------
+
+
+class Token:
+    """A Python object that a weakref can watch."""
+
+    def __init__(self, v: int) -> None:
+        self.v = v
+
+    def __repr__(self) -> str:
+        return f"Token({self.v})"
+
+
+def alive(refs: list[weakref.ref[Token]]) -> list[int]:
+    """The indices of the tokens still referenced somewhere (after a collection)."""
+    gc.collect()
+    return [j for j, r in enumerate(refs) if r() is not None]
+
+
+def int_batch(lo: int, hi: int) -> tuple[Any, ...]:
+    """Batch components holding the ints ``lo .. hi - 1`` (one int64 component)."""
+    return (np.arange(lo, hi, dtype=np.int64),)
+
+
+def multi_batch(vs: list[int] | range) -> tuple[Any, ...]:
+    """Batch components of (int64 v, float32[2] = [v, -v], object ("tag", v)) elements
+    for values ``vs``."""
+    a = np.asarray(list(vs), dtype=np.int64)
+    objs = np.empty(len(a), dtype=object)
+    for j, v in enumerate(a):
+        objs[j] = ("tag", int(v))
+    return (a, np.stack([a, -a], axis=1).astype(np.float32), objs)
+
+
+def multi_values(comps: tuple[Any, ...]) -> list[int]:
+    """The values of a ``multi_batch``-form batch, checking every component's dtype and
+    that every row's components agree."""
+    a, x, objs = comps
+    assert a.dtype == np.int64
+    assert x.dtype == np.float32
+    assert objs.dtype == object
+    assert x.shape == (len(a), 2)
+    assert x.tolist() == [[float(v), float(-v)] for v in a]
+    assert list(objs) == [("tag", int(v)) for v in a]
+    return [int(v) for v in a]
+
+
+# --------------------------------------------------------------------------------------
+# Pipelines, monitors and logs
+# --------------------------------------------------------------------------------------
+
+
+async def collect(pipe: aqueue.Pipeline[Any], *, limit_s: float = 60.0) -> list[Any]:
+    """Run ``pipe`` to its end and return its items; fail after ``limit_s`` seconds."""
+    with anyio.fail_after(limit_s):
+        async with pipe.open() as items:
+            return [x async for x in items]
+
+
+def notes(exc: BaseException) -> str:
+    """All the notes of ``exc``, one a line."""
+    return "\n".join(getattr(exc, "__notes__", ()))
+
+
+def stage_statistics(name: str, **figures: float) -> aqueue.StageStatistics:
+    """Made-up statistics of stage ``name``: the given ``figures``, every other one zero
+    (one worker, no waits); for the rules that read them (bottleneck, Monitor rates)."""
+    zero: dict[str, Any] = {
+        f.name: 0 if f.type in (int, "int") else 0.0
+        for f in dataclasses.fields(aqueue.StageStatistics)
+        if f.name != "name"
+    }
+    zero["concurrency"] = 1
+    unknown = set(figures) - set(zero)
+    assert not unknown, f"StageStatistics has no {sorted(unknown)}"
+    return aqueue.StageStatistics(name=name, **{**zero, **figures})
+
+
+async def wait_samples(seen: list[aqueue.MonitorSample], more: int) -> None:
+    """Let a monitor whose callback appends to ``seen`` take ``more`` samples beyond
+    those seen so far."""
+    target = len(seen) + more
+    await poll(lambda: len(seen) >= target)
+
+
+class _Messages(logging.Handler):
+    def __init__(self, messages: list[str]) -> None:
+        super().__init__(logging.WARNING)
+        self.messages = messages
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextmanager
+def aqueue_warnings() -> Iterator[list[str]]:
+    """Collect the messages (WARNING and above) of the "aqueue" logger while the block
+    runs, from any thread; the list stays readable after the block."""
+    messages: list[str] = []
+    handler = _Messages(messages)
+    logger = logging.getLogger("aqueue")
+    logger.addHandler(handler)
+    try:
+        yield messages
+    finally:
+        logger.removeHandler(handler)
 
 
 # --------------------------------------------------------------------------------------

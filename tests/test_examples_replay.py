@@ -38,7 +38,7 @@ def test_replay_table_example_paces_actors_and_learner(
     assert result["samples"] == 60 * 32
     # every transition an actor produced went in, but for the bursts the stop cut short
     produced = sum(result["per_actor"])
-    assert 0 <= produced - result["inserts"] < 4 * 8
+    assert 0 <= produced - result["inserts"] <= 4 * 8  # at most one burst per actor
     lo, hi = result["band"]
     assert lo <= result["diff"] <= hi
     assert result["actors_alive"] == 0

@@ -86,6 +86,7 @@ def test_package_ships_py_typed() -> None:
         (aqueue.QueueEmpty, (aqueue.QueueError, anyio.WouldBlock, asyncio.QueueEmpty)),
         (aqueue.ElementSpecError, (aqueue.QueueError, ValueError)),
         (aqueue.CheckpointError, (aqueue.QueueError, ValueError)),
+        (aqueue.WorkerProcessError, (aqueue.QueueError, anyio.BrokenResourceError)),
     ],
 )
 def test_exception_tree(cls: type[BaseException], bases: tuple[type[BaseException], ...]) -> None:
@@ -113,6 +114,14 @@ def test_out_of_range_message_and_pickle() -> None:
     assert (clone.queue_name, clone.requested, clone.size) == ("q", 3, 1)
 
 
+def test_worker_process_error_keeps_its_fields_through_pickle() -> None:
+    """WorkerProcessError names the stage, pid and exit code, also after pickling."""
+    err = aqueue.WorkerProcessError("gone", stage="1 'map(f)'", pid=42, exitcode=-9)
+    clone = pickle.loads(pickle.dumps(err))
+    assert type(clone) is aqueue.WorkerProcessError
+    assert (str(clone), clone.stage, clone.pid, clone.exitcode) == ("gone", "1 'map(f)'", 42, -9)
+
+
 @pytest.mark.parametrize(
     "cls",
     [
@@ -123,6 +132,7 @@ def test_out_of_range_message_and_pickle() -> None:
         aqueue.QueueEmpty,
         aqueue.ElementSpecError,
         aqueue.CheckpointError,
+        aqueue.WorkerProcessError,
     ],
 )
 def test_every_public_exception_is_built_from_a_message_alone(cls: type[Exception]) -> None:

@@ -22,7 +22,15 @@ file                 what it holds
 ``_sources.py``      the source stage's producers
 ``_stages.py``       what the other stages do per burst (filter, shuffle, batch,
                      prefetch, ``to_queue``), and how bursts are sized
-``_maps.py``         map stages: thread, task and process workers, ordered delivery
+``_maps.py``         map stages: thread and task workers, ordered delivery
+``_procmap.py``      process map stages: the driver threads' steps, the ledger of
+                     bursts in hand (what a checkpoint takes from them)
+``_fuser.py``        batches the workers write in place (``Fuser``), for the batch stage
+``_pool.py``         a process map's worker processes: start (spawn), a burst's send and
+                     receive, death, the end
+``_handoff.py``      reading a burst's results back from shared memory
+``_worker.py``       what runs inside a worker process (standard library and numpy)
+``_shm.py``          shared memory: an arena of anonymous chunks cut into blocks
 ``_meter.py``        how stages are measured: StageStatistics
 ``_report.py``       a run's measurements and report: occupancy sampling,
                      StageStatistics per stage, ``describe()`` and the bottleneck

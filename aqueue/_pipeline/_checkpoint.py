@@ -19,11 +19,15 @@
 4. captures, with no await in between, every stage queue's items in order (the inputs
    an unordered async map took and has not worked on yet, as its burst did not fit in
    one slice; claims of a waiting batch dequeue; the items held; what its waiting
-   enqueues will admit; an ordered map's finished bursts waiting for their turns), the
-   source's position and each shuffle's buffer and random state;
+   enqueues will admit; an ordered map's finished bursts waiting for their turns; a
+   process map's ledger: the results it received and has not handed on, after its
+   output queue's items, and the inputs of the bursts still in its workers' hands, in
+   front of its input queue's, see ``_procmap.py``), the source's position and each
+   shuffle's buffer and random state;
 5. checks that nothing moved while it looked (``_generation``: every queue's totals and
-   closed flag, every stage's paused count, every ordered map's turn; a worker can only
-   leave a state of rest through one of them) and otherwise looks again;
+   closed flag, every stage's paused count, every ordered map's turn, every process
+   map's ledger; a worker can only leave a state of rest through one of them) and
+   otherwise looks again;
 6. resumes the workers, also when it is cancelled or fails (so a cancelled checkpoint
    leaves the pipeline running, its output unchanged).
 
@@ -168,7 +172,8 @@ def _generation(run: PipelineRun) -> tuple[Any, ...]:
         st = q.statistics()
         queues.append((st.enqueued_total, st.dequeued_total, st.closed))
     turns = tuple((i, t.next_out) for i, t in sorted(run.turns.items()))
-    return (tuple(queues), tuple(run.stop.paused), turns)
+    ledgers = tuple((i, led.version) for i, led in sorted(run.ledgers.items()))
+    return (tuple(queues), tuple(run.stop.paused), turns, ledgers)
 
 
 async def take_checkpoint(run: PipelineRun) -> PipelineState:
@@ -215,14 +220,19 @@ def _capture(run: PipelineRun) -> PipelineState:
         user = run.specs[0].fn
         if _has_protocol(user):
             source["user"] = user.state()
+    cuts = {i: led.cut(run.specs[i].ordered) for i, led in run.ledgers.items()}
     queues = []
     for i, q in enumerate(run.queues):
         items = q.items()
         turns = run.turns.get(i)
         if turns is not None:
             items += turns.waiting_items()
+        if i in cuts:  # results a process map received and has not handed on
+            items += cuts[i][0]
         if i + 1 < len(run.meters):  # inputs the next stage took and has not worked on
             items = [x for w in run.meters[i + 1].workers for x in w.held] + items
+        if i + 1 in cuts:  # inputs a process map sent and has no results for (yet)
+            items = cuts[i + 1][1] + items
         queues.append(items)
     return PipelineState(
         stages=fingerprint(run.specs),

@@ -1,8 +1,8 @@
 """Map stages: ``concurrency`` workers applying a function to every item, in bursts.
 
 A sync function runs on ``concurrency`` long-lived threads, an async one in
-``concurrency`` tasks, a sync one with ``executor="process"`` in worker processes
-(through ``anyio.to_process``, one round trip per item). Every worker loops: take a
+``concurrency`` tasks (a sync one with ``executor="process"`` in worker processes,
+driven by threads that work as these do: ``_procmap.py``). Every worker loops: take a
 burst (about half a millisecond of work, see ``burst_size``), apply the
 function to each item in order, return the results as one burst, which its runner
 enqueues in one ``enqueue_many``. A thread worker therefore costs one lock and at most
@@ -38,8 +38,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
-import anyio.to_process
-import anyio.to_thread
 
 from ._control import Control, Stage
 from ._stages import Burst, burst_size, noted, pack, take
@@ -53,7 +51,6 @@ __all__ = [
     "AsyncTurns",
     "ThreadTurns",
     "async_map_step",
-    "offloaded",
     "thread_map_step",
 ]
 
@@ -254,20 +251,3 @@ def async_map_step(
         return pack(out)
 
     return step
-
-
-def offloaded(fn: Callable[[Any], Any], executor: str, concurrency: int) -> Callable[[Any], Any]:
-    """``fn`` as an async callable running in a worker process (``executor="process"``)
-    or on anyio's thread pool."""
-    limiter = anyio.CapacityLimiter(concurrency)
-    if executor == "process":
-
-        async def in_process(item: Any) -> Any:
-            return await anyio.to_process.run_sync(fn, item, limiter=limiter)
-
-        return in_process
-
-    async def in_thread(item: Any) -> Any:
-        return await anyio.to_thread.run_sync(fn, item, limiter=limiter)
-
-    return in_thread

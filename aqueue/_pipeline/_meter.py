@@ -42,7 +42,8 @@ class StageStatistics:
     """``items_out`` divided by the run's duration so far, in items per second."""
     busy_s: float
     """Seconds spent in the stage's own work (the function, the source), summed over
-    its workers."""
+    its workers; for a process map, the seconds its worker processes spent in the
+    function."""
     concurrency: int
     """Number of workers (tasks, threads or process slots)."""
     occupancy_mean: float
@@ -61,6 +62,13 @@ class StageStatistics:
     elapsed_s: float
     """Seconds since the run started (until it ended, for a finished run)."""
 
+    handoff_s: float = 0.0
+    """For a process map (``executor="process"``): seconds of main-process CPU its
+    driver threads spent handing bursts to the worker processes and building the
+    results from shared memory, summed over its workers (0.0 for other stages). Over
+    ``items_out`` it is the hand-off's cost per item; over ``elapsed_s``, the share of
+    one core it takes."""
+
     @property
     def busy_fraction(self) -> float:
         """``busy_s`` over (concurrency x elapsed_s): 1.0 means always working."""
@@ -71,10 +79,11 @@ class Worker:
     """Per-step bookkeeping: busy time, seconds per item, and when the last burst was
     handed back."""
 
-    __slots__ = ("busy", "held", "item_s", "returned", "turn")
+    __slots__ = ("busy", "handoff", "held", "item_s", "returned", "turn")
 
     def __init__(self) -> None:
         self.busy = 0.0
+        self.handoff = 0.0  # process maps: the driver thread's CPU seconds
         self.item_s = 0.0  # moving average of seconds per item (0: none worked on yet)
         self.returned = 0.0  # perf_counter() when the step last returned a burst
         self.turn = -1  # ordered maps: the sequence number this worker holds
@@ -129,6 +138,10 @@ class Meter:
     @property
     def busy(self) -> float:
         return sum(w.busy for w in self.workers)
+
+    @property
+    def handoff(self) -> float:
+        return sum(w.handoff for w in self.workers)
 
 
 def percentiles(samples: collections.deque[float]) -> tuple[float, float]:

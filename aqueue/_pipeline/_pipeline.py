@@ -190,21 +190,28 @@ class Pipeline(Generic[T]):
 
         Args:
             fn: An async function (run in tasks) or a sync one (run on long-lived
-                threads, or in processes with ``executor="process"``).
+                threads, or in worker processes with ``executor="process"``).
             concurrency: Number of workers.
             ordered: Deliver in input order even with concurrency > 1 (a slow item then
                 holds back the ones after it); by default in completion order.
             executor: None (by the kind of ``fn``: an async function runs in tasks, a
-                sync one on threads), ``"thread"`` or ``"process"``: worker processes
-                through ``anyio.to_process``; the function and the items must pickle,
-                and each item costs a round trip of a few hundred microseconds plus
-                pickling, so use it for CPU-heavy work that holds the GIL.
+                sync one on threads), ``"thread"`` or ``"process"``: ``concurrency``
+                worker processes, started (with *spawn*) when the pipeline opens and
+                stopped when it closes, each handed bursts of items; numpy arrays in
+                the results come back through shared memory (the items are views of
+                it; a ``batch`` right after the map gets batches the workers wrote in
+                place), other values pickled. ``fn`` must pickle by reference (defined
+                at module level of an importable module or of the main script, whose
+                top level must be guarded by ``if __name__ == "__main__":``), and the
+                items must pickle. For CPU-bound Python that holds the GIL; on
+                free-threaded Python (3.13t), threads run it in parallel too.
             capacity: Capacity of the output queue (default: twice the concurrency of
                 this or the next stage, at least 8).
             name: Label in statistics (default ``"map(<fn name>)"``).
 
         Raises:
-            ElementSpecError: A bad concurrency, capacity or executor.
+            ElementSpecError: A bad concurrency, capacity or executor, or a function
+                that cannot run in worker processes (it does not pickle).
         """
         return self._then(map_stage(fn, concurrency, ordered, executor, capacity, name))
 
@@ -398,5 +405,7 @@ class Pipeline(Generic[T]):
 
     def describe(self) -> str:
         """A text report: one line per stage with its statistics, and the bottleneck."""
-        elapsed = None if self._run is None else self._run.elapsed
-        return describe_run(self.statistics(), elapsed, self._specs)
+        if self._run is None:
+            return describe_run(self.statistics(), None, self._specs)
+        run = self._run
+        return describe_run(self.statistics(), run.elapsed, self._specs, run.notes(), run.startup())

@@ -17,8 +17,11 @@ whose items leave the pipeline: there, items out equal items in.
 
 from __future__ import annotations
 
+import platform
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -26,9 +29,16 @@ from .._queues._fifo import StageQueue
 from ._meter import Meter, StageStatistics, percentiles
 from ._stage_spec import StageSpec
 
+if TYPE_CHECKING:
+    from ._fuser import Fuser
+    from ._pool import WorkerPool
+
 __all__ = [
     "bottleneck",
     "describe_run",
+    "free_threaded",
+    "interpreter",
+    "process_notes",
     "sample_occupancy",
     "stage_statistics",
     "zero_statistics",
@@ -41,6 +51,8 @@ _BUSY = 0.6  # a stage this busy (fraction of its workers' time) limits throughp
 _IDLE = 0.3  # every stage below this: the hand-offs, not the stages' work, set the pace
 _SOURCE_KINDS = ("iterable", "async_iterable", "queue", "producer")
 _FULL = 0.5  # an output queue this full on average: the consumer is the limit
+_HANDOFF = 0.5  # a process map's hand-off taking this share of one core limits throughput
+_STARTUP = 0.5  # worker processes starting for this share of the run limit its throughput
 _ZERO_FIELDS = (
     "items_per_s",
     "busy_s",
@@ -125,9 +137,61 @@ def stage_statistics(
                 get_wait_p50_s=g50,
                 get_wait_p99_s=g99,
                 elapsed_s=elapsed,
+                handoff_s=m.handoff,
             )
         )
     return tuple(out)
+
+
+def free_threaded() -> bool:
+    """Whether this interpreter runs without a GIL (free-threaded CPython 3.13+)."""
+    probe = getattr(sys, "_is_gil_enabled", None)
+    return probe is not None and not probe()
+
+
+def interpreter() -> str:
+    """This interpreter in a few words, and whether threads share a GIL."""
+    gil = "free-threaded: no GIL" if free_threaded() else "with the GIL"
+    return f"{platform.python_implementation()} {platform.python_version()}, {gil}"
+
+
+def _is_process(spec: StageSpec | None) -> bool:
+    return spec is not None and spec.kind == "map" and spec.executor == "process"
+
+
+def _handoff_share(s: StageStatistics) -> float:
+    """The share of one core the stage's hand-off took."""
+    return s.handoff_s / s.elapsed_s if s.elapsed_s > 0 else 0.0
+
+
+def process_notes(
+    specs: Sequence[StageSpec],
+    stats: tuple[StageStatistics, ...],
+    pools: Mapping[int, WorkerPool],
+    fusers: Mapping[int, Fuser],
+) -> list[str]:
+    """describe()'s line for each process map: its workers, what the hand-off costs
+    the main process per item, and whether the batches after it are written in place."""
+    lines = []
+    for i, pool in sorted(pools.items()):
+        if i >= len(stats):
+            continue
+        s = stats[i]
+        per_item = s.handoff_s / s.items_in * 1e6 if s.items_in else 0.0
+        ready = f"ready after {pool.ready_s:.2f} s" if pool.ready_s else "not all ready"
+        line = (
+            f"{i} {specs[i].label}: {s.concurrency} worker processes (spawn, {ready}); "
+            f"hand-off {per_item:.0f} µs of main-process CPU per item "
+            f"({_handoff_share(s):.0%} of one core)"
+        )
+        fuser = fusers.get(i)
+        if fuser is not None and i + 1 < len(stats):
+            line += (
+                f"; {fuser.fused} of {stats[i + 1].items_out} batches of stage {i + 1} "
+                "written in place by the workers"
+            )
+        lines.append(line)
+    return lines
 
 
 def _advice(spec: StageSpec | None) -> str:
@@ -137,13 +201,19 @@ def _advice(spec: StageSpec | None) -> str:
     if spec is not None and kind == "map":
         if spec.executor == "process":
             return (
-                "more worker processes there (map(..., concurrency=N)) or a cheaper "
-                "function would help"
+                "more worker processes there (map(..., concurrency=N), while cores are "
+                "free) or a cheaper function would help"
             )
         if spec.executor == "thread":
+            gil = (
+                ""
+                if free_threaded()
+                else " (with the GIL, threads run Python code one at a time: a function "
+                "that holds it scales with executor='process')"
+            )
             return (
                 "more threads there (map(..., concurrency=N), while cores are free) or a "
-                "faster function would help"
+                f"faster function would help{gil}"
             )
         return "more concurrency there (map(..., concurrency=N)) or a faster function would help"
     if kind == "filter":
@@ -172,11 +242,18 @@ def _advice(spec: StageSpec | None) -> str:
     return "a faster stage would help"
 
 
-def bottleneck(stats: tuple[StageStatistics, ...], specs: Sequence[StageSpec | None] = ()) -> str:
+def bottleneck(
+    stats: tuple[StageStatistics, ...],
+    specs: Sequence[StageSpec | None] = (),
+    startup: Mapping[int, float] | None = None,
+) -> str:
     """What limits the run's throughput, in one line (``specs[i]`` is stage ``i``'s, for
-    advice that fits its kind). The one rule, with margins so that a run like the last
+    advice that fits its kind; ``startup[i]`` the seconds stage ``i``'s worker
+    processes took to start). The one rule, with margins so that a run like the last
     one gets the same verdict:
 
+    - Worker start-up, when a process map's workers took at least ``_STARTUP`` (half)
+      of the run to start.
     - The consumer, when the pipeline keeps ahead of it: the last stage's output queue
       was at least ``_FULL`` full on average and the consumer waited less than 10% of
       the time.
@@ -188,6 +265,15 @@ def bottleneck(stats: tuple[StageStatistics, ...], specs: Sequence[StageSpec | N
       time, too little to name it and too much to blame the hand-offs alone.
     """
     last = stats[-1]
+    for i, took in sorted((startup or {}).items()):
+        if i < len(stats) and took >= _STARTUP * stats[i].elapsed_s:
+            s = stats[i]
+            return (
+                f"worker start-up — the {s.concurrency} worker processes of {s.name} took "
+                f"{took:.2f} s of the run's {s.elapsed_s:.2f} s to start (each a fresh "
+                "interpreter that imports the function's module): a longer run, or one "
+                "pipeline kept open across epochs (repeat), spreads that cost"
+            )
     if last.occupancy_mean >= _FULL and last.starved_fraction < 0.1:
         return (
             f"the consumer — the pipeline keeps ahead of it (its output queue was "
@@ -199,14 +285,39 @@ def bottleneck(stats: tuple[StageStatistics, ...], specs: Sequence[StageSpec | N
     worst = stats[order[0]]  # the busiest
     if busy:
         first = stats[busy[0]]
-        advice = _advice(specs[busy[0]] if busy[0] < len(specs) else None)
+        spec = specs[busy[0]] if busy[0] < len(specs) else None
+        advice = _advice(spec)
         if len(busy) == 1:
             n = first.concurrency
-            who = "its worker was" if n == 1 else f"its {n} workers were"
-            return f"{first.name} — {who} busy {first.busy_fraction:.0%} of the time; {advice}"
+            if _is_process(spec):
+                who = "its worker process was" if n == 1 else f"its {n} worker processes were"
+            else:
+                who = "its worker was" if n == 1 else f"its {n} workers were"
+            handoff = ""
+            if _is_process(spec):
+                handoff = f" (the hand-off took {_handoff_share(first):.0%} of one core)"
+            return (
+                f"{first.name} — {who} busy {first.busy_fraction:.0%} of the time"
+                f"{handoff}; {advice}"
+            )
         names = " and ".join(f"{stats[i].name} ({stats[i].busy_fraction:.0%} busy)" for i in busy)
         return (
             f"{names} — each was busy at least {_BUSY:.0%} of the time; for {first.name}: {advice}"
+        )
+    handing = [
+        i
+        for i in order
+        if i < len(specs) and _is_process(specs[i]) and _handoff_share(stats[i]) >= _HANDOFF
+    ]
+    if handing:
+        s = stats[handing[0]]
+        per_item = s.handoff_s / s.items_in * 1e6 if s.items_in else 0.0
+        return (
+            f"{s.name} — handing items to and from its worker processes took "
+            f"{_handoff_share(s):.0%} of one core of the main process ({per_item:.0f} µs "
+            f"per item) while they were busy only {s.busy_fraction:.0%} of the time: the "
+            "hand-off, not the workers, sets the pace; fewer, larger items (group them "
+            "before the map) or a batch stage right after the map would help"
         )
     if worst.busy_fraction < _IDLE:
         return (
@@ -226,18 +337,22 @@ def describe_run(
     stats: tuple[StageStatistics, ...],
     elapsed: float | None,
     specs: Sequence[StageSpec | None] = (),
+    notes: Sequence[str] = (),
+    startup: Mapping[int, float] | None = None,
 ) -> str:
-    """The text of ``Pipeline.describe()``: one line per stage, then the bottleneck.
+    """The text of ``Pipeline.describe()``: one line per stage, ``notes`` (the process
+    maps', ``process_notes``), then the bottleneck.
 
     ``elapsed`` is the run's duration so far, None for a pipeline not run yet; ``specs``
-    the stages' descriptions (for advice that fits each stage's kind).
+    the stages' descriptions (for advice that fits each stage's kind). The first line
+    names the interpreter and whether it runs with a GIL.
     """
     head = (
         f"{'#':>2} {'stage':<28} {'conc':>4} {'in':>8} {'out':>8} {'dropped':>7} {'items/s':>9} "
         f"{'busy':>5} {'occ':>5} {'starved':>7} {'get p50/p99 ms':>15} {'put p50/p99 ms':>15}"
     )
     total = elapsed if elapsed is not None else 0.0
-    lines = [f"pipeline: {len(stats)} stages, {total:.3f} s", head]
+    lines = [f"pipeline: {len(stats)} stages, {total:.3f} s ({interpreter()})", head]
     for i, s in enumerate(stats):
         busy = s.busy_fraction
         lines.append(
@@ -247,8 +362,9 @@ def describe_run(
             f"{s.get_wait_p50_s * 1e3:>7.2f}/{s.get_wait_p99_s * 1e3:<7.2f} "
             f"{s.put_wait_p50_s * 1e3:>7.2f}/{s.put_wait_p99_s * 1e3:<7.2f}"
         )
+    lines.extend(notes)
     if elapsed is None or not stats:
         lines.append("bottleneck: n/a (not run yet)")
     else:
-        lines.append(f"bottleneck: {bottleneck(stats, specs)}")
+        lines.append(f"bottleneck: {bottleneck(stats, specs, startup)}")
     return "\n".join(lines)

@@ -20,10 +20,13 @@ stage stops. The run's measurements and report are in ``_report.py``.
 
 Workers: an async function runs in ``concurrency`` tasks; a sync function on
 ``concurrency`` long-lived threads that take and put items through the queues' blocking
-views (no event-loop round trip per item); ``executor="process"`` in worker processes
-through ``anyio.to_process`` (the function and the items must pickle, and each item
-costs a round trip of a few hundred microseconds plus pickling: use it for CPU-heavy work
-that holds the GIL). ``map`` delivers in completion order unless ``ordered=True``.
+views (no event-loop round trip per item); ``executor="process"`` in ``concurrency``
+long-lived worker processes (a ``WorkerPool``, spawned when the run starts and reaped
+before ``async with pipe.open()`` is left), each driven by one such thread that hands
+it a burst at a time, the numpy results coming back through shared memory
+(``_pool.py``, ``_procmap.py``); where a batch stage follows, the workers write the
+batches in place (a ``Fuser``). ``map`` delivers in completion order unless
+``ordered=True``.
 Sources: lists, tuples and ranges are read on the event loop (they fill the first queue
 at once); other sync iterables and sync producers on a thread, since they may block.
 Thread stages start a few event-loop iterations after the async ones, so that creating
@@ -32,6 +35,7 @@ threads does not delay the first items.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from types import TracebackType
@@ -49,11 +53,15 @@ from .._running._producers import is_async_callable
 from .._running._runner import QueueRunner
 from ._checkpoint import apply_positions, apply_state, take_checkpoint
 from ._control import Control, Stage
-from ._maps import AsyncTurns, ThreadTurns, async_map_step, offloaded, thread_map_step
+from ._fuser import Fuser
+from ._maps import AsyncTurns, ThreadTurns, async_map_step, thread_map_step
 from ._meter import Meter, StageStatistics
-from ._report import sample_occupancy, stage_statistics
+from ._pool import WorkerPool
+from ._procmap import Ledger, Sizes, fused_map_step, process_map_step
+from ._report import process_notes, sample_occupancy, stage_statistics
+from ._shm import Arena
 from ._sources import AsyncSource, SequenceSource, SyncSource, producer_step, queue_step
-from ._stage_spec import StageSpec, capacity, threaded
+from ._stage_spec import StageSpec, capacity, fused, threaded
 from ._stages import ShuffleStep, batch_step, filter_step, prefetch_step, send_step
 from ._state import PipelineState
 
@@ -62,6 +70,7 @@ __all__ = ["OpenPipeline", "PipelineItems", "PipelineRun"]
 T = TypeVar("T")
 
 _MAX_DEFER_CHECKPOINTS = 256  # at most this many loop iterations before thread stages start
+_CLOSE_LIMIT_S = 10.0  # leaving the block waits at most this long for worker processes
 
 
 class PipelineItems(Generic[T]):
@@ -172,9 +181,12 @@ class OpenPipeline(Generic[T]):
     ) -> bool:
         assert self._run is not None
         self._run.finish()
-        if self._own is not None:
-            return await self._own.__aexit__(exc_type, exc, tb)
-        return False
+        try:
+            if self._own is not None:
+                return await self._own.__aexit__(exc_type, exc, tb)
+            return False
+        finally:
+            await self._run.closed()
 
 
 class PipelineRun:
@@ -192,6 +204,9 @@ class PipelineRun:
         self.started = anyio.Event()  # set once every stage has started
         self.queues: list[StageQueue] = []
         self.turns: dict[int, ThreadTurns | AsyncTurns] = {}  # ordered maps, by stage
+        self.pools: dict[int, WorkerPool] = {}  # process maps' worker processes, by stage
+        self.fusers: dict[int, Fuser] = {}  # process maps that write their batches, by stage
+        self.ledgers: dict[int, Ledger] = {}  # process maps' bursts in hand, by stage
         self.t0 = time.monotonic()
         self.t1: float | None = None
         self.sent = 0  # items a to_queue stage sent out (once it has ended)
@@ -210,6 +225,9 @@ class PipelineRun:
             self.queues.append(StageQueue(capacity(self.specs, i), name=label))
         if state is not None:
             apply_state(self, state)
+        for i, spec in enumerate(self.specs):
+            if spec.kind == "map" and spec.executor == "process":
+                self._start_pool(i, spec)
         later: list[int] = []
         tasks = 0
         for i, spec in enumerate(self.specs):
@@ -233,6 +251,27 @@ class PipelineRun:
             self._ended,
             name="pipeline occupancy sampler",
         )
+
+    def _start_pool(self, i: int, spec: StageSpec) -> None:
+        """Start stage ``i``'s worker processes now (its drivers come later, with the
+        other thread stages): spawning takes a while, and runs off the event loop."""
+        label = f"{i} '{spec.label}'"
+        arena = Arena(f"{os.getpid()}-{i}")
+        pool = self.pools[i] = WorkerPool(spec.fn, spec.concurrency, label, arena)
+        self.ledgers[i] = Ledger()
+        if fused(self.specs, i):
+            turns = ThreadTurns(self.stop)
+            self.turns[i] = turns
+            waiting = self.queues[i].size()  # a resume's items, before the buffers
+            self.fusers[i] = Fuser(self.specs[i + 1].size, arena, turns, waiting)
+
+        async def ended() -> None:
+            await self.started.wait()
+            runner = self.runners[i]
+            if runner is not None:
+                await runner.join()
+
+        self.coord.start_soon(pool.run, ended, name=f"pipeline stage {label} worker processes")
 
     def _start_stage(self, i: int) -> int:
         """Build stage ``i``'s runner and start it; return its number of workers."""
@@ -283,13 +322,15 @@ class PipelineRun:
         inq = self.queues[i - 1]
         c = spec.concurrency
         if k == "map":
+            if spec.executor == "process":
+                return self._process_steps(i, spec, stage)
             if spec.executor == "thread":
                 view = inq.blocking()
                 tturns = ThreadTurns(self.stop) if spec.ordered else None
                 if tturns is not None:
                     self.turns[i] = tturns
                 return [thread_map_step(spec.fn, view, stage, tturns) for _ in range(c)]
-            call = spec.fn if spec.executor == "task" else offloaded(spec.fn, spec.executor, c)
+            call = spec.fn  # an async function, run in tasks
             aturns = AsyncTurns(self.stop) if spec.ordered else None
             if aturns is not None:
                 self.turns[i] = aturns
@@ -302,9 +343,25 @@ class PipelineRun:
             shuffle = self.shuffles[i] = ShuffleStep(spec.size, spec.seed, inq, stage)
             return [shuffle]
         if k == "batch":
-            return [batch_step(spec.size, spec.smaller, spec.pad, inq.blocking(), stage)]
+            fuser = self.fusers.get(i - 1)
+            whole = None if fuser is None else fuser.whole
+            return [batch_step(spec.size, spec.smaller, spec.pad, inq.blocking(), stage, whole)]
         assert k == "prefetch"
         return [prefetch_step(inq, stage)]
+
+    def _process_steps(self, i: int, spec: StageSpec, stage: Stage) -> list[Any]:
+        pool, view, sizes = self.pools[i], self.queues[i - 1].blocking(), Sizes()
+        ledger = self.ledgers[i]
+        fuser = self.fusers.get(i)
+        if fuser is not None:
+            return [
+                fused_map_step(w, view, stage, fuser.turns, fuser, ledger, sizes, spec.ordered)
+                for w in pool.workers
+            ]
+        turns = ThreadTurns(self.stop) if spec.ordered else None
+        if turns is not None:
+            self.turns[i] = turns
+        return [process_map_step(w, view, stage, turns, ledger, sizes) for w in pool.workers]
 
     def _ended(self) -> bool:
         return self.t1 is not None
@@ -314,10 +371,23 @@ class PipelineRun:
         if self.t1 is None:
             self.t1 = time.monotonic()
         self.stop.stop()
+        for pool in self.pools.values():
+            pool.stop()
+        for fuser in self.fusers.values():
+            fuser.drop()
         for q in self.queues:
             q.close(cancel_pending_enqueues=True)
         for t in self.turns.values():
             t.wake()
+
+    async def closed(self) -> None:
+        """Wait (shielded, at most ``_CLOSE_LIMIT_S``) until every worker process of
+        the run has been reaped: none outlives ``async with pipe.open()``."""
+        if not self.pools:
+            return
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_LIMIT_S):
+            for pool in self.pools.values():
+                await pool.closed.wait()
 
     @property
     def elapsed(self) -> float:
@@ -326,3 +396,11 @@ class PipelineRun:
     def statistics(self) -> tuple[StageStatistics, ...]:
         """One StageStatistics per stage, so far (see ``_report.stage_statistics``)."""
         return stage_statistics(self.specs, self.queues, self.meters, self.elapsed)
+
+    def notes(self) -> list[str]:
+        """describe()'s lines about the run's process maps (``_report.process_notes``)."""
+        return process_notes(self.specs, self.statistics(), self.pools, self.fusers)
+
+    def startup(self) -> dict[int, float]:
+        """Seconds each process map's workers took to start (so far, while starting)."""
+        return {i: pool.ready_s or self.elapsed for i, pool in self.pools.items()}

@@ -16,6 +16,8 @@ take their items in bursts and the source refills rarely.
 
 from __future__ import annotations
 
+import pickle
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -32,6 +34,7 @@ __all__ = [
     "capacity",
     "describe_fn",
     "filter_stage",
+    "fused",
     "iterable_source",
     "map_stage",
     "prefetch_stage",
@@ -69,8 +72,19 @@ class StageSpec:
 
 
 def threaded(spec: StageSpec) -> bool:
-    """Whether a (non-source) stage's workers are threads (see ``PipelineRun._steps``)."""
-    return spec.kind == "batch" or (spec.kind == "map" and spec.executor == "thread")
+    """Whether a (non-source) stage's workers are threads (see ``PipelineRun._steps``):
+    a process map's are too (each drives one worker process)."""
+    return spec.kind == "batch" or (spec.kind == "map" and spec.executor in ("thread", "process"))
+
+
+def fused(specs: Sequence[StageSpec], i: int) -> bool:
+    """Whether stage ``i`` is a process map that writes the batches of the batch stage
+    after it in place (``_procmap.py``: fusion; not with ``dynamic_pad``)."""
+    spec = specs[i]
+    if spec.kind != "map" or spec.executor != "process" or i + 1 >= len(specs):
+        return False
+    after = specs[i + 1]
+    return after.kind == "batch" and not after.pad
 
 
 def capacity(specs: Sequence[StageSpec], i: int) -> int:
@@ -171,6 +185,8 @@ def map_stage(
             f"executor={executor!r} takes a sync function"
         )
     how = "task" if is_async else (executor or "thread")
+    if how == "process":
+        _process_fn(fn, f"Pipeline.map {label!r}")
     return StageSpec(
         "map",
         label,
@@ -180,6 +196,32 @@ def map_stage(
         ordered=bool(ordered) and conc > 1,
         executor=how,
     )
+
+
+def _process_fn(fn: Any, owner: str) -> None:
+    """Refuse, at once, a function worker processes could not load (see ``_pool.py``)."""
+    if sys.platform == "win32":  # pragma: no cover - the suite runs on POSIX
+        raise ElementSpecError(
+            f"{owner}: executor='process' needs a POSIX system (Linux, macOS): its shared "
+            "memory is handed to the workers as file descriptors"
+        )
+    hint = (
+        "executor='process' runs the function in spawned worker processes, so it must "
+        "pickle by reference: define it at module level (a function, a class instance "
+        "or functools.partial of one), in an importable module or in the main script"
+    )
+    try:
+        pickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        raise ElementSpecError(
+            f"{owner}: {describe_fn(fn)} does not pickle ({exc}); {hint}"
+        ) from None
+    main = sys.modules.get("__main__")
+    if getattr(fn, "__module__", None) == "__main__" and not getattr(main, "__file__", None):
+        raise ElementSpecError(
+            f"{owner}: {describe_fn(fn)} is defined in an interactive session, which a "
+            f"worker process cannot import; {hint}"
+        )
 
 
 def filter_stage(pred: Any, capacity: int | None, name: str | None) -> StageSpec:

@@ -60,6 +60,7 @@ __all__ = [
 ]
 
 Burst = npt.NDArray[Any]  # a 1-d object array of items
+Whole = Callable[[list[Any]], "npt.NDArray[Any] | None"]  # see ``collate``
 _BURST_MAX = 256  # items per burst at most (bounds one step's loop time)
 
 CLEAN = (OutOfRangeError, QueueClosedError)  # a source queue ended: not a failure
@@ -268,9 +269,15 @@ def _joined(batches: list[Any]) -> Any:
 
 
 def batch_step(
-    size: int, smaller: bool, pad: bool, source: BlockingQueue[Any], stage: Stage
+    size: int,
+    smaller: bool,
+    pad: bool,
+    source: BlockingQueue[Any],
+    stage: Stage,
+    whole: Whole | None = None,
 ) -> Callable[[], Burst]:
-    """A thread step: take ``size`` items and stack them into one batch."""
+    """A thread step: take ``size`` items and stack them into one batch (``whole``:
+    see ``collate``)."""
     meter = stage.meter
     w = meter.worker()
     take_batch = source.dequeue_up_to if smaller else source.dequeue_many
@@ -287,7 +294,7 @@ def batch_step(
             raise
         t1 = meter.got(t0)
         try:
-            batch = collate(items.tolist(), pad=pad)
+            batch = collate(items.tolist(), pad=pad, whole=whole)
         except Exception as exc:
             noted(exc, stage.label)
             raise
@@ -299,11 +306,14 @@ def batch_step(
     return step
 
 
-def collate(items: list[Any], *, pad: bool = False) -> Any:
+def collate(items: list[Any], *, pad: bool = False, whole: Whole | None = None) -> Any:
     """Stack items into a batch: tuples and dicts per component, arrays on a new axis 0.
 
     With ``pad``, arrays of one rank but different shapes are padded at the end of
     each dimension to the largest, with 0 (or ``""`` for strings and objects).
+    ``whole(arrays)``, when given, may return an array whose rows the arrays already
+    are (a process map wrote them in place: ``_procmap.Fuser``), which is then the
+    component's batch, as it is.
 
     Raises:
         ElementSpecError: Items differ in structure, or in shape without ``pad``.
@@ -312,17 +322,23 @@ def collate(items: list[Any], *, pad: bool = False) -> Any:
     if isinstance(first, tuple):
         if any(not isinstance(x, tuple) or len(x) != len(first) for x in items):
             raise ElementSpecError("batch: items must all be tuples of the same length")
-        return tuple(collate([x[i] for x in items], pad=pad) for i in range(len(first)))
+        return tuple(
+            collate([x[i] for x in items], pad=pad, whole=whole) for i in range(len(first))
+        )
     if isinstance(first, dict):
         keys = list(first)
         if any(not isinstance(x, dict) or x.keys() != first.keys() for x in items):
             raise ElementSpecError(f"batch: items must all be dicts with keys {keys}")
-        return {k: collate([x[k] for x in items], pad=pad) for k in keys}
+        return {k: collate([x[k] for x in items], pad=pad, whole=whole) for k in keys}
     if isinstance(first, (int, float, bool, np.generic)) and not isinstance(first, np.bytes_):
         flat = np.asarray(items)  # numbers: one conversion for the whole batch
         if flat.ndim == 1 and flat.dtype.kind in "biufc":
             return flat
     if isinstance(first, np.ndarray) and first.dtype.kind not in "SUO":
+        if whole is not None:
+            ready = whole(items)
+            if ready is not None:
+                return ready
         shape, dtype = first.shape, first.dtype
         if all(isinstance(x, np.ndarray) and x.shape == shape for x in items):
             return np.stack(items) if all(x.dtype == dtype for x in items) else _stacked(items)

@@ -318,8 +318,12 @@ class ThreadStarter:
             self._thread = None
 
     def _run(self) -> None:
-        while (job := self._jobs.get()) is not None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
             start_threads(*job)
+            del job  # (waiting for the next job must not keep this one's threads alive)
 
     def _run_pending(self) -> None:
         while not self._jobs.empty():

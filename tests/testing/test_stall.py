@@ -16,17 +16,13 @@ import time
 from typing import Any
 
 import anyio
-import numpy as np
 import pytest
+from support import int_queue
 
 import aqueue
 from aqueue.testing import StallError, StallGuard, stall_guard
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def int_queue(capacity: int, name: str) -> aqueue.FIFOQueue[Any]:
-    return aqueue.FIFOQueue(capacity, np.int64, (), name=name)
 
 
 async def stall_message(body: Any, seconds: float = 0.3) -> str:
@@ -171,6 +167,7 @@ async def test_an_outside_cancellation_is_not_swallowed() -> None:
         assert outer.cancelled_caught
 
 
+# pytest-asyncio: native task.cancel() is the subject.
 @pytest.mark.asyncio
 async def test_native_asyncio_cancellation_is_not_swallowed() -> None:
     """task.cancel() from outside, the guard not having fired, ends the task with
@@ -189,6 +186,7 @@ async def test_native_asyncio_cancellation_is_not_swallowed() -> None:
             await task
 
 
+# pytest-asyncio: native task.cancel() racing the guard's own cancellation is the subject.
 @pytest.mark.parametrize("then", ["await", "return"])
 @pytest.mark.asyncio
 async def test_native_cancellation_requested_as_the_guard_fires_wins(then: str) -> None:
@@ -215,6 +213,7 @@ async def test_native_cancellation_requested_as_the_guard_fires_wins(then: str) 
             await task
 
 
+# pytest-asyncio: the guard under pytest-asyncio's own loop is the subject.
 @pytest.mark.asyncio
 async def test_async_form_under_pytest_asyncio() -> None:
     """The async form fires under pytest-asyncio's loop too."""

@@ -18,15 +18,11 @@ import anyio
 import anyio.to_thread
 import numpy as np
 import pytest
-from support import poll, settle, spawn
+from support import ints, poll, settle, spawn
 
 import aqueue
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
-
-
-def _ints(batch: object) -> list[int]:
-    return [int(v) for v in np.asarray(batch)]
 
 
 def _fifo(capacity: int) -> aqueue.FIFOQueue:
@@ -101,7 +97,7 @@ async def test_thread_enqueues_admit_while_the_loop_is_blocked() -> None:
     assert not t.is_alive()
     assert t.error is None
     assert q.size() == 90
-    assert _ints(q.dequeue_many_nowait(90)) == list(range(90))
+    assert ints(q.dequeue_many_nowait(90)) == list(range(90))
 
 
 async def test_thread_dequeues_take_while_the_loop_is_blocked() -> None:
@@ -112,8 +108,8 @@ async def test_thread_dequeues_take_while_the_loop_is_blocked() -> None:
 
     def consume() -> list[int]:
         out = [int(bq.dequeue()) for _ in range(10)]
-        out += _ints(bq.dequeue_many(20))
-        out += _ints(bq.dequeue_up_to(10, timeout=1.0))
+        out += ints(bq.dequeue_many(20))
+        out += ints(bq.dequeue_up_to(10, timeout=1.0))
         return out
 
     t = _start(consume)
@@ -135,7 +131,7 @@ async def test_blocked_task_dequeue_woken_by_thread_enqueue() -> None:
         await settle()
         await anyio.to_thread.run_sync(bq.enqueue_many, np.array([5, 6]))
         await poll(lambda: not op.pending)
-    assert _ints(op.result()) == [5, 6]
+    assert ints(op.result()) == [5, 6]
 
 
 async def test_blocked_task_enqueue_woken_by_thread_dequeue() -> None:
@@ -149,14 +145,14 @@ async def test_blocked_task_enqueue_woken_by_thread_dequeue() -> None:
         assert int(await anyio.to_thread.run_sync(bq.dequeue)) == 1
         await poll(lambda: not op.pending)
         assert op.returned
-    assert _ints(q.dequeue_up_to_nowait(3)) == [2]
+    assert ints(q.dequeue_up_to_nowait(3)) == [2]
 
 
 async def test_blocked_thread_dequeue_woken_by_task_enqueue() -> None:
     """A thread waiting in dequeue (no timeout) is woken by an async enqueue."""
     q = _fifo(4)
     bq = q.blocking()
-    t = _start(lambda: _ints(bq.dequeue_many(3)))
+    t = _start(lambda: ints(bq.dequeue_many(3)))
     await poll(lambda: q.statistics().tasks_waiting_dequeue == 1)
     await q.enqueue(1)
     await q.enqueue_many(np.array([2, 3]))
@@ -173,7 +169,7 @@ async def test_blocked_thread_enqueue_woken_by_task_dequeue() -> None:
     await poll(lambda: q.statistics().tasks_waiting_enqueue == 1)
     got = [int(await q.dequeue()) for _ in range(4)]
     await t.join_async()
-    got += _ints(q.dequeue_up_to_nowait(5))
+    got += ints(q.dequeue_up_to_nowait(5))
     assert got == list(range(6))
 
 
@@ -253,7 +249,7 @@ async def test_thread_timeouts_change_nothing() -> None:
             bq.enqueue(9, timeout=0.02)
         except TimeoutError:
             seen.append("timeout")
-        seen.append(str(_ints(bq.dequeue_many(4, timeout=1.0))))
+        seen.append(str(ints(bq.dequeue_many(4, timeout=1.0))))
         try:
             bq.dequeue(timeout=0.02)
         except TimeoutError:
@@ -276,7 +272,7 @@ async def test_timed_out_thread_dequeue_many_restores_claims_in_order() -> None:
     await poll(lambda: q.size() == 0 or not t.is_alive())
     with pytest.raises(TimeoutError):
         await t.join_async()
-    assert _ints(q.dequeue_up_to_nowait(5)) == [0, 1]
+    assert ints(q.dequeue_up_to_nowait(5)) == [0, 1]
 
 
 async def test_close_from_thread_and_closed_errors() -> None:
@@ -377,7 +373,7 @@ async def test_cancel_pending_enqueues_fails_blocked_threads() -> None:
     q.close(cancel_pending_enqueues=True)
     with pytest.raises(aqueue.QueueClosedError):
         await t.join_async()
-    assert _ints(await q.dequeue_up_to(5)) == [1, 2]
+    assert ints(await q.dequeue_up_to(5)) == [1, 2]
 
 
 async def test_timed_enqueue_many_larger_than_capacity_is_refused() -> None:
@@ -399,7 +395,7 @@ async def test_timed_enqueue_many_larger_than_capacity_is_refused() -> None:
 
 def _values(batch: Any) -> list[int]:
     """Element values of a batch: the priorities' partner component for PriorityQueue."""
-    return _ints(batch[1] if isinstance(batch, tuple) else batch)
+    return ints(batch[1] if isinstance(batch, tuple) else batch)
 
 
 @pytest.mark.parametrize(
@@ -477,7 +473,7 @@ async def test_threads_and_tasks_with_timeouts_and_cancellations_conserve(kind: 
                 if rng.random() < 0.5:
                     got = [int(bq.dequeue(timeout=rng.choice([None, 0.001])))]
                 else:
-                    got = _ints(bq.dequeue_up_to(rng.randint(1, 5), timeout=0.002))
+                    got = ints(bq.dequeue_up_to(rng.randint(1, 5), timeout=0.002))
             except TimeoutError:
                 continue
             except aqueue.OutOfRangeError:
@@ -490,7 +486,7 @@ async def test_threads_and_tasks_with_timeouts_and_cancellations_conserve(kind: 
         while True:
             with anyio.move_on_after(rng.choice([0.0, 0.0005, 0.01])):
                 try:
-                    got = _ints(await q.dequeue_many(rng.randint(1, 6)))
+                    got = ints(await q.dequeue_many(rng.randint(1, 6)))
                 except aqueue.OutOfRangeError:
                     return
                 consumed.extend(got)
@@ -505,7 +501,7 @@ async def test_threads_and_tasks_with_timeouts_and_cancellations_conserve(kind: 
         q.close()
         for t in consumers:
             await t.join_async()
-    remaining = _ints(q.dequeue_up_to_nowait(100)) if q.size() else []
+    remaining = ints(q.dequeue_up_to_nowait(100)) if q.size() else []
     everything = consumed + remaining
     assert len(everything) == len(set(everything))
     expected = {v for vals, done in attempts if done for v in vals}
@@ -523,7 +519,7 @@ async def test_thread_dequeue_burst_takes_what_arrived_and_times_out_cleanly() -
     await anyio.sleep(0.01)
     assert t.is_alive()
     await q.enqueue_many(np.array([1, 2, 3]))  # all three arrive in one step
-    assert _ints(await t.join_async()) == [1, 2, 3]
+    assert ints(await t.join_async()) == [1, 2, 3]
     assert q.size() == 0
     t2 = _start(lambda: bq.dequeue_burst(5, timeout=0.05))
     with pytest.raises(TimeoutError):

@@ -2,15 +2,13 @@
 stop, first exception wins, supervised tasks, the stall watchdog and report() (README,
 "Runners and the Coordinator").
 
-The fault drills are plain coroutine functions run twice: under pytest-asyncio and under
-trio (``anyio.run(..., backend="trio")``). The other tests use anyio's plugin, which runs
-them on both backends.
+Every test runs on asyncio and trio (anyio's plugin) but those whose subject is native
+asyncio cancellation (``task.cancel()``, ``asyncio.timeout``), which pytest-asyncio runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import re
 import subprocess
@@ -22,11 +20,11 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
-import numpy as np
 import pytest
+from support import aqueue_warnings, int_queue, poll, raised
 
 import aqueue
-from aqueue import Coordinator, FIFOQueue, OutOfRangeError, QueueRunner, add_queue_runner
+from aqueue import Coordinator, OutOfRangeError, QueueRunner, add_queue_runner
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -34,30 +32,6 @@ pytestmark = pytest.mark.timeout(60)
 # guard proves that errors do not wait for the grace period to run out.
 LONG_GRACE = 60.0
 GUARD = 20.0
-
-
-async def poll(predicate: Callable[[], bool], *, limit_s: float = GUARD) -> None:
-    """Sleep in small steps until ``predicate()`` holds; fail after ``limit_s`` seconds.
-
-    For conditions set by threads, which ``wait_all_tasks_blocked`` cannot see.
-    """
-    with anyio.fail_after(limit_s):
-        while not predicate():  # noqa: ASYNC110 - the condition is set by a thread
-            await anyio.sleep(0.005)
-
-
-async def raised(body: Callable[[], Awaitable[object]]) -> Exception:
-    """Run ``body()`` and return the exception it raised; fail if it returned."""
-    try:
-        await body()
-    except Exception as exc:
-        return exc
-    pytest.fail(f"{body.__qualname__} raised nothing")
-
-
-def int_queue(capacity: int = 10, name: str = "q") -> FIFOQueue:
-    """A FIFOQueue of int64 scalars."""
-    return FIFOQueue(capacity, np.int64, (), name=name)
 
 
 # -- fault drills ---------------------------------------------------------------------
@@ -190,40 +164,24 @@ async def drill_outside_cancellation() -> None:
         return 0  # pragma: no cover
 
     after_block = False
-    records = _Records()
-    logging.getLogger("aqueue").addHandler(records)
-    try:
-        with anyio.fail_after(GUARD):
-            with anyio.CancelScope() as outer:
-                async with Coordinator(stop_grace_period=LONG_GRACE) as coord:
-                    # the thread fills the queue, then blocks in enqueue
-                    coord.start(QueueRunner(q, [produce, lambda: 1]))
-                    await poll(lambda: q.size() == 2)
-                    threads = runner_threads(q.name)
-                    assert len(threads) == 1
-                    outer.cancel()
-                    await anyio.sleep_forever()
-                after_block = True  # pragma: no cover
-    finally:
-        logging.getLogger("aqueue").removeHandler(records)
+    with aqueue_warnings() as logged, anyio.fail_after(GUARD):
+        with anyio.CancelScope() as outer:
+            async with Coordinator(stop_grace_period=LONG_GRACE) as coord:
+                # the thread fills the queue, then blocks in enqueue
+                coord.start(QueueRunner(q, [produce, lambda: 1]))
+                await poll(lambda: q.size() == 2)
+                threads = runner_threads(q.name)
+                assert len(threads) == 1
+                outer.cancel()
+                await anyio.sleep_forever()
+            after_block = True  # pragma: no cover
     assert outer.cancelled_caught
     assert not after_block
     assert async_cancelled.is_set()
-    assert records.messages == []  # no producer was abandoned
+    assert logged == []  # no producer was abandoned
     assert_threads_end(threads)
     assert q.closed
     assert coord.should_stop()
-
-
-class _Records(logging.Handler):
-    """Collects the messages logged on the "aqueue" logger."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
 
 
 async def drill_runner_never_started() -> None:
@@ -232,20 +190,14 @@ async def drill_runner_never_started() -> None:
     runner gets a warning naming the queue (within about a second), from the
     coordinator."""
     q = int_queue(name="never-fed")
-    records = _Records()
-    logger = logging.getLogger("aqueue")
-    logger.addHandler(records)
-    try:
+    with aqueue_warnings() as logged, anyio.fail_after(GUARD):
         add_queue_runner(QueueRunner(q, [range(3)]))
-        with anyio.fail_after(GUARD):
-            # ... and no coord.start_queue_runners():
-            async with Coordinator(), anyio.create_task_group() as tg:
-                tg.start_soon(q.dequeue)
-                await poll(lambda: any("never-fed" in m for m in records.messages))
-                tg.cancel_scope.cancel()
-    finally:
-        logger.removeHandler(records)
-    [message] = [m for m in records.messages if "never-fed" in m]
+        # ... and no coord.start_queue_runners():
+        async with Coordinator(), anyio.create_task_group() as tg:
+            tg.start_soon(q.dequeue)
+            await poll(lambda: any("never-fed" in m for m in logged))
+            tg.cancel_scope.cancel()
+    [message] = [m for m in logged if "never-fed" in m]
     assert "queue 'never-fed'" in message
     assert "never started" in message
     assert "start_queue_runners" in message
@@ -262,17 +214,11 @@ FAULT_DRILLS: dict[str, Callable[[], Awaitable[None]]] = {
 }
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 @pytest.mark.parametrize("drill", list(FAULT_DRILLS))
-async def test_fault_drill_asyncio(drill: str) -> None:
-    """Each fault drill under pytest-asyncio."""
+async def test_fault_drill(drill: str) -> None:
+    """Each fault drill, on asyncio and on trio."""
     await FAULT_DRILLS[drill]()
-
-
-@pytest.mark.parametrize("drill", list(FAULT_DRILLS))
-def test_fault_drill_trio(drill: str) -> None:
-    """Each fault drill under trio (in a fresh context: drills may register runners)."""
-    contextvars.copy_context().run(lambda: anyio.run(FAULT_DRILLS[drill], backend="trio"))
 
 
 # -- native asyncio cancellation ------------------------------------------------------
@@ -283,6 +229,7 @@ async def _produce_two() -> int:
     return 2
 
 
+# pytest-asyncio: native task.cancel() on the host task is the subject.
 @pytest.mark.asyncio
 async def test_task_cancel_propagates_and_tears_down(caplog: pytest.LogCaptureFixture) -> None:
     """asyncio task.cancel() on the host task: CancelledError leaves the block and the
@@ -309,6 +256,7 @@ async def test_task_cancel_propagates_and_tears_down(caplog: pytest.LogCaptureFi
     assert_threads_end(threads)
 
 
+# pytest-asyncio: asyncio.timeout (a native cancellation it converts) is the subject.
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is new in 3.11")
 @pytest.mark.asyncio
 async def test_asyncio_timeout_around_the_block_is_honoured(
@@ -339,6 +287,7 @@ async def test_asyncio_timeout_around_the_block_is_honoured(
     assert_threads_end(threads)
 
 
+# pytest-asyncio: native task.cancel() on the host task is the subject.
 @pytest.mark.asyncio
 async def test_host_cancellation_wins_over_a_recorded_error(
     caplog: pytest.LogCaptureFixture,

@@ -8,28 +8,18 @@ arrays themselves are only seen through the public storage methods.
 
 from __future__ import annotations
 
-import gc
 import weakref
 from typing import Any
 
 import numpy as np
 import pytest
+from support import Token, alive, int_batch, multi_batch, multi_values
 
 from aqueue._queues._storage import RingStorage
 
 I64 = np.dtype(np.int64)
 F32 = np.dtype(np.float32)
 OBJ = np.dtype(object)
-
-
-class Token:
-    """A Python object that a weakref can watch."""
-
-    def __init__(self, v: int) -> None:
-        self.v = v
-
-    def __repr__(self) -> str:
-        return f"Token({self.v})"
 
 
 def int_ring(capacity: int) -> RingStorage:
@@ -42,37 +32,11 @@ def multi_ring(capacity: int) -> RingStorage:
     return RingStorage(capacity, (I64, F32, OBJ), ((), (2,), ()), "multi")
 
 
-def ints(n0: int, n1: int) -> tuple[Any, ...]:
-    """Batch components holding the ints ``n0 .. n1 - 1``."""
-    return (np.arange(n0, n1, dtype=np.int64),)
-
-
-def multi_batch(vs: list[int] | range) -> tuple[Any, ...]:
-    """Batch components of ``multi_ring`` elements for values ``vs``."""
-    a = np.asarray(list(vs), dtype=np.int64)
-    objs = np.empty(len(a), dtype=object)
-    for j, v in enumerate(a):
-        objs[j] = ("tag", int(v))
-    return (a, np.stack([a, -a], axis=1).astype(np.float32), objs)
-
-
 def multi_elem(v: int) -> tuple[Any, ...]:
     """One ``multi_ring`` element as the spec converts it (0-d object array)."""
     obj = np.empty((), dtype=object)
     obj[()] = ("tag", v)
     return (np.array(v, dtype=np.int64), np.array([v, -v], dtype=np.float32), obj)
-
-
-def multi_values(comps: tuple[Any, ...]) -> list[int]:
-    """The values of a ``multi_ring`` batch, checking that every component agrees."""
-    a, x, objs = comps
-    assert a.dtype == I64
-    assert x.dtype == F32
-    assert objs.dtype == OBJ
-    assert x.shape == (len(a), 2)
-    assert x.tolist() == [[float(v), float(-v)] for v in a]
-    assert list(objs) == [("tag", int(v)) for v in a]
-    return [int(v) for v in a]
 
 
 def drain(ring: RingStorage) -> list[int]:
@@ -117,10 +81,10 @@ def test_put_rows_and_take_chunk_across_the_wrap(offset: int, k: int) -> None:
     """A run of rows written and read at any head position (wrapping or not) keeps its
     order, behind what was queued before it."""
     ring = int_ring(5)
-    ring.put_rows(ints(100, 101 + offset), 0, offset + 1)
+    ring.put_rows(int_batch(100, 101 + offset), 0, offset + 1)
     assert ring.take_chunk(offset)[0].size == offset  # one left, at slot `offset`
-    ring.put_rows(ints(0, 5), 0, 4 - k)  # rows 0:4-k of one batch ...
-    ring.put_rows(ints(0, 10), 4 - k, 4)  # ... then rows 4-k:4 of another
+    ring.put_rows(int_batch(0, 5), 0, 4 - k)  # rows 0:4-k of one batch ...
+    ring.put_rows(int_batch(0, 10), 4 - k, 4)  # ... then rows 4-k:4 of another
     assert ring.size == 5
     assert int(ring.take_one()[0]) == 100 + offset
     first = ring.take_chunk(k)
@@ -133,17 +97,17 @@ def test_put_rows_and_take_chunk_across_the_wrap(offset: int, k: int) -> None:
 def test_take_chunk_returns_a_copy() -> None:
     """A taken chunk does not change when the ring reuses its slots."""
     ring = int_ring(4)
-    ring.put_rows(ints(0, 4), 0, 4)
+    ring.put_rows(int_batch(0, 4), 0, 4)
     chunk = ring.take_chunk(4)
-    ring.put_rows(ints(10, 14), 0, 4)
+    ring.put_rows(int_batch(10, 14), 0, 4)
     assert chunk[0].tolist() == [0, 1, 2, 3]
 
 
 def test_put_rows_of_nothing_is_a_no_op() -> None:
     """put_rows with an empty range stores nothing."""
     ring = int_ring(2)
-    ring.put_rows(ints(0, 3), 2, 2)
-    ring.put_rows(ints(0, 3), 3, 1)
+    ring.put_rows(int_batch(0, 3), 2, 2)
+    ring.put_rows(int_batch(0, 3), 3, 1)
     assert ring.size == 0
 
 
@@ -152,13 +116,13 @@ def test_emptied_ring_takes_a_full_run_wherever_it_was_emptied(offset: int) -> N
     """A ring emptied at any head position accepts a full-capacity run in one put_rows
     and keeps FIFO order across the next wrap."""
     ring = int_ring(6)
-    ring.put_rows(ints(0, offset + 1), 0, offset + 1)
+    ring.put_rows(int_batch(0, offset + 1), 0, offset + 1)
     ring.take_batch(offset)
     ring.take_one()  # empty now, after taking up to position `offset`
     assert ring.size == 0
-    ring.put_rows(ints(50, 56), 0, 6)
+    ring.put_rows(int_batch(50, 56), 0, 6)
     assert ring.take_chunk(2)[0].tolist() == [50, 51]
-    ring.put_rows(ints(56, 58), 0, 2)  # wraps if the run started at slot 0
+    ring.put_rows(int_batch(56, 58), 0, 2)  # wraps if the run started at slot 0
     assert drain(ring) == [52, 53, 54, 55, 56, 57]
 
 
@@ -167,9 +131,9 @@ def test_take_into_fills_a_batch_in_place_across_the_wrap(offset: int) -> None:
     """take_into writes the next k elements at out[pos:pos + k] and leaves the other
     rows of the batch alone, at any head position."""
     ring = int_ring(5)
-    ring.put_rows(ints(100, 101 + offset), 0, offset + 1)
+    ring.put_rows(int_batch(100, 101 + offset), 0, offset + 1)
     ring.take_chunk(offset)  # one left, at slot `offset`
-    ring.put_rows(ints(10, 14), 0, 4)
+    ring.put_rows(int_batch(10, 14), 0, 4)
     (out,) = ring.empty_batch(7)
     assert out.shape == (7,)
     assert out.dtype == I64
@@ -209,9 +173,9 @@ def test_restore_puts_chunks_back_at_the_front_in_order() -> None:
     """Restored chunks come out first, in their original order, before what stayed,
     also when the front they go back to wraps backwards past slot 0."""
     ring = int_ring(6)
-    ring.put_rows(ints(0, 6), 0, 6)
+    ring.put_rows(int_batch(0, 6), 0, 6)
     ring.take_batch(4)  # head at slot 4
-    ring.put_rows(ints(6, 9), 0, 3)  # 4, 5 | 6, 7, 8 in slots 0-2
+    ring.put_rows(int_batch(6, 9), 0, 3)  # 4, 5 | 6, 7, 8 in slots 0-2
     a = ring.take_chunk(2)
     b = ring.take_chunk(1)
     assert (a[0].tolist(), b[0].tolist()) == ([4, 5], [6])
@@ -224,7 +188,7 @@ def test_restore_into_an_empty_ring_wraps_before_slot_zero() -> None:
     """Restoring into an emptied ring (head at slot 0) puts the rows before it, wrapping
     round the end, and later puts land after them."""
     ring = int_ring(4)
-    ring.put_rows(ints(0, 3), 0, 3)
+    ring.put_rows(int_batch(0, 3), 0, 3)
     chunk = ring.take_chunk(3)
     assert ring.size == 0
     ring.restore([chunk])
@@ -235,7 +199,7 @@ def test_restore_into_an_empty_ring_wraps_before_slot_zero() -> None:
 def test_restore_of_nothing_changes_nothing() -> None:
     """Restoring no chunks, or an empty chunk, leaves the ring as it was."""
     ring = int_ring(3)
-    ring.put_rows(ints(0, 2), 0, 2)
+    ring.put_rows(int_batch(0, 2), 0, 2)
     ring.restore([])
     ring.restore([ring.take_chunk(0)])
     assert drain(ring) == [0, 1]
@@ -245,23 +209,23 @@ def test_restore_beyond_capacity_grows_and_keeps_order() -> None:
     """Restored claims that no longer fit grow the ring; nothing is lost or reordered,
     and the grown ring keeps working across its own wrap."""
     ring = int_ring(4)
-    ring.put_rows(ints(0, 4), 0, 4)
+    ring.put_rows(int_batch(0, 4), 0, 4)
     claimed = [ring.take_chunk(1), ring.take_chunk(2)]
-    ring.put_rows(ints(4, 7), 0, 3)  # full again, and wrapped
+    ring.put_rows(int_batch(4, 7), 0, 3)  # full again, and wrapped
     ring.restore(claimed)
     assert ring.size == 7
     assert ring.take_chunk(3)[0].tolist() == [0, 1, 2]
-    ring.put_rows(ints(7, 10), 0, 3)  # the grown ring (7 slots) is full again
+    ring.put_rows(int_batch(7, 10), 0, 3)  # the grown ring (7 slots) is full again
     assert ring.take_batch(7)[0].tolist() == list(range(3, 10))
 
 
 def test_put_rows_beyond_capacity_grows_and_keeps_order() -> None:
     """A batch admitted above capacity grows the ring after its wrapped contents."""
     ring = int_ring(4)
-    ring.put_rows(ints(0, 3), 0, 3)
+    ring.put_rows(int_batch(0, 3), 0, 3)
     ring.take_chunk(2)
-    ring.put_rows(ints(3, 6), 0, 3)  # head at 2: the ring wraps, 4 stored
-    ring.put_rows(ints(6, 9), 0, 3)  # 7 > 4 slots
+    ring.put_rows(int_batch(3, 6), 0, 3)  # head at 2: the ring wraps, 4 stored
+    ring.put_rows(int_batch(6, 9), 0, 3)  # 7 > 4 slots
     assert ring.size == 7
     assert drain(ring) == list(range(2, 9))
 
@@ -295,11 +259,6 @@ def _objects(tokens: list[Token]) -> Any:
     return arr
 
 
-def _alive(refs: list[weakref.ref[Token]]) -> list[int]:
-    gc.collect()
-    return [j for j, r in enumerate(refs) if r() is not None]
-
-
 def test_single_object_component_drops_references_when_taken() -> None:
     """A ring of Python objects holds no reference to an element once it was taken:
     one at a time, as a chunk across the wrap, and into a batch."""
@@ -310,18 +269,18 @@ def test_single_object_component_drops_references_when_taken() -> None:
     ring.put_rows((first,), 0, 3)  # slots 0-2
     del first
     assert [ring.take_one()[0].v for _ in range(2)] == [0, 1]  # head at slot 2
-    assert _alive(refs) == [2, 3, 4, 5]  # (3-5 are still held by `later`)
+    assert alive(refs) == [2, 3, 4, 5]  # (3-5 are still held by `later`)
     ring.put_rows((later,), 0, 3)  # slots 3, 0, 1
     del later
     chunk = ring.take_chunk(3)  # slots 2, 3, 0
     assert [t.v for t in chunk[0]] == [2, 3, 4]
     del chunk
-    assert _alive(refs) == [5]
+    assert alive(refs) == [5]
     (out,) = ring.empty_batch(1)
     ring.take_into((out,), 0, 1)  # slot 1
     assert out[0].v == 5
     del out
-    assert _alive(refs) == []
+    assert alive(refs) == []
 
 
 def test_take_into_across_the_wrap_drops_object_references() -> None:
@@ -339,7 +298,7 @@ def test_take_into_across_the_wrap_drops_object_references() -> None:
     ring.take_into((out,), 0, 3)  # slots 1, 2, 0
     assert [t.v for t in out] == [1, 2, 3]
     del out
-    assert _alive(refs) == []
+    assert alive(refs) == []
 
 
 def test_object_in_a_multi_component_ring_is_released_when_taken() -> None:
@@ -362,13 +321,13 @@ def test_object_in_a_multi_component_ring_is_released_when_taken() -> None:
     v, t = ring.take_one()
     assert (int(v), t.v) == (0, 0)
     del v, t
-    assert _alive(refs) == [1, 2, 3, 4, 5, 6, 7]
+    assert alive(refs) == [1, 2, 3, 4, 5, 6, 7]
     put(1)  # slot 0
     chunk = ring.take_chunk(3)  # slots 1, 2, 0
     assert chunk[0].tolist() == [1, 2, 3]
     assert [t.v for t in chunk[1]] == [1, 2, 3]
     del chunk
-    assert _alive(refs) == [4, 5, 6, 7]
+    assert alive(refs) == [4, 5, 6, 7]
     put(2)  # emptied: slots 0, 1
     assert ring.take_one()[1].v == 4  # head at slot 1
     put(3)  # slots 2, 0
@@ -377,7 +336,7 @@ def test_object_in_a_multi_component_ring_is_released_when_taken() -> None:
     assert out[0].tolist() == [5, 6, 7]
     assert [t.v for t in out[1]] == [5, 6, 7]
     del out
-    assert _alive(refs) == []
+    assert alive(refs) == []
     assert ring.size == 0
 
 
@@ -390,8 +349,8 @@ def test_restored_objects_come_back_and_are_released_again() -> None:
     chunk = ring.take_chunk(2)
     ring.restore([chunk])
     del tokens, chunk
-    assert _alive(refs) == [0, 1, 2]
+    assert alive(refs) == [0, 1, 2]
     got = [ring.take_one()[0].v for _ in range(3)]
     assert got == [0, 1, 2]
     del got
-    assert _alive(refs) == []
+    assert alive(refs) == []

@@ -18,34 +18,13 @@ import anyio
 import anyio.lowlevel
 import numpy as np
 import pytest
+from support import int_queue, poll, raised
 
 import aqueue
-from aqueue import Coordinator, FIFOQueue, OutOfRangeError, QueueRunner, add_queue_runner
+from aqueue import Coordinator, OutOfRangeError, QueueRunner, add_queue_runner
 from aqueue.testing import stall_guard
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
-
-
-async def poll(predicate: Callable[[], bool], *, limit_s: float = 20.0) -> None:
-    """Sleep in small steps until ``predicate()`` holds (threads are invisible to
-    ``wait_all_tasks_blocked``); fail after ``limit_s`` seconds."""
-    with anyio.fail_after(limit_s):
-        while not predicate():  # noqa: ASYNC110 - the condition is set by a thread
-            await anyio.sleep(0.005)
-
-
-async def raised(body: Callable[[], Awaitable[object]]) -> Exception:
-    """Run ``body()`` and return the exception it raised; fail if it returned."""
-    try:
-        await body()
-    except Exception as exc:
-        return exc
-    pytest.fail(f"{body.__qualname__} raised nothing")
-
-
-def int_queue(capacity: int = 10, name: str = "q") -> FIFOQueue:
-    """A FIFOQueue of int64 scalars."""
-    return FIFOQueue(capacity, np.int64, (), name=name)
 
 
 async def drain(q: Any) -> list[int]:

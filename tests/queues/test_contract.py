@@ -2,9 +2,9 @@
 
 Every test runs over FIFOQueue, RandomShuffleQueue(min_after_dequeue=0),
 PaddingFIFOQueue with fully defined shapes and PriorityQueue (fed ascending priorities,
-so its order is FIFO too), once under asyncio through pytest-asyncio and once under trio
-through anyio's pytest plugin. Order is checked exactly for the ordered kinds and as a
-multiset for the shuffle queue (see ``Kind`` in conftest). Priority-specific batching
+so its order is FIFO too), and the other element forms of ``KINDS``, on asyncio and on
+trio through anyio's pytest plugin. Order is checked exactly for the ordered kinds and as
+a multiset for the shuffle queue (see ``Kind`` in support.py). Priority-specific batching
 (waiting for n <= capacity to get a globally sorted batch) is in test_priority.py.
 """
 
@@ -15,7 +15,6 @@ import dataclasses
 import inspect
 import random
 import re
-import types
 from typing import Any
 
 import anyio
@@ -38,8 +37,16 @@ async def _dequeue_all(q: Any, kind: Kind, n: int) -> list[int]:
     return [kind.value(await q.dequeue()) for _ in range(n)]
 
 
-class _ContractSuite:
-    """The shared tests; collected through the per-backend subclasses below."""
+@pytest.mark.anyio
+class TestContract:
+    """The shared behaviour, on each backend of the ``anyio_backend`` fixture."""
+
+    async def test_runs_on_the_backend_named(self, anyio_backend: str) -> None:
+        """The contract really runs on asyncio and on trio."""
+        if anyio_backend == "trio":
+            trio.lowlevel.current_trio_token()  # raises RuntimeError outside trio
+        else:
+            asyncio.get_running_loop()  # raises RuntimeError outside asyncio
 
     # -- point 1: order, slicing, stacking ---------------------------------------------------
 
@@ -786,57 +793,3 @@ class _ContractSuite:
             assert s.time_full_s >= t2
             await anyio.sleep(0.02)
             assert q.statistics().time_full_s == s.time_full_s
-
-
-def _backend_copy(cls: type) -> type:
-    """Give ``cls`` its own copy of every contract test.
-
-    Test plugins attach marks to test functions in place; the asyncio and trio classes
-    must not share function objects, or one backend's marks leak into the other.
-    """
-    for name, fn in vars(_ContractSuite).items():
-        if name.startswith("test_") and inspect.isfunction(fn):
-            clone = types.FunctionType(
-                fn.__code__, fn.__globals__, name, fn.__defaults__, fn.__closure__
-            )
-            clone.__dict__.update(fn.__dict__)
-            clone.__doc__ = fn.__doc__
-            clone.__kwdefaults__ = fn.__kwdefaults__
-            clone.__annotations__ = dict(fn.__annotations__)
-            clone.__qualname__ = f"{cls.__name__}.{name}"
-            setattr(cls, name, clone)
-    return cls
-
-
-@_backend_copy
-@pytest.mark.asyncio
-class TestContractAsyncio(_ContractSuite):
-    """The contract under asyncio, run by pytest-asyncio (strict mode)."""
-
-    async def test_runner_is_pytest_asyncio(self, request: pytest.FixtureRequest) -> None:
-        """This class really runs on asyncio, driven by pytest-asyncio, not anyio."""
-        asyncio.get_running_loop()  # raises RuntimeError outside asyncio
-        assert "anyio_backend" not in request.fixturenames
-
-
-@_backend_copy
-@pytest.mark.anyio
-class TestContractTrio(_ContractSuite):
-    """The contract under trio, run by anyio's pytest plugin."""
-
-    @pytest.fixture
-    def anyio_backend(self) -> str:
-        """Pin this class to trio."""
-        return "trio"
-
-    async def test_runner_is_trio(self) -> None:
-        """This class really runs on trio."""
-        trio.lowlevel.current_trio_token()  # raises RuntimeError outside trio
-
-
-def test_contract_runs_on_both_backends() -> None:
-    """Both backend classes carry every contract test."""
-    names = {n for n in vars(_ContractSuite) if n.startswith("test_")}
-    assert names
-    assert names <= set(vars(TestContractAsyncio))
-    assert names <= set(vars(TestContractTrio))

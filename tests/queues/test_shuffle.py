@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from support import settle, spawn
+from support import ints, settle, spawn
 
 import aqueue
 
@@ -21,10 +21,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 
 def _rsq(capacity: int, min_after_dequeue: int, *, seed: int | None = 1) -> Any:
     return aqueue.RandomShuffleQueue(capacity, min_after_dequeue, np.int64, (), seed=seed)
-
-
-def _ints(batch: object) -> list[int]:
-    return [int(v) for v in np.asarray(batch)]
 
 
 @pytest.mark.parametrize(("capacity", "mad"), [(5, 5), (5, 6), (5, -1)])
@@ -84,11 +80,11 @@ async def test_floor_waits_for_enough_above_it() -> None:
         assert op.pending
         await q.enqueue(4)
         await settle()
-        batch = _ints(op.result())
+        batch = ints(op.result())
     assert len(batch) == 2
     assert q.size() == 3
     q.close()
-    rest = _ints(await q.dequeue_up_to(10))
+    rest = ints(await q.dequeue_up_to(10))
     assert sorted(batch + rest) == list(range(5))
 
 
@@ -103,9 +99,9 @@ async def test_dequeue_up_to_smaller_than_floor_returns_on_close() -> None:
         assert op.pending
         q.close()
         await settle()
-        first = _ints(op.result())
+        first = ints(op.result())
     assert len(first) == 3
-    last = _ints(await q.dequeue_up_to(3))
+    last = ints(await q.dequeue_up_to(3))
     assert sorted(first + last) == [0, 1, 2, 3]
 
 
@@ -119,11 +115,11 @@ async def test_big_dequeue_many_claims_under_the_floor_without_deadlock() -> Non
         for v in range(7):
             await q.enqueue(v)
         await settle()
-        got = _ints(op.result())
+        got = ints(op.result())
     assert len(got) == 5
     assert q.size() == 2
     q.close()
-    rest = _ints(await q.dequeue_up_to(5))
+    rest = ints(await q.dequeue_up_to(5))
     assert sorted(got + rest) == list(range(7))
 
 
@@ -134,12 +130,12 @@ async def test_big_enqueue_many_with_a_floor_does_not_deadlock() -> None:
     async with anyio.create_task_group() as tg:
         producer = spawn(tg, q.enqueue_many, np.arange(10))
         for _ in range(4):
-            got += _ints(await q.dequeue_many(2))
+            got += ints(await q.dequeue_many(2))
         await settle()
         assert producer.returned
     assert q.size() == 2
     q.close()
-    got += _ints(await q.dequeue_many(2))
+    got += ints(await q.dequeue_many(2))
     assert sorted(got) == list(range(10))
 
 
@@ -156,7 +152,7 @@ async def test_dequeue_many_that_cannot_be_filled_after_close_returns_claims() -
         await settle()
     assert isinstance(op.error, aqueue.OutOfRangeError)
     assert q.size() == 5
-    assert sorted(_ints(await q.dequeue_many(5))) == [0, 1, 2, 3, 4]
+    assert sorted(ints(await q.dequeue_many(5))) == [0, 1, 2, 3, 4]
 
 
 async def test_closed_empty_queue_with_floor_raises() -> None:
@@ -202,16 +198,16 @@ def _ops_script(q: Any) -> Callable[[], Awaitable[list[int]]]:
         await q.enqueue_many(np.arange(20))
         for _ in range(4):
             out.append(int(await q.dequeue()))
-        out += _ints(await q.dequeue_many(5))
+        out += ints(await q.dequeue_many(5))
         await q.enqueue_many(np.arange(20, 30))
         await q.enqueue(30)
-        out += _ints(await q.dequeue_up_to(6))
-        out += _ints(q.dequeue_many_nowait(3))
+        out += ints(await q.dequeue_up_to(6))
+        out += ints(q.dequeue_many_nowait(3))
         out.append(int(q.dequeue_nowait()))
         q.close()
         while True:
             try:
-                out += _ints(await q.dequeue_up_to(4))
+                out += ints(await q.dequeue_up_to(4))
             except aqueue.OutOfRangeError:
                 return out
 
@@ -250,9 +246,9 @@ async def test_different_seeds_give_different_orders() -> None:
                 if form == "one":
                     out = [int(await q.dequeue()) for _ in range(10)]
                 elif form == "many":
-                    out = _ints(await q.dequeue_many(10))
+                    out = ints(await q.dequeue_many(10))
                 else:
-                    out = _ints(await q.dequeue_up_to(10))
+                    out = ints(await q.dequeue_up_to(10))
                 assert sorted(out) == list(range(10))
                 runs[(form, seed, round_)] = out
         orders = {tuple(runs[(form, s, r)]) for s in (1, 2) for r in (0, 1)}
@@ -282,7 +278,7 @@ async def test_batch_takes_are_uniform() -> None:
     position: Counter[tuple[int, int]] = Counter()
     for _ in range(2000):
         q.enqueue_many_nowait(np.arange(4))
-        for i, v in enumerate(_ints(q.dequeue_many_nowait(4))):
+        for i, v in enumerate(ints(q.dequeue_many_nowait(4))):
             position[(i, v)] += 1
     assert all(380 <= position[(i, v)] <= 620 for i in range(4) for v in range(4)), position
 
@@ -307,7 +303,7 @@ def _take_ranks(q: Any, stored: int, k: int, rounds: int, bins: int) -> tuple[An
         q.enqueue_many_nowait(np.arange(next_id, next_id + k))
         present = np.concatenate([present, np.arange(next_id, next_id + k)])
         next_id += k
-        for j, v in enumerate(_ints(q.dequeue_many_nowait(k))):
+        for j, v in enumerate(ints(q.dequeue_many_nowait(k))):
             n = len(present)
             i = int(np.searchsorted(present, v))
             assert present[i] == v
@@ -379,11 +375,11 @@ async def test_restored_claims_go_back_into_the_pool() -> None:
         await settle()
     assert op.cancelled
     q.close()
-    assert sorted(_ints(await q.dequeue_up_to(10))) == [0, 1, 2]
+    assert sorted(ints(await q.dequeue_up_to(10))) == [0, 1, 2]
 
 
 async def test_unseeded_queues_still_shuffle_everything() -> None:
     """seed=None works and delivers a permutation."""
     q = _rsq(100, 0, seed=None)
     q.enqueue_many_nowait(np.arange(100))
-    assert sorted(_ints(q.dequeue_many_nowait(100))) == list(range(100))
+    assert sorted(ints(q.dequeue_many_nowait(100))) == list(range(100))

@@ -10,23 +10,19 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from support import settle, spawn
+from support import ints, settle, spawn
 
 import aqueue
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 
 
-def _ints(batch: object) -> list[int]:
-    return [int(v) for v in np.asarray(batch)]
-
-
 async def test_multi_component_enqueue_many_and_dequeue_many() -> None:
     """Several components are sliced and stacked together, in order."""
     q = aqueue.FIFOQueue(10, [np.int32, np.float32], shapes=[(), (2,)])
-    ints = np.arange(4, dtype=np.int32)
+    counts = np.arange(4, dtype=np.int32)
     floats = np.arange(8, dtype=np.float32).reshape(4, 2)
-    await q.enqueue_many((ints, floats))
+    await q.enqueue_many((counts, floats))
     a, b = await q.dequeue()
     assert int(a) == 0
     np.testing.assert_array_equal(b, [0.0, 1.0])
@@ -35,7 +31,7 @@ async def test_multi_component_enqueue_many_and_dequeue_many() -> None:
     assert batch_a.shape == (3,)
     assert batch_b.dtype == np.float32
     assert batch_b.shape == (3, 2)
-    np.testing.assert_array_equal(batch_a, ints[1:])
+    np.testing.assert_array_equal(batch_a, counts[1:])
     np.testing.assert_array_equal(batch_b, floats[1:])
 
 
@@ -45,7 +41,7 @@ async def test_dequeue_many_returns_a_copy() -> None:
     await q.enqueue_many(np.array([1, 2, 3]))
     batch = await q.dequeue_many(3)
     await q.enqueue_many(np.array([7, 8, 9]))
-    assert _ints(batch) == [1, 2, 3]
+    assert ints(batch) == [1, 2, 3]
 
 
 async def test_ring_wraps_around_in_order() -> None:
@@ -56,7 +52,7 @@ async def test_ring_wraps_around_in_order() -> None:
     for k in [3, 4, 2, 5, 1, 4, 3]:
         await q.enqueue_many(np.arange(nxt, nxt + k))
         nxt += k
-        got += _ints(await q.dequeue_many(k))
+        got += ints(await q.dequeue_many(k))
     assert got == list(range(nxt))
 
 
@@ -110,12 +106,12 @@ async def test_enqueue_many_larger_than_capacity_with_concurrent_dequeue_many() 
         producer = spawn(tg, q.enqueue_many, np.arange(5))
         await settle()
         q.close()
-        assert _ints(await q.dequeue_many(3)) == [0, 1, 2]
+        assert ints(await q.dequeue_many(3)) == [0, 1, 2]
         await settle()
         assert producer.returned
         with pytest.raises(aqueue.OutOfRangeError):
             await q.dequeue_many(3)
-    assert _ints(await q.dequeue_many(2)) == [3, 4]
+    assert ints(await q.dequeue_many(2)) == [3, 4]
 
 
 async def test_blocked_dequeue_up_to_returns_partial_batch_on_close() -> None:
@@ -129,7 +125,7 @@ async def test_blocked_dequeue_up_to_returns_partial_batch_on_close() -> None:
         assert op.pending
         q.close()
         await settle()
-    assert _ints(op.result()) == [3, 4]
+    assert ints(op.result()) == [3, 4]
 
 
 async def test_partial_batch_goes_back_to_the_front() -> None:
@@ -149,7 +145,7 @@ async def test_partial_batch_goes_back_to_the_front() -> None:
     assert big.cancelled
     assert q.size() == 4
     q.close()
-    assert _ints(await q.dequeue_up_to(10)) == [0, 1, 2, 3]
+    assert ints(await q.dequeue_up_to(10)) == [0, 1, 2, 3]
 
 
 async def test_parallel_dequeue_up_to_on_closed_queue() -> None:
@@ -163,7 +159,7 @@ async def test_parallel_dequeue_up_to_on_closed_queue() -> None:
     async def consume() -> None:
         while True:
             try:
-                got.extend(_ints(await q.dequeue_up_to(101)))
+                got.extend(ints(await q.dequeue_up_to(101)))
             except aqueue.OutOfRangeError:
                 return
 
@@ -184,12 +180,12 @@ async def test_blocking_dequeue_many_from_closed_queue() -> None:
         await settle()
         q.enqueue_many_nowait(np.arange(5))
         await settle()
-        assert _ints(first.result()) == [0, 1, 2, 3]
+        assert ints(first.result()) == [0, 1, 2, 3]
         assert second.pending
         q.close()
         await settle()
     assert isinstance(second.error, aqueue.OutOfRangeError)
-    assert _ints(q.dequeue_up_to_nowait(5)) == [4]
+    assert ints(q.dequeue_up_to_nowait(5)) == [4]
 
 
 async def test_close_with_pending_dequeuers_and_no_data_raises_for_all() -> None:
@@ -250,7 +246,7 @@ async def test_ring_matches_a_list_model_through_wraps_and_overflowing_restores(
                     nxt += k
             elif r < 0.7 and q.size():
                 k = rng.randint(1, q.size())
-                assert _ints(q.dequeue_many_nowait(k)) == model[:k]
+                assert ints(q.dequeue_many_nowait(k)) == model[:k]
                 del model[:k]
             else:
                 async with anyio.create_task_group() as tg:
@@ -264,7 +260,7 @@ async def test_ring_matches_a_list_model_through_wraps_and_overflowing_restores(
                     nxt += k
                 assert victim.cancelled
             assert q.size() == len(model)
-        assert (_ints(q.dequeue_many_nowait(q.size())) if q.size() else []) == model
+        assert (ints(q.dequeue_many_nowait(q.size())) if q.size() else []) == model
 
 
 @pytest.mark.parametrize(

@@ -13,13 +13,9 @@ import asyncio
 import anyio
 import numpy as np
 import pytest
-from support import settle, spawn
+from support import ints, settle, spawn
 
 import aqueue
-
-
-def _ints(batch: object) -> list[int]:
-    return [int(v) for v in np.asarray(batch)]
 
 
 @pytest.mark.anyio
@@ -35,12 +31,14 @@ async def test_waiting_batch_takes_ring_contents_then_new_rows_in_order() -> Non
         assert q.statistics().tasks_waiting_dequeue == 1
         await q.enqueue_many(np.array([3, 4, 5, 6]))
         await settle()
-        assert _ints(waiter.result()) == [0, 1, 2, 3, 4]
-    assert _ints(q.dequeue_many_nowait(2)) == [5, 6]
+        assert ints(waiter.result()) == [0, 1, 2, 3, 4]
+    assert ints(q.dequeue_many_nowait(2)) == [5, 6]
     stats = q.statistics()
     assert (stats.enqueued_total, stats.dequeued_total) == (7, 7)
 
 
+# pytest-asyncio: this counts the task's steps, and asyncio runs ready tasks in FIFO
+# order (one sleep(0) is one step of the task); trio shuffles them.
 @pytest.mark.asyncio
 async def test_batch_dequeue_that_must_wait_parks_before_yielding() -> None:
     """A dequeue_many that cannot complete registers in its first step (its wait is its
@@ -53,23 +51,22 @@ async def test_batch_dequeue_that_must_wait_parks_before_yielding() -> None:
     q.enqueue_many_nowait(np.array([0, 1, 2]))
     assert q.size() == 0
     q.enqueue_nowait(3)
-    assert _ints(await task) == [0, 1, 2, 3]
+    assert ints(await task) == [0, 1, 2, 3]
     assert q.statistics().dequeued_total == 4
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_batch_dequeue_that_can_complete_checkpoints_first() -> None:
     """A dequeue_many whose elements are there takes them only after its checkpoint:
-    cancelled there, it consumes nothing."""
+    cancelled there, it consumes nothing (task.cancel() there: test_cancellation.py)."""
     q = aqueue.FIFOQueue(8, np.int64, ())
     q.enqueue_many_nowait(np.array([0, 1, 2, 3]))
-    task = asyncio.ensure_future(q.dequeue_many(4))
-    await asyncio.sleep(0)  # the task runs up to its checkpoint
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await q.dequeue_many(4)  # cancelled at its checkpoint, before taking
+    assert scope.cancelled_caught
     assert q.size() == 4
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert _ints(q.dequeue_many_nowait(4)) == [0, 1, 2, 3]
+    assert ints(q.dequeue_many_nowait(4)) == [0, 1, 2, 3]
 
 
 @pytest.mark.anyio
@@ -84,8 +81,8 @@ async def test_two_waiting_batches_fill_in_arrival_order() -> None:
         for i in range(5):
             await q.enqueue(i)
         await settle()
-        assert _ints(a.result()) == [0, 1, 2]
-        assert _ints(b.result()) == [3, 4]
+        assert ints(a.result()) == [0, 1, 2]
+        assert ints(b.result()) == [3, 4]
 
 
 @pytest.mark.anyio
@@ -104,8 +101,8 @@ async def test_cancelled_filling_batch_puts_claims_back_in_front() -> None:
         assert victim.cancelled
         assert q.size() == 2
         await q.enqueue((2, [2.0, 2.0]))
-    ints, floats = q.dequeue_many_nowait(3)
-    assert _ints(ints) == [0, 1, 2]
+    counts, floats = q.dequeue_many_nowait(3)
+    assert ints(counts) == [0, 1, 2]
     assert floats.tolist() == [[1.0, 1.0], [1.0, 1.0], [2.0, 2.0]]
 
 
@@ -126,7 +123,7 @@ async def test_close_returns_claims_and_serves_the_next_waiter() -> None:
         assert isinstance(big.error, aqueue.OutOfRangeError)
         assert "requested 3, current size 2" in str(big.error)
         assert int(small.result()) == 7
-    assert _ints(q.dequeue_up_to_nowait(5)) == [8]
+    assert ints(q.dequeue_up_to_nowait(5)) == [8]
 
 
 @pytest.mark.anyio
@@ -137,7 +134,7 @@ async def test_thread_dequeue_many_fills_from_async_producer() -> None:
     result: list[int] = []
 
     def consume() -> None:
-        result.extend(_ints(view.dequeue_many(6, timeout=20)))
+        result.extend(ints(view.dequeue_many(6, timeout=20)))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(anyio.to_thread.run_sync, consume)
@@ -159,8 +156,8 @@ async def test_next_waiting_batch_claims_the_ring_when_it_reaches_the_head() -> 
         await settle()
         q.enqueue_many_nowait(np.array([1, 2, 3]))
         await settle()
-        assert _ints(first.result()) == [1, 2]
+        assert ints(first.result()) == [1, 2]
         assert second.pending
         q.enqueue_nowait(4)
         await settle()
-        assert _ints(second.result()) == [3, 4]
+        assert ints(second.result()) == [3, 4]

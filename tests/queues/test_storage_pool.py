@@ -10,13 +10,13 @@ references, and chi-square checks of uniformity with fixed seeds (deterministic)
 
 from __future__ import annotations
 
-import gc
 import weakref
 from collections import Counter
 from typing import Any
 
 import numpy as np
 import pytest
+from support import Token, alive, int_batch, multi_batch, multi_values
 
 from aqueue._queues._pool import _SHUFFLE_ALL, ListPoolStorage, PoolStorage
 
@@ -41,13 +41,6 @@ class RecordingRng:
         return getattr(self._rng, name)
 
 
-class Token:
-    """A Python object that a weakref can watch."""
-
-    def __init__(self, v: int) -> None:
-        self.v = v
-
-
 def int_pool(capacity: int, rng: Any) -> PoolStorage:
     """A pool of int64 scalars."""
     return PoolStorage(capacity, (I64,), ((),), "pool", rng)
@@ -58,24 +51,6 @@ def multi_pool(capacity: int, rng: Any) -> PoolStorage:
     return PoolStorage(capacity, (I64, F32, OBJ), ((), (2,), ()), "multi", rng)
 
 
-def multi_batch(vs: list[int] | range) -> tuple[Any, ...]:
-    """Batch components of ``multi_pool`` elements for values ``vs``."""
-    a = np.asarray(list(vs), dtype=np.int64)
-    objs = np.empty(len(a), dtype=object)
-    for j, v in enumerate(a):
-        objs[j] = ("tag", int(v))
-    return (a, np.stack([a, -a], axis=1).astype(np.float32), objs)
-
-
-def multi_values(comps: tuple[Any, ...]) -> list[int]:
-    """The values of a ``multi_pool`` batch, checking that every row's components agree."""
-    a, x, objs = comps
-    assert x.shape == (len(a), 2)
-    assert x.tolist() == [[float(v), float(-v)] for v in a]
-    assert list(objs) == [("tag", int(v)) for v in a]
-    return [int(v) for v in a]
-
-
 def multi_value(comps: tuple[Any, ...]) -> int:
     """The value of one ``multi_pool`` element, checking that its components agree."""
     a, x, obj = comps
@@ -83,15 +58,6 @@ def multi_value(comps: tuple[Any, ...]) -> int:
     assert x.tolist() == [float(v), float(-v)]
     assert obj == ("tag", v)
     return v
-
-
-def ints(lo: int, hi: int) -> tuple[Any, ...]:
-    return (np.arange(lo, hi, dtype=np.int64),)
-
-
-def _alive(refs: list[weakref.ref[Token]]) -> list[int]:
-    gc.collect()
-    return [j for j, r in enumerate(refs) if r() is not None]
 
 
 # --------------------------------------------------------------------------------------
@@ -179,7 +145,7 @@ def test_choice_path_swap_remove_keeps_a_permutation() -> None:
     rng = RecordingRng(3)
     size = _SHUFFLE_ALL + 300
     pool = int_pool(size, rng)
-    pool.put_rows(ints(0, size), 0, size)
+    pool.put_rows(int_batch(0, size), 0, size)
     nxt = size
     out: list[int] = []
     for k in (1, 2, 5, 17, 60, 1, 33, 70, 8, 3, 64, 50):
@@ -187,7 +153,7 @@ def test_choice_path_swap_remove_keeps_a_permutation() -> None:
         vs = pool.take_chunk(k)[0].tolist()
         assert len(set(vs)) == k
         out += vs
-        pool.put_rows(ints(nxt, nxt + k), 0, k)
+        pool.put_rows(int_batch(nxt, nxt + k), 0, k)
         nxt += k
     assert rng.calls["shuffle"] == 0
     out += pool.take_chunk(pool.size)[0].tolist()  # (one shuffle of everything)
@@ -201,7 +167,7 @@ def test_take_chunk_below_and_at_the_threshold_uses_one_shuffle(k: int) -> None:
     for size, path in ((_SHUFFLE_ALL + 4 * k, "shuffle"), (_SHUFFLE_ALL + 4 * k + 1, "choice")):
         rng = RecordingRng(4)
         pool = int_pool(size, rng)
-        pool.put_rows(ints(0, size), 0, size)
+        pool.put_rows(int_batch(0, size), 0, size)
         chunk = pool.take_chunk(k)[0].tolist()
         assert rng.calls[path] == 1
         assert rng.calls["shuffle" if path == "choice" else "choice"] == 0
@@ -218,17 +184,17 @@ def test_take_chunk_below_and_at_the_threshold_uses_one_shuffle(k: int) -> None:
 def test_small_pool_seed_gives_a_pinned_order() -> None:
     """Seed 42 gives this order, now and in every later version (golden values)."""
     pool = int_pool(8, np.random.default_rng(42))
-    pool.put_rows(ints(0, 8), 0, 8)
+    pool.put_rows(int_batch(0, 8), 0, 8)
     assert [int(pool.take_one()[0]) for _ in range(3)] == [0, 5, 3]
     assert pool.take_chunk(3)[0].tolist() == [2, 7, 1]
-    pool.put_rows(ints(8, 11), 0, 3)
+    pool.put_rows(int_batch(8, 11), 0, 3)
     assert pool.take_batch(pool.size)[0].tolist() == [8, 10, 6, 4, 9]
 
 
 def test_large_pool_seed_gives_a_pinned_order() -> None:
     """Seed 42 on a pool above the shuffle threshold gives these samples (golden)."""
     pool = int_pool(2000, np.random.default_rng(42))
-    pool.put_rows(ints(0, 2000), 0, 2000)
+    pool.put_rows(int_batch(0, 2000), 0, 2000)
     assert pool.take_chunk(8)[0].tolist() == [171, 1394, 1715, 1305, 864, 876, 177, 1543]
     assert pool.take_chunk(8)[0].tolist() == [895, 1560, 1019, 738, 254, 1669, 995, 363]
 
@@ -240,7 +206,7 @@ def test_same_seed_same_operations_same_order() -> None:
         pool = int_pool(64, np.random.default_rng(123))
         out: list[int] = []
         for i in range(40):
-            pool.put_rows(ints(i * 5, i * 5 + 5), 0, 5)
+            pool.put_rows(int_batch(i * 5, i * 5 + 5), 0, 5)
             out += pool.take_chunk(3)[0].tolist() if i % 2 else [int(pool.take_one()[0])]
         return out + pool.take_batch(pool.size)[0].tolist()
 
@@ -283,9 +249,9 @@ def test_put_rows_into_scattered_free_slots() -> None:
     """Rows put after random takes land in the freed (non-contiguous) slots without
     overwriting stored elements."""
     pool = int_pool(10, np.random.default_rng(7))
-    pool.put_rows(ints(0, 10), 0, 10)
+    pool.put_rows(int_batch(0, 10), 0, 10)
     first = [*pool.take_chunk(3)[0].tolist(), int(pool.take_one()[0])]
-    pool.put_rows(ints(10, 14), 0, 4)
+    pool.put_rows(int_batch(10, 14), 0, 4)
     rest = pool.take_batch(10)[0].tolist()
     assert sorted(first + rest) == list(range(14))
 
@@ -308,9 +274,9 @@ def test_taken_objects_are_released(size: int) -> None:
     assert [o.v for o in chunk[1]] == chunk[0].tolist()
     gone = {int(v), *chunk[0].tolist()}
     del chunk
-    assert set(range(size)) - set(_alive(refs)) == gone
+    assert set(range(size)) - set(alive(refs)) == gone
     pool.take_chunk(pool.size)
-    assert _alive(refs) == []
+    assert alive(refs) == []
 
 
 # --------------------------------------------------------------------------------------
@@ -342,7 +308,7 @@ def test_take_one_is_uniform_and_independent_of_the_last_put() -> None:
     """Each of 10 elements is taken equally often, whichever was taken (and put back)
     just before (chi-square over the 100 pairs, 99 degrees of freedom)."""
     pool = int_pool(10, np.random.default_rng(2024))
-    pool.put_rows(ints(0, 10), 0, 10)
+    pool.put_rows(int_batch(0, 10), 0, 10)
     assert _pairs_chi2(pool.take_one, pool.put_one, 5000) < _CHI2_999[99]
 
 
@@ -350,7 +316,7 @@ def test_small_pool_chunk_is_a_uniform_ordered_sample() -> None:
     """Every position of a 3-element sample from 12 (shuffle path) holds each element
     equally often (chi-square, 35 degrees of freedom)."""
     pool = int_pool(12, np.random.default_rng(2025))
-    pool.put_rows(ints(0, 12), 0, 12)
+    pool.put_rows(int_batch(0, 12), 0, 12)
     counts = [0] * 36
     trials = 3000
     for _ in range(trials):
@@ -366,7 +332,7 @@ def test_large_pool_chunk_is_a_uniform_ordered_sample() -> None:
     path) falls in each eighth of the values equally often (chi-square, 15 d.f.)."""
     size = _SHUFFLE_ALL + 16
     pool = int_pool(size, np.random.default_rng(2026))
-    pool.put_rows(ints(0, size), 0, size)
+    pool.put_rows(int_batch(0, size), 0, size)
     counts = [0] * 16
     trials = 4000
     for _ in range(trials):

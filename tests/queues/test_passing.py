@@ -13,13 +13,9 @@ import threading
 import anyio
 import numpy as np
 import pytest
-from support import settle, spawn
+from support import ints, settle, spawn
 
 import aqueue
-
-
-def _ints(batch: object) -> list[int]:
-    return [int(v) for v in np.asarray(batch)]
 
 
 @pytest.mark.anyio
@@ -30,13 +26,13 @@ async def test_new_enqueue_passes_only_with_room_for_the_queued_ones() -> None:
     async with anyio.create_task_group() as tg:
         waiter = spawn(tg, q.enqueue, 10)
         await settle()
-        assert _ints(q.dequeue_many_nowait(2)) == [0, 1]
+        assert ints(q.dequeue_many_nowait(2)) == [0, 1]
         q.enqueue_nowait(11)  # room for it and for the queued enqueue
         with pytest.raises(aqueue.QueueFull):
             q.enqueue_nowait(12)  # the last slot is the queued enqueue's
         await settle()
         assert waiter.returned
-    assert sorted(_ints(q.dequeue_many_nowait(3))) == [2, 10, 11]
+    assert sorted(ints(q.dequeue_many_nowait(3))) == [2, 10, 11]
 
 
 @pytest.mark.anyio
@@ -48,13 +44,13 @@ async def test_started_enqueue_many_is_never_interleaved() -> None:
         big = spawn(tg, q.enqueue_many, np.array([10, 11]))
         await settle()
         assert q.size() == 4  # 10 is in, 11 waits
-        assert _ints(q.dequeue_many_nowait(3)) == [0, 1, 2]
+        assert ints(q.dequeue_many_nowait(3)) == [0, 1, 2]
         with pytest.raises(aqueue.QueueFull):
             q.enqueue_nowait(99)  # would land between 10 and 11
         await settle()
         assert big.returned
         q.enqueue_nowait(12)
-    assert _ints(q.dequeue_many_nowait(3)) == [10, 11, 12]
+    assert ints(q.dequeue_many_nowait(3)) == [10, 11, 12]
 
 
 @pytest.mark.anyio

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Coroutine
 from typing import Any
 
 import anyio
 import numpy as np
 import pytest
-from support import KINDS, Kind, drain_nowait, settle, spawn
+from support import KINDS, Kind, blocked_task, drain_nowait, ints, settle, spawn, task_outcome
 
 import aqueue
 
@@ -25,10 +24,6 @@ pytestmark = pytest.mark.timeout(30)
 needs_asyncio_timeout = pytest.mark.skipif(
     sys.version_info < (3, 11), reason="asyncio.timeout and Task.cancelling are new in 3.11"
 )
-
-
-def _ints(batch: object) -> list[int]:
-    return [int(v) for v in np.asarray(batch)]
 
 
 # ======================================================================================
@@ -278,117 +273,104 @@ async def test_scope_cancelled_waiter_before_wakeup_is_skipped() -> None:
 # ======================================================================================
 
 
-async def _blocked(coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-    task = asyncio.ensure_future(coro)
-    await anyio.wait_all_tasks_blocked()
-    assert not task.done()
-    return task
-
-
-async def _outcome(task: asyncio.Task[Any]) -> str:
-    """Wait for ``task`` and report 'cancelled', 'timeout' or 'returned'."""
-    try:
-        await task
-    except asyncio.CancelledError:
-        if not task.cancelled():
-            raise
-        return "cancelled"
-    except TimeoutError:
-        return "timeout"
-    return "returned"
-
-
+# pytest-asyncio: native task.cancel() is the subject.
 @pytest.mark.asyncio
 @pytest.mark.parametrize("op_name", ["dequeue", "dequeue_many", "dequeue_up_to", "dequeue_burst"])
 async def test_task_cancel_blocked_dequeue_consumes_nothing(op_name: str) -> None:
     """task.cancel() on a blocked dequeue (holding claims, for batches) loses nothing."""
     q = aqueue.FIFOQueue(2, np.int64, ())
     args = () if op_name == "dequeue" else (3,)
-    task = await _blocked(getattr(q, op_name)(*args))
+    task = await blocked_task(getattr(q, op_name)(*args))
     if op_name not in ("dequeue", "dequeue_burst"):
         q.enqueue_many_nowait(np.array([0, 1]))
         await anyio.wait_all_tasks_blocked()
         assert not task.done()
     task.cancel()
-    assert await _outcome(task) == "cancelled"
+    assert await task_outcome(task) == "cancelled"
     if op_name in ("dequeue", "dequeue_burst"):
         assert q.size() == 0
     else:
-        assert _ints(q.dequeue_up_to_nowait(5)) == [0, 1]
+        assert ints(q.dequeue_up_to_nowait(5)) == [0, 1]
     assert q.statistics().tasks_waiting_dequeue == 0
 
 
+# pytest-asyncio: native task.cancel() between wake-up and run is the subject.
 @pytest.mark.asyncio
 async def test_woken_then_cancelled_dequeuer_passes_the_wakeup_on() -> None:
     """Enqueue wakes the first waiter, which is then cancelled before it runs: the second
     waiter gets the element (gh-108042)."""
     q = aqueue.FIFOQueue(2, np.int64, ())
-    first = await _blocked(q.dequeue())
-    second = await _blocked(q.dequeue())
+    first = await blocked_task(q.dequeue())
+    second = await blocked_task(q.dequeue())
     q.enqueue_nowait(7)
     first.cancel()
-    assert await _outcome(first) == "cancelled"
+    assert await task_outcome(first) == "cancelled"
     assert int(await asyncio.wait_for(second, 5)) == 7
     assert q.size() == 0
 
 
+# pytest-asyncio: native task.cancel() between wake-up and run is the subject.
 @pytest.mark.asyncio
 async def test_woken_then_cancelled_enqueuer_passes_the_wakeup_on() -> None:
     """A dequeue wakes the first blocked enqueuer, which is then cancelled: it admitted
     nothing and the second enqueuer takes the slot."""
     q = aqueue.FIFOQueue(1, np.int64, ())
     q.enqueue_nowait(0)
-    first = await _blocked(q.enqueue(1))
-    second = await _blocked(q.enqueue(2))
+    first = await blocked_task(q.enqueue(1))
+    second = await blocked_task(q.enqueue(2))
     assert int(q.dequeue_nowait()) == 0
     first.cancel()
-    assert await _outcome(first) == "cancelled"
+    assert await task_outcome(first) == "cancelled"
     await asyncio.wait_for(second, 5)
-    assert _ints(q.dequeue_up_to_nowait(5)) == [2]
+    assert ints(q.dequeue_up_to_nowait(5)) == [2]
 
 
+# pytest-asyncio: native task.cancel() between wake-up and run is the subject.
 @pytest.mark.asyncio
 async def test_woken_then_cancelled_dequeue_many_restores_in_order() -> None:
     """A dequeue_many holding claims, woken by new elements and cancelled before it runs,
     restores everything in order (size may exceed capacity)."""
     q = aqueue.FIFOQueue(2, np.int64, ())
-    task = await _blocked(q.dequeue_many(5))
+    task = await blocked_task(q.dequeue_many(5))
     q.enqueue_many_nowait(np.array([0, 1]))
     await anyio.wait_all_tasks_blocked()
     q.enqueue_many_nowait(np.array([2, 3]))
     task.cancel()
-    assert await _outcome(task) == "cancelled"
+    assert await task_outcome(task) == "cancelled"
     assert q.size() == 4
-    assert _ints(q.dequeue_up_to_nowait(10)) == [0, 1, 2, 3]
+    assert ints(q.dequeue_up_to_nowait(10)) == [0, 1, 2, 3]
     assert q.statistics().dequeued_total == 4
 
 
+# pytest-asyncio: native task.cancel() between wake-up and run is the subject.
 @pytest.mark.asyncio
 async def test_woken_then_cancelled_dequeue_many_passes_the_wakeup_on() -> None:
     """The next dequeuer is served once a woken batch dequeuer is cancelled."""
     q = aqueue.FIFOQueue(4, np.int64, ())
-    first = await _blocked(q.dequeue_many(2))
-    second = await _blocked(q.dequeue())
+    first = await blocked_task(q.dequeue_many(2))
+    second = await blocked_task(q.dequeue())
     q.enqueue_many_nowait(np.array([0, 1]))
     first.cancel()
-    assert await _outcome(first) == "cancelled"
+    assert await task_outcome(first) == "cancelled"
     assert int(await asyncio.wait_for(second, 5)) == 0
-    assert _ints(q.dequeue_up_to_nowait(5)) == [1]
+    assert ints(q.dequeue_up_to_nowait(5)) == [1]
 
 
+# pytest-asyncio: native task.cancel() is the subject.
 @pytest.mark.asyncio
 async def test_task_cancel_enqueue_many_leaves_a_prefix() -> None:
     """task.cancel() on a pending enqueue_many leaves exactly the admitted prefix."""
     q = aqueue.FIFOQueue(2, np.int64, ())
-    task = await _blocked(q.enqueue_many(np.arange(10, 16)))
+    task = await blocked_task(q.enqueue_many(np.arange(10, 16)))
     assert int(q.dequeue_nowait()) == 10
     task.cancel()  # woken by the freed slot, cancelled before it runs
-    assert await _outcome(task) == "cancelled"
-    rest = _ints(q.dequeue_up_to_nowait(5))
+    assert await task_outcome(task) == "cancelled"
+    rest = ints(q.dequeue_up_to_nowait(5))
     assert [10, *rest] == list(range(10, 10 + 1 + len(rest)))
     assert q.statistics().enqueued_total == 1 + len(rest)
 
 
+# pytest-asyncio: native task.cancel() at the checkpoint is the subject.
 @pytest.mark.asyncio
 async def test_task_cancel_at_the_checkpoint_changes_nothing() -> None:
     """A task cancelled before its first step (at the checkpoint) changes nothing,
@@ -399,11 +381,12 @@ async def test_task_cancel_at_the_checkpoint_changes_nothing() -> None:
         task = asyncio.ensure_future(coro)
         await asyncio.sleep(0)  # the task starts and parks at its checkpoint
         task.cancel()
-        assert await _outcome(task) == "cancelled"
+        assert await task_outcome(task) == "cancelled"
         assert q.size() == 2
-    assert _ints(q.dequeue_many_nowait(2)) == [0, 1]
+    assert ints(q.dequeue_many_nowait(2)) == [0, 1]
 
 
+# pytest-asyncio: asyncio.timeout is the subject.
 @needs_asyncio_timeout
 @pytest.mark.asyncio
 async def test_asyncio_timeout_on_blocked_ops() -> None:
@@ -421,11 +404,12 @@ async def test_asyncio_timeout_on_blocked_ops() -> None:
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(0.01):
             await q.enqueue(2)
-    assert _ints(q.dequeue_many_nowait(2)) == [0, 1]
+    assert ints(q.dequeue_many_nowait(2)) == [0, 1]
     await q.enqueue(3)
     assert int(await q.dequeue()) == 3
 
 
+# pytest-asyncio: asyncio.timeout is the subject.
 @needs_asyncio_timeout
 @pytest.mark.asyncio
 @pytest.mark.parametrize("offset", [-1e-4, 0.0, 1e-4])
@@ -444,23 +428,24 @@ async def test_asyncio_timeout_racing_an_arrival(offset: float, op_name: str) ->
                 if op_name == "dequeue":
                     got.append(int(await q.dequeue()))
                 elif op_name == "dequeue_burst":
-                    got.extend(_ints(await q.dequeue_burst(2)))
+                    got.extend(ints(await q.dequeue_burst(2)))
                 else:
-                    got.extend(_ints(await q.dequeue_many(2)))
+                    got.extend(ints(await q.dequeue_many(2)))
 
         task = asyncio.ensure_future(consume())
         await asyncio.sleep(0)
         if op_name == "dequeue_many":
             q.enqueue_nowait(0)
         loop.call_at(when + offset, q.enqueue_nowait, 1)
-        outcome = await _outcome(task)
+        outcome = await task_outcome(task)
         await asyncio.sleep(0.001)
-        remaining = _ints(q.dequeue_up_to_nowait(5)) if q.size() else []
+        remaining = ints(q.dequeue_up_to_nowait(5)) if q.size() else []
         want = [1] if op_name in ("dequeue", "dequeue_burst") else [0, 1]
         assert sorted(got + remaining) == want, outcome
         assert (outcome == "returned") == (got == want)
 
 
+# pytest-asyncio: asyncio.wait_for is the subject.
 @pytest.mark.asyncio
 async def test_wait_for_timeouts_consume_nothing() -> None:
     """asyncio.wait_for around dequeue ops: a timeout consumes nothing and restores claims."""
@@ -472,9 +457,10 @@ async def test_wait_for_timeouts_consume_nothing() -> None:
     with pytest.raises(asyncio.TimeoutError):
         await asyncio.wait_for(q.dequeue_many(3), 0.01)
     assert q.size() == 2
-    assert _ints(await asyncio.wait_for(q.dequeue_many(2), 5)) == [0, 1]
+    assert ints(await asyncio.wait_for(q.dequeue_many(2), 5)) == [0, 1]
 
 
+# pytest-asyncio: asyncio.wait_for is the subject.
 @pytest.mark.asyncio
 async def test_wait_for_zero_timeout_conserves() -> None:
     """wait_for(..., 0) either completes the op or leaves the queue as it was."""
@@ -486,9 +472,10 @@ async def test_wait_for_zero_timeout_conserves() -> None:
             got.append(int(await asyncio.wait_for(q.dequeue(), 0)))
         except asyncio.TimeoutError:
             pass
-    assert got + _ints(q.dequeue_up_to_nowait(5)) == [0, 1, 2]
+    assert got + ints(q.dequeue_up_to_nowait(5)) == [0, 1, 2]
 
 
+# pytest-asyncio: asyncio's cancel count (Task.cancelling) is the subject.
 @needs_asyncio_timeout
 @pytest.mark.asyncio
 async def test_cancel_does_not_swallow_cancellation() -> None:
@@ -505,7 +492,7 @@ async def test_cancel_does_not_swallow_cancellation() -> None:
             return task.cancelling()
         raise AssertionError("dequeue returned")
 
-    task = await _blocked(waiter())
+    task = await blocked_task(waiter())
     task.cancel()
     assert await task == 1
 
@@ -529,7 +516,7 @@ def test_checkpoint_follows_the_backend_across_runs() -> None:
             await q.dequeue()  # cancelled at its checkpoint: consumes nothing
         assert scope.cancelled_caught
         assert int(await q.dequeue()) == tag
-        assert _ints(await q.dequeue_many(2)) == [tag + 1, tag + 2]
+        assert ints(await q.dequeue_many(2)) == [tag + 1, tag + 2]
 
     for tag in (0, 10, 20, 30):
         if tag % 20:

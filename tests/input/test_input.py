@@ -8,7 +8,6 @@ once delivery with several producers, short final batches, padding, batch_join o
 from __future__ import annotations
 
 import itertools
-import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from support import poll
+from support import aqueue_warnings, poll
 
 import aqueue
 from aqueue import (
@@ -58,14 +57,14 @@ def assert_uniform(counts: Counter[tuple[Any, ...]], orders: int, blocks: int) -
 # -- limit_epochs -------------------------------------------------------------------------
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_limit_epochs_repeats_then_stops() -> None:
     """Every item in order, num_epochs times, then the iterator ends."""
     got = [x async for x in limit_epochs([1, 2], 3)]
     assert got == [1, 2, 1, 2, 1, 2]
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_limit_epochs_none_is_unbounded() -> None:
     """num_epochs=None repeats forever."""
     it = limit_epochs([7], None)
@@ -84,7 +83,7 @@ def test_limit_epochs_rejects_bad_arguments(values: Any, epochs: Any) -> None:
 # -- producers ----------------------------------------------------------------------------
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_input_producer_no_shuffle_repeats_rows() -> None:
     """Unshuffled output is the rows repeated num_epochs times, then OutOfRangeError."""
     rows = np.arange(6, dtype=np.float32).reshape(3, 2)
@@ -124,7 +123,7 @@ def test_string_input_producer_rejects_bad_arguments(kwargs: dict[str, Any]) -> 
         string_input_producer(strings, **kwargs)
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_string_input_producer_shuffle_is_uniform_within_epochs() -> None:
     """600 epochs of 3 strings: each block a permutation, each of the 6 orders 100 +- 40%."""
     q = string_input_producer(["a", "b", "c"], num_epochs=600, seed=271828)
@@ -135,7 +134,7 @@ async def test_string_input_producer_shuffle_is_uniform_within_epochs() -> None:
     assert_uniform(perm_counts(got, 3), orders=6, blocks=600)
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_range_input_producer_shuffle_is_uniform() -> None:
     """200 epochs of range(2): both orders 100 +- 40%."""
     q = range_input_producer(2, num_epochs=200, seed=1)
@@ -145,7 +144,7 @@ async def test_range_input_producer_shuffle_is_uniform() -> None:
     assert_uniform(perm_counts(got, 2), orders=2, blocks=200)
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_range_input_producer_no_shuffle() -> None:
     """0 .. limit-1 per epoch, in order."""
     q = range_input_producer(4, num_epochs=2, shuffle=False)
@@ -155,7 +154,7 @@ async def test_range_input_producer_no_shuffle() -> None:
     assert got == [0, 1, 2, 3, 0, 1, 2, 3]
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_slice_input_producer_slices_together_and_is_uniform() -> None:
     """Slices stay aligned; over 1200 epochs each of the 24 orders occurs 50 +- 40%."""
     xs = np.arange(4, dtype=np.int64)
@@ -168,7 +167,7 @@ async def test_slice_input_producer_slices_together_and_is_uniform() -> None:
     assert_uniform(perm_counts([int(x) for x, _ in got], 4), orders=24, blocks=1200)
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_slice_input_producer_dict_gives_dict_elements() -> None:
     """A dict of arrays gives dict elements with the same keys."""
     q = slice_input_producer({"x": [1, 2], "y": [3.0, 4.0]}, num_epochs=1, shuffle=False)
@@ -185,7 +184,7 @@ def test_slice_input_producer_rejects_bad_arrays(arrays: Any) -> None:
         slice_input_producer(arrays)
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_producer_seed_fixes_the_order() -> None:
     """The same seed gives the same order, another seed a different one."""
 
@@ -204,7 +203,7 @@ async def test_producer_seed_fixes_the_order() -> None:
 # -- batch --------------------------------------------------------------------------------
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_batch_one_thread_keeps_order_and_drops_leftovers() -> None:
     """Full batches in source order; the 3 leftovers are dropped, then OutOfRangeError."""
     source = range_input_producer(23, num_epochs=1, shuffle=False)
@@ -217,7 +216,7 @@ async def test_batch_one_thread_keeps_order_and_drops_leftovers() -> None:
     assert [x.tolist() for x in got] == [list(range(i, i + 5)) for i in range(0, 20, 5)]
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_batch_allow_smaller_final_batch() -> None:
     """With allow_smaller_final_batch the leftovers come as one short final batch."""
     b = batch(limit_epochs([0, 1, 2, 3, 4, 5, 6], 1), 3, allow_smaller_final_batch=True)
@@ -227,7 +226,7 @@ async def test_batch_allow_smaller_final_batch() -> None:
     assert [x.tolist() for x in got] == [[0, 1, 2], [3, 4, 5], [6]]
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_batch_many_async_producers_deliver_exactly_once() -> None:
     """Four async producers reading one queue: every example exactly once."""
     source = range_input_producer(200, num_epochs=1, shuffle=False, capacity=8)
@@ -260,7 +259,7 @@ async def test_batch_many_thread_producers_share_an_iterator_exactly_once() -> N
     assert [len(x) for x in got[:-1]] == [7] * (len(got) - 1)
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_batch_dynamic_pad_pads_to_the_batch_maximum() -> None:
     """dynamic_pad: variable lengths are padded with 0 (numbers) and "" (strings)."""
     examples = [(np.arange(n, dtype=np.int32), "x" * n) for n in (1, 3, 2, 1)]
@@ -275,7 +274,7 @@ async def test_batch_dynamic_pad_pads_to_the_batch_maximum() -> None:
     assert s0.tolist() == ["x", "xxx"]
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_batch_dict_examples_give_dict_batches() -> None:
     """Dict examples in, dict batches (same keys) out."""
 
@@ -292,7 +291,7 @@ async def test_batch_dict_examples_give_dict_batches() -> None:
     assert got[1]["image"].shape == (2, 2, 2)
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_batch_with_dtypes_and_shapes_builds_the_queue_up_front() -> None:
     """dtypes= and shapes= create the queue at once, with that spec."""
     b = batch(limit_epochs([1, 2, 3, 4], 1), 2, dtypes=np.float64, shapes=(), capacity=5)
@@ -304,7 +303,7 @@ async def test_batch_with_dtypes_and_shapes_builds_the_queue_up_front() -> None:
     assert [x.tolist() for x in got] == [[1.0, 2.0], [3.0, 4.0]]
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_batch_queue_before_the_first_example_raises() -> None:
     """An inferred spec: .queue before the first example says how to get it earlier."""
     b = batch(limit_epochs([1], 1), 1)
@@ -316,7 +315,7 @@ async def test_batch_queue_before_the_first_example_raises() -> None:
         assert b.queue.dtypes == (np.dtype(np.int64),)
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_batch_enqueue_many_treats_values_as_batches() -> None:
     """enqueue_many=True: each produced value is a batch of examples."""
     chunks = [np.arange(i, i + 4) for i in range(0, 12, 4)]
@@ -327,7 +326,7 @@ async def test_batch_enqueue_many_treats_values_as_batches() -> None:
     assert [x.tolist() for x in got] == [list(range(6)), list(range(6, 12))]
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_batch_of_an_empty_source_ends_with_out_of_range() -> None:
     """A source that ends before its first example: the consumer gets OutOfRangeError."""
     b = batch(iter([]), 4)
@@ -400,7 +399,7 @@ async def test_shuffle_batch_delivers_everything_scrambled() -> None:
     assert got != list(range(100))
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_num_epochs_then_out_of_range_through_a_reader() -> None:
     """TF's shape: names -> async reader -> shuffle_batch, num_epochs=2, then the end."""
     names = string_input_producer([f"f{i}" for i in range(5)], num_epochs=2, seed=0)
@@ -419,7 +418,7 @@ async def test_num_epochs_then_out_of_range_through_a_reader() -> None:
     assert Counter(flat) == {f"f{i}": 2 for i in range(5)}
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_batch_join_keeps_each_source_order() -> None:
     """One producer per source; each source's subsequence comes out in order."""
 
@@ -437,7 +436,7 @@ async def test_batch_join_keeps_each_source_order() -> None:
         assert [v for t, v in zip(tags, values) if t == tag] == list(range(40))
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_shuffle_batch_join_mixes_sources() -> None:
     """Sources are mixed: more than one batch holds examples of both."""
 
@@ -461,32 +460,15 @@ def test_batch_join_rejects_bad_sources(sources: Any) -> None:
         batch_join(sources, 2)
 
 
-class _Warnings(logging.Handler):
-    """Collects the messages of the "aqueue" logger."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_batches_whose_runner_never_started_warn() -> None:
     """Inside a coordinator's block that forgot ``coord.start_queue_runners()``, a
     consumer of a batch whose runner was never started gets a warning naming it."""
     b = batch(limit_epochs([1], 1), 1, name="never-started-batch")
-    records = _Warnings()
-    logger = logging.getLogger("aqueue")
-    logger.addHandler(records)
-    try:
-        with anyio.fail_after(10):
-            # ... and no coord.start_queue_runners():
-            async with Coordinator(), anyio.create_task_group() as tg:
-                tg.start_soon(b.dequeue)
-                await poll(lambda: any("never-started-batch" in m for m in records.messages))
-                tg.cancel_scope.cancel()
-    finally:
-        logger.removeHandler(records)
-    assert any("never started" in m for m in records.messages)
+    with aqueue_warnings() as logged, anyio.fail_after(10):
+        # ... and no coord.start_queue_runners():
+        async with Coordinator(), anyio.create_task_group() as tg:
+            tg.start_soon(b.dequeue)
+            await poll(lambda: any("never-started-batch" in m for m in logged))
+            tg.cancel_scope.cancel()
+    assert any("never started" in m for m in logged)

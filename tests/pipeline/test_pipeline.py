@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
+from support import collect, notes, stage_statistics
 
 import aqueue
 from aqueue import (
@@ -27,23 +28,11 @@ from aqueue import (
 pytestmark = pytest.mark.timeout(30)
 
 
-async def collect(pipe: Pipeline) -> list[Any]:
-    """Run ``pipe`` to the end and return its items."""
-    async with pipe.open() as items:
-        got = [x async for x in items]
-    return got
-
-
 async def jitter(x: int) -> int:
     """An async map whose completion order differs from its input order."""
     for _ in range((7 * x) % 5):
         await anyio.lowlevel.checkpoint()
     return x * x
-
-
-def notes(exc: BaseException) -> str:
-    """All notes of ``exc`` as one string."""
-    return " | ".join(getattr(exc, "__notes__", []))
 
 
 # -- stages -------------------------------------------------------------------------------
@@ -70,7 +59,7 @@ async def test_ordered_map_keeps_input_order() -> None:
     assert await collect(pipe) == [x * x for x in range(60)]
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_ordered_sync_map_keeps_input_order() -> None:
     """An ordered sync map (threads) keeps the input order."""
 
@@ -82,7 +71,7 @@ async def test_ordered_sync_map_keeps_input_order() -> None:
     assert await collect(pipe) == [-x for x in range(40)]
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_filter_keeps_order_and_counts_dropped() -> None:
     """filter keeps matching items in order and reports the rest as dropped."""
     pipe = Pipeline.from_iterable(range(30)).filter(lambda x: x % 3 == 0)
@@ -91,7 +80,7 @@ async def test_filter_keeps_order_and_counts_dropped() -> None:
     assert (stats[1].items_in, stats[1].items_out, stats[1].items_dropped) == (30, 10, 20)
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_batch_counts_the_final_items_it_drops() -> None:
     """Without allow_smaller_final_batch the last 23 % 5 items are dropped, and the
     batch stage's statistics say so: every item that reached it is counted in."""
@@ -104,7 +93,7 @@ async def test_batch_counts_the_final_items_it_drops() -> None:
     assert whole.statistics()[1].items_dropped == 0
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_async_filter_predicate() -> None:
     """An async predicate is awaited."""
 
@@ -115,7 +104,7 @@ async def test_async_filter_predicate() -> None:
     assert await collect(Pipeline.from_iterable(range(10)).filter(odd)) == [1, 3, 5, 7, 9]
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_batch_stacks_and_keeps_a_short_final_batch() -> None:
     """Arrays stack on axis 0, tuples per component; the short final batch is kept."""
     pipe = (
@@ -128,14 +117,14 @@ async def test_batch_stacks_and_keeps_a_short_final_batch() -> None:
     assert got[2][1].tolist() == ["6"]
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_batch_drops_leftovers_by_default() -> None:
     """Without allow_smaller_final_batch the leftovers are dropped."""
     got = await collect(Pipeline.from_iterable(range(7)).batch(3))
     assert [b.tolist() for b in got] == [[0, 1, 2], [3, 4, 5]]
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_batch_dynamic_pad_and_dicts() -> None:
     """dynamic_pad pads each component to the batch maximum; dicts batch per key."""
     pipe = (
@@ -148,7 +137,7 @@ async def test_batch_dynamic_pad_and_dicts() -> None:
     assert got["n"].tolist() == [1, 3, 2]
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_batch_of_different_shapes_without_padding_fails() -> None:
     """Different shapes without dynamic_pad: ElementSpecError naming the stage."""
     pipe = Pipeline.from_iterable([1, 2]).map(np.arange).batch(2)
@@ -157,7 +146,7 @@ async def test_batch_of_different_shapes_without_padding_fails() -> None:
     assert "batch(2)" in notes(info.value)
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_prefetch_and_sources() -> None:
     """from_async_iterable, from_producer and from_queue feed a pipeline."""
 
@@ -266,7 +255,7 @@ async def test_seeded_pipeline_is_deterministic_golden() -> None:
     assert [b.tolist() for b in await collect(golden_pipe())] == GOLDEN
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_shuffle_seeds_differ_and_permute() -> None:
     """Another seed gives another order; the output is a permutation of the input."""
     other = [b.tolist() for b in await collect(golden_pipe(seed=4))]
@@ -274,7 +263,7 @@ async def test_shuffle_seeds_differ_and_permute() -> None:
     assert sorted(itertools.chain(*other)) == sorted(itertools.chain(*GOLDEN))
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_repeat_reads_the_source_several_times() -> None:
     """repeat(3) before the shuffle: every item three times."""
     pipe = Pipeline.from_iterable([1, 2, 3]).map(jitter).repeat(3).shuffle(8, 2, seed=0)
@@ -355,7 +344,7 @@ async def test_stage_failure_leaves_open_with_the_stage_named(kind: str) -> None
     assert 7 not in seen
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_source_failure_propagates() -> None:
     """A failing source iterable ends the pipeline with its exception."""
 
@@ -391,7 +380,7 @@ async def test_open_inside_a_user_coordinator() -> None:
     assert sorted(got) == sorted(x * x for x in range(10))
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_cancelling_the_consumer_tears_down() -> None:
     """A cancel scope around the block: the pipeline stops and nothing hangs."""
 
@@ -456,14 +445,14 @@ async def test_a_queue_source_gives_its_elements_in_the_queues_form(form: str) -
             np.testing.assert_array_equal(item["v"], want["v"])
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_empty_source_repeated_forever_ends() -> None:
     """repeat(None) over an empty list ends (an empty epoch ends the source)."""
     with anyio.fail_after(5):
         assert await collect(Pipeline.from_iterable([]).repeat(None)) == []
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_get_after_the_end_raises_out_of_range() -> None:
     """items.get() past the last item: OutOfRangeError."""
     async with Pipeline.from_iterable([5]).open() as items:
@@ -515,7 +504,7 @@ async def test_cancelled_get_loses_no_item() -> None:
 # -- process executor -------------------------------------------------------------------
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_process_executor_round_trip() -> None:
     """executor="process": a picklable function runs in worker processes."""
     pipe = Pipeline.from_iterable(range(6)).map(operator.neg, executor="process", concurrency=2)
@@ -526,7 +515,7 @@ async def test_process_executor_round_trip() -> None:
 # -- statistics -----------------------------------------------------------------------------
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_statistics_counts_add_up() -> None:
     """items_in of a stage equals items_out of the previous (filter: minus dropped)."""
 
@@ -568,7 +557,7 @@ async def test_statistics_counts_add_up() -> None:
     assert stats[1].get_wait_p99_s > 0
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_describe_marks_the_bottleneck() -> None:
     """describe() lists every stage and names the busiest one as the bottleneck."""
 
@@ -588,7 +577,7 @@ async def test_describe_marks_the_bottleneck() -> None:
     assert pipe.statistics()[1].busy_fraction > 0
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_describe_names_a_slow_consumer_as_the_bottleneck() -> None:
     """Cheap stages and a consumer that takes 3 ms per item: the pipeline keeps ahead,
     and describe() says the consumer is the limit, not one of the stages."""
@@ -600,7 +589,7 @@ async def test_describe_names_a_slow_consumer_as_the_bottleneck() -> None:
     assert last.startswith("bottleneck: the consumer"), last
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_describe_blames_overhead_when_no_stage_is_busy() -> None:
     """Trivial stages and a consumer that takes batches at once: no stage is busy,
     the consumer waits, and describe() says per-item overhead sets the pace rather than
@@ -611,7 +600,7 @@ async def test_describe_blames_overhead_when_no_stage_is_busy() -> None:
     assert last.startswith("bottleneck: per-item overhead"), last
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_describe_gives_advice_that_fits_the_stage_kind() -> None:
     """A busy filter stage has one worker and a predicate: describe() says so instead of
     advising more concurrency, which a filter (like a batch stage) does not have; a busy
@@ -640,20 +629,14 @@ async def test_describe_gives_advice_that_fits_the_stage_kind() -> None:
 
 def _stage(name: str, busy: float, *, starved: float = 0.5) -> aqueue.StageStatistics:
     """Statistics of a one-worker stage busy ``busy`` of a 1 s run."""
-    return aqueue.StageStatistics(
-        name=name,
+    return stage_statistics(
+        name,
         items_in=100,
         items_out=100,
-        items_dropped=0,
         items_per_s=100.0,
         busy_s=busy,
-        concurrency=1,
         occupancy_mean=0.1,
         starved_fraction=starved,
-        put_wait_p50_s=0.0,
-        put_wait_p99_s=0.0,
-        get_wait_p50_s=0.0,
-        get_wait_p99_s=0.0,
         elapsed_s=1.0,
     )
 
@@ -685,7 +668,7 @@ def test_the_bottleneck_rule_has_margins() -> None:
     assert both.startswith("map(load) (90% busy) and batch(32) (70% busy) — each"), both
 
 
-@pytest.mark.asyncio
+@pytest.mark.anyio
 async def test_pipeline_of_a_source_tells_the_source_kind_apart() -> None:
     """Pipeline(source) starts from a list, a generator, an async iterable or a queue,
     as the matching from_* method would; bad sources get a clear TypeError."""

@@ -14,6 +14,7 @@ import csv
 import dataclasses
 import io
 import math
+import re
 import sys
 import threading
 import time
@@ -23,7 +24,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from support import poll
+from support import stage_statistics, wait_samples
 
 import aqueue
 from aqueue import (
@@ -41,12 +42,6 @@ pytestmark = pytest.mark.timeout(60)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-async def wait_samples(seen: list[MonitorSample], more: int) -> None:
-    """Let the monitor take ``more`` samples beyond those seen so far."""
-    target = len(seen) + more
-    await poll(lambda: len(seen) >= target)
-
-
 def items_after(k: int) -> int:
     """Items put out in the first k seconds: 10 in odd seconds, 30 in even ones."""
     return sum(10 if i % 2 else 30 for i in range(1, k + 1))
@@ -54,20 +49,13 @@ def items_after(k: int) -> int:
 
 def stage(name: str, k: int, *, concurrency: int = 2) -> StageStatistics:
     """The reading of a stage ``k`` seconds into its run (see ``Stages``)."""
-    return StageStatistics(
-        name=name,
+    return stage_statistics(
+        name,
         items_in=items_after(k),
         items_out=items_after(k),
-        items_dropped=0,
         items_per_s=10.0,
         busy_s=0.5 * k,
         concurrency=concurrency,
-        occupancy_mean=0.0,
-        starved_fraction=0.0,
-        put_wait_p50_s=0.0,
-        put_wait_p99_s=0.0,
-        get_wait_p50_s=0.0,
-        get_wait_p99_s=0.0,
         elapsed_s=1.0 * k,
     )
 
@@ -542,19 +530,45 @@ async def test_live_line_is_silent_when_stdout_is_not_a_terminal(
     assert (out.out, out.err) == ("", "")
 
 
+def drawn_line(sample: MonitorSample) -> str:
+    """What the live line should read for ``sample`` (the run_block queue, "items")."""
+    parts = [f"aqueue {sample.time_s:.1f} s"]
+    if sample.items_per_s is not None and not math.isnan(sample.items_per_s):
+        parts.append(f"{sample.items_per_s:,.0f} items/s")
+    parts.append(f"fill: items {sample.queues['items'].fraction_full:.0%}")
+    if sample.input_bound is not None:
+        parts.append(f"input-bound {sample.input_bound:.0%}")
+    return " | ".join(parts)
+
+
 @pytest.mark.anyio
 async def test_live_line_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    """On a terminal, live=True redraws one line per sample, then a summary."""
+    """On a terminal, live=True redraws one line in place (carriage returns, one newline
+    at the very end): once per sample, with that sample's figures, then as a summary of
+    the block."""
     pytest.importorskip("tqdm")
     out = terminal(monkeypatch)
     seen: list[MonitorSample] = []
     monitor = Monitor(interval=0.003, live=True, callback=seen.append)
     await run_block(monitor, 3, seen)
     text = out.getvalue()
-    assert "fill: items" in text
-    assert "input-bound" in text
-    assert "aqueue done in" in text
-    assert "items/s on average" in text
+    assert text.endswith("\n")
+    assert text.count("\n") == 1  # one terminal line, left in place at the end
+    draws = [d.rstrip() for d in text[:-1].split("\r") if d.strip()]
+    *running, final = seen
+    assert final.final
+    assert not any(s.final for s in running)
+    # one redraw per sample, in order, each with that sample's figures ...
+    assert draws[: len(running)] == [drawn_line(s) for s in running]
+    # ... then the summary (which closing the line may draw once more)
+    summary = draws[len(running) :]
+    assert 1 <= len(summary) <= 2
+    assert len(set(summary)) == 1
+    assert re.fullmatch(
+        r"aqueue done in \d+\.\d s \| [\d,]+ items/s on average \| fill: items 0% "
+        r"\| input-bound \d+% overall",
+        summary[0],
+    ), summary[0]
 
 
 def test_live_on_a_terminal_without_tqdm_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -565,10 +579,18 @@ def test_live_on_a_terminal_without_tqdm_names_the_extra(monkeypatch: pytest.Mon
     Monitor(live=False)
 
 
-def test_live_without_tqdm_off_a_terminal_is_silent(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.anyio
+async def test_live_without_tqdm_off_a_terminal_is_silent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without tqdm, live=True off a terminal is no error (no line would be shown), and
+    a whole block with it writes nothing to standard output."""
     hide(monkeypatch, "tqdm")
-    monkeypatch.setattr(sys, "stdout", io.StringIO())
-    Monitor(live=True)
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    seen: list[MonitorSample] = []
+    monitor = Monitor(interval=0.003, live=True, callback=seen.append)
+    await run_block(monitor, 3, seen)
+    assert seen[-1].final
+    assert out.getvalue() == ""
 
 
 # -- plot -------------------------------------------------------------------------------------

@@ -39,6 +39,19 @@ def test_image_pipeline_sees_every_image_once(backend: str) -> None:
     assert f"in describe()'s words: {verdict}." in " ".join(showed.split())
 
 
+def test_image_pipeline_in_worker_processes() -> None:
+    """--executor process: the same images reach the trainer once each, decoded in 2
+    worker processes that write the batches in place, and the script says so."""
+    pytest.importorskip("PIL")
+    done = run([*SMALL, "--executor", "process"])
+    assert done.returncode == 0, done.stderr
+    assert "3 steps, 40 images of 48x48" in done.stdout
+    assert "with 2 decoding processes; every image seen once: True" in done.stdout
+    assert "2 worker processes (spawn, ready after" in done.stdout
+    assert "batches of stage 2 written in place by the workers" in done.stdout
+    assert "decoded in 2 worker processes" in " ".join(done.stdout.split())
+
+
 def test_image_pipeline_reads_a_folder(tmp_path: Path) -> None:
     """--dir reads the JPEGs already in a folder (here written by the script's helper)."""
     pytest.importorskip("PIL")

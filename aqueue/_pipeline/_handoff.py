@@ -1,0 +1,152 @@
+"""The hand-off of one burst, seen from the main process: what was sent, and reading
+what came back (``_worker.py`` has the protocol).
+
+A worker answers a burst with a pickle stream whose numpy arrays are *persistent ids*:
+``("r", k)``, row ``row0 + j`` of column ``k`` of the burst's batch buffer (a fused
+stage), or ``("a", block, offset, dtype, shape)``, bytes the worker wrote into one of
+the burst's scratch blocks. ``read_reply`` turns each into a numpy view: of the column,
+or of the block's bytes, which the arena then *adopts* (frees once every view of it is
+gone, ``_shm.Arena.adopt``). A block no item views is freed at once.
+
+Invariants: every block listed in a ``Sent`` is the worker's to write until its answer
+is read; after ``read_reply`` (returning or raising) each is adopted or freed and the
+list is empty. An error answer becomes the function's own exception, with the worker's
+traceback in a note.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import pickle
+import signal
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._errors import add_note
+from ._shm import Arena, Block
+
+__all__ = ["Reply", "Sent", "describe_exit", "read_reply", "remote_failure"]
+
+
+class Sent:
+    """A burst handed to a worker and not received yet."""
+
+    __slots__ = ("blocks", "cols", "cpu", "n", "row0")
+
+    def __init__(self, n: int, row0: int, cols: list[np.ndarray[Any, Any] | None] | None) -> None:
+        self.n = n  # items
+        self.blocks: list[Block] = []  # scratch blocks (one sent with it, then one per M)
+        self.row0 = row0  # (fused) its first row in its batch buffer
+        self.cols = cols  # (fused) that buffer's columns
+        self.cpu = 0.0  # seconds of the driver's CPU its sending took (measurements)
+
+
+@dataclass
+class Reply:
+    """What one burst returned."""
+
+    results: list[Any]
+    busy_s: float  # seconds the worker spent in fn
+    write_s: float  # seconds the worker spent writing and pickling the results
+    layout: list[tuple[np.dtype[Any], tuple[int, ...]]] | None  # arrays of the first item
+    scratch_bytes: int  # bytes of scratch space the results took
+    foreign: int  # items with an array that missed its batch column
+
+
+class _Reader(pickle.Unpickler):
+    """Unpickles a burst's results, turning persistent ids into shared-memory views."""
+
+    def __init__(
+        self,
+        file: io.BytesIO,
+        arena: Arena,
+        blocks: list[Block],
+        cols: list[np.ndarray[Any, Any] | None] | None,
+    ) -> None:
+        super().__init__(file)
+        self.arena = arena
+        self.blocks = blocks
+        self.bases: list[np.ndarray[Any, Any] | None] = [None] * len(blocks)
+        self.cols = cols
+        self.row = 0
+        self.hits = 0
+        self.scratch = 0
+
+    def persistent_load(self, pid: Any) -> Any:
+        if pid[0] == "r":
+            self.hits += 1
+            assert self.cols is not None
+            col = self.cols[pid[1]]
+            assert col is not None
+            return col[self.row]
+        _, bi, off, dtype, shape = pid
+        base = self.bases[bi]
+        if base is None:
+            base = self.bases[bi] = self.arena.adopt(self.blocks[bi])
+        nbytes = math.prod(shape) * dtype.itemsize
+        self.scratch += nbytes
+        return base[off : off + nbytes].view(dtype).reshape(shape)
+
+
+def read_reply(data: bytes, sent: Sent, arena: Arena) -> Reply:
+    """The results of a worker's ``R`` answer to ``sent``, each numpy array a view of
+    the arena; every block of ``sent`` is then adopted (an item views it) or freed, and
+    ``sent.blocks`` is empty, also if this raises."""
+    f = io.BytesIO(data)
+    f.seek(1)
+    blocks, row0, cols = sent.blocks, sent.row0, sent.cols
+    reader = _Reader(f, arena, blocks, cols)
+    try:
+        n, busy, write_s, layout = pickle.load(f)
+        wanted = 0 if cols is None else sum(c is not None for c in cols)
+        results = []
+        foreign = 0
+        for j in range(n):
+            reader.row = row0 + j
+            reader.hits = 0
+            results.append(reader.load())
+            foreign += reader.hits != wanted
+    finally:
+        for block, base in zip(blocks, reader.bases):
+            if base is None:  # nothing views it: reuse it now
+                arena.free(block)
+        blocks.clear()
+    return Reply(results, busy, write_s, layout, reader.scratch, foreign)
+
+
+def remote_failure(data: bytes, pid: int | None) -> BaseException:
+    """The exception a worker's ``E`` answer carries (the function's own, unpickled, or
+    a RuntimeError with its repr when it does not pickle), with the worker's traceback
+    in a note."""
+    index, raw, text, trace = pickle.loads(data[1:])
+    item = f"item {index} of the burst"
+    exc: BaseException | None = None
+    if raw is not None:
+        try:
+            exc = pickle.loads(raw)
+        except Exception:
+            exc = None
+    if not isinstance(exc, Exception):
+        exc = RuntimeError(f"{text} (the exception could not be pickled back from the worker)")
+    add_note(exc, f"traceback in worker process {pid} ({item}):\n{trace.rstrip()}")
+    return exc
+
+
+def describe_exit(code: int | None) -> str:
+    """How a process ended, in words (``code`` as ``Process.exitcode`` gives it)."""
+    if code is None:
+        return "closed its socket but has not exited"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (the system may have run out of memory)" if -code == signal.SIGKILL else ""
+        return f"was killed by {name} (signal {-code}){hint}"
+    return (
+        f"exited with code {code} (sys.exit or os._exit in the function, or a failure "
+        "while it started: see its traceback on stderr)"
+    )

@@ -1,0 +1,410 @@
+"""The worker processes of a process map: starting them, one call per burst, their end.
+
+A ``WorkerPool`` belongs to one run of one ``map(fn, executor="process")`` stage: its
+``concurrency`` worker processes live from the run's start to its end (every epoch and
+``repeat`` of that run), each driven by one thread of the main process (a *driver*: the
+stage's step, ``_procmap.py``), which hands it a burst and waits for the results.
+
+Start. The pool's task (``run``, started when the pipeline opens) spawns the workers on
+a helper thread, so the event loop never waits for an interpreter to come up. The start
+method is *spawn*: a fresh interpreter that inherits nothing from the main process (no
+threads, locks, event loop, sockets or open files beyond its own socket), on every
+platform; never ``fork``, which would copy a running event loop and the locks other
+threads hold. So ``fn`` must pickle by reference: a function (or a class instance,
+or ``functools.partial``) defined at module level of an importable module, or of the
+main script, which the worker imports again as ``__mp_main__`` (guard its top level
+with ``if __name__ == "__main__":``), exactly as for ``multiprocessing``.
+
+A call (``Worker.call``, on the driver's thread): send the burst, answer the worker's
+requests for more scratch space, read its results (``_worker.py`` has the protocol),
+and build each item from shared memory: an array is a view of an arena block
+(``_shm.py``), which the arena reuses once every view of it is gone.
+
+The end. ``stop()`` (the run is finishing) shuts every worker's socket down: a worker
+waiting for a burst reads end-of-file and exits; a driver waiting for a result reads
+end-of-file and ends cleanly. The pool's task then waits ``GRACE_S`` for the workers
+to exit (one busy in ``fn`` finishes its item first), kills the rest with SIGKILL and
+reaps them all; ``closed`` is set after that. The same happens when the stage's input
+has ended and every driver is done. A worker that dies while the run goes on (a signal,
+``os._exit``, the OOM killer) is seen at once, by its driver (end-of-file) or by the
+pool's task watching its sentinel, and fails the run with a ``WorkerProcessError``
+naming the stage, the pid and the signal or exit code. If the main process dies, each
+worker sees its parent's sentinel and exits (``_worker.py``); the arena's memory goes
+with the last process that maps it.
+
+Invariants:
+
+- One driver per worker, and only it sends to or reads from that worker's socket while
+  the run goes on (under ``Worker.lock``); ``stop`` only shuts sockets down, never
+  closes one a driver may be using.
+- A worker's chunks are sent to it before the first message that refers to them.
+- Every block handed to a worker for a call is either adopted (an item views it) or
+  freed when the call returns or fails.
+- Each worker's death is described once (``Worker.death``): the driver and the watcher
+  raise the same exception object, which the coordinator records once.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import multiprocessing.connection
+import multiprocessing.process
+import os
+import pickle
+import runpy
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+import anyio
+import numpy as np
+
+from .._errors import QueueClosedError, WorkerProcessError, add_note
+from . import _worker
+from ._handoff import Reply, Sent, describe_exit, read_reply, remote_failure
+from ._shm import Arena, Block
+
+__all__ = ["GRACE_S", "Worker", "WorkerPool"]
+
+GRACE_S = 0.5  # seconds a worker busy in fn gets to exit after a stop, before SIGKILL
+_EXIT_WAIT_S = 1.0  # seconds to wait for the exit status of a worker whose socket closed
+_ALIGN = 64  # (as the worker aligns arrays in scratch blocks)
+_dumps = functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class Worker:
+    """One worker process and its socket, seen from the main process."""
+
+    def __init__(self, pool: WorkerPool, index: int) -> None:
+        self.pool = pool
+        self.index = index
+        self.proc: multiprocessing.process.BaseProcess | None = None
+        self.conn: Connection | None = None
+        self.sock: socket.socket | None = None  # a second handle on the socket, for fds
+        self.known: set[int] = set()  # chunks sent to the worker
+        self.started = threading.Event()  # set once started, or once starting failed
+        self.lock = threading.Lock()  # held by the driver during a call
+        self.death: WorkerProcessError | None = None
+        self.ready_s = 0.0  # seconds from the pool's start to this worker's first answer
+        self._status_lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
+    def start(self) -> None:
+        """Spawn the process (on the pool's helper thread)."""
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe(duplex=True)
+        args: tuple[Any, ...] = (child, self.pool.fn_bytes)
+        target: Callable[..., Any] = _worker.main
+        path = _worker.__file__
+        if path is not None and os.path.isfile(path):
+            # Run the worker's module as a file: importing it as a module would import
+            # the aqueue package first, which the worker does not need.
+            target, args = runpy.run_path, (path, {"_AQUEUE_WORKER": args}, _worker.RUN_NAME)
+        proc = ctx.Process(
+            target=target,
+            args=args,
+            name=f"aqueue {self.pool.label} worker {self.index}",
+            daemon=True,  # ended with the main process, if everything else failed
+        )
+        try:
+            proc.start()
+        finally:
+            child.close()
+        self.proc, self.conn = proc, parent
+        self.sock = socket.socket(fileno=os.dup(parent.fileno()))
+
+    # -- one call --------------------------------------------------------------------------
+
+    def send(
+        self,
+        items: list[Any],
+        *,
+        scratch: int,
+        row0: int = 0,
+        cols: list[np.ndarray[Any, Any] | None] | None = None,
+        spec: tuple[Any, ...] | None = None,
+        want_layout: bool = False,
+        check: Callable[[], None],
+    ) -> Sent:
+        """Hand a burst to the worker (it queues behind those sent before); ``receive``
+        gets its results, in the order sent.
+
+        Raises:
+            WorkerProcessError: The worker died.
+            QueueClosedError: The run is stopping (a clean end).
+        """
+        if not self.started.is_set():
+            while not self.started.wait(0.1):
+                check()
+        sent = Sent(len(items), row0, cols)
+        pool = self.pool
+        try:
+            with self.lock:
+                conn = self.conn
+                if pool.stopping or conn is None:
+                    raise QueueClosedError("the pipeline is stopping")
+                first = None
+                if scratch > 0:
+                    block = pool.arena.alloc(scratch)
+                    sent.blocks.append(block)
+                    first = self._share(block)
+                if spec is not None:
+                    self._send_chunks({c[0] for c in spec if c is not None})
+                conn.send_bytes(_dumps(("b", items, row0, spec, first, want_layout)))
+        except BaseException as exc:
+            self._drop(sent)
+            other = self._translated(exc)
+            if other is exc:
+                raise
+            raise other from (None if isinstance(other, QueueClosedError) else exc)
+        return sent
+
+    def receive(self, sent: Sent) -> Reply:
+        """The results of ``sent``, the oldest burst sent and not received.
+
+        Raises:
+            Exception: What ``fn`` raised, with the worker's traceback in a note.
+            WorkerProcessError: The worker died, or could not load ``fn``.
+            QueueClosedError: The run is stopping (a clean end).
+        """
+        pool = self.pool
+        try:
+            with self.lock:
+                conn = self.conn
+                if pool.stopping or conn is None:
+                    raise QueueClosedError("the pipeline is stopping")
+                while True:
+                    data = conn.recv_bytes()
+                    tag = data[:1]
+                    if tag == b"R":
+                        if not self.ready_s:
+                            self.ready_s = time.perf_counter() - pool.t0
+                        return read_reply(data, sent, pool.arena)  # (adopts or frees)
+                    if tag == b"M":
+                        need = pickle.loads(data[1:])
+                        block = pool.arena.alloc(max(need, 2 * sent.n * _ALIGN))
+                        sent.blocks.append(block)
+                        conn.send_bytes(_dumps(("s", *self._share(block))))
+                    elif tag == b"E":
+                        raise remote_failure(data, self.pid)
+                    else:  # b"L"
+                        raise self._not_loaded(data)
+        except BaseException as exc:
+            self._drop(sent)
+            other = self._translated(exc)
+            if other is exc:
+                raise
+            raise other from (None if isinstance(other, QueueClosedError) else exc)
+        finally:
+            if pool.stopping:
+                self.release()  # (the pool's end may have found this call running)
+
+    def _drop(self, sent: Sent) -> None:
+        for block in sent.blocks:
+            self.pool.arena.free(block)
+        sent.blocks.clear()
+
+    def _translated(self, exc: BaseException) -> BaseException:
+        """What a failed send or receive raises: a stopping run ends cleanly (whatever
+        went wrong, it ends anyway), a closed socket is the worker's death."""
+        if not isinstance(exc, Exception) or isinstance(exc, QueueClosedError):
+            return exc
+        if self.pool.stopping:
+            return QueueClosedError("the pipeline is stopping")
+        if isinstance(exc, (EOFError, OSError)):
+            return self.gone()
+        return exc
+
+    def _share(self, block: Block) -> tuple[int, int, int]:
+        self._send_chunks({block.chunk})
+        return (block.chunk, block.offset, block.size)
+
+    def _send_chunks(self, wanted: set[int]) -> None:
+        for index in sorted(wanted - self.known):
+            chunk = self.pool.arena.chunks[index]
+            assert self.conn is not None
+            assert self.sock is not None
+            self.conn.send_bytes(_dumps(("c", index, chunk.size)))
+            socket.send_fds(self.sock, [b"c"], [chunk.fd])
+            self.known.add(index)
+
+    def _not_loaded(self, data: bytes) -> WorkerProcessError:
+        text, trace = pickle.loads(data[1:])
+        exc = WorkerProcessError(
+            f"pipeline stage {self.pool.label}: worker process {self.pid} could not load "
+            f"the function: {text}. executor='process' needs a function that pickles by "
+            "reference: defined at module level in an importable module, or in the main "
+            "script under `if __name__ == '__main__':`",
+            stage=self.pool.label,
+            pid=self.pid,
+        )
+        add_note(exc, f"traceback in worker process {self.pid}:\n{trace.rstrip()}")
+        return exc
+
+    # -- its end -----------------------------------------------------------------------------
+
+    def exit_status(self, timeout: float) -> int | None:
+        """The exit code (negative: the signal), waiting up to ``timeout`` s; None while
+        it runs. One caller at a time (two waits on one pid would race)."""
+        with self._status_lock:
+            proc = self.proc
+            if proc is None:
+                return None
+            proc.join(timeout)
+            return proc.exitcode
+
+    def gone(self) -> WorkerProcessError:
+        """The error for this worker's unexpected end (the same object every time)."""
+        if self.death is None:
+            code = self.exit_status(_EXIT_WAIT_S)
+            self.death = WorkerProcessError(
+                f"pipeline stage {self.pool.label}: worker process {self.pid} "
+                f"{describe_exit(code)}",
+                stage=self.pool.label,
+                pid=self.pid,
+                exitcode=code,
+            )
+        return self.death
+
+    def shutdown(self) -> None:
+        """Shut the socket down: the worker and the driver both read end-of-file."""
+        if self.sock is not None:
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def release(self) -> None:
+        """Close the socket once no call uses it (else the objects' own ``__del__`` do)."""
+        if not self.lock.acquire(blocking=False):
+            return
+        try:
+            for handle in (self.sock, self.conn):
+                if handle is not None:
+                    handle.close()
+            self.sock = self.conn = None
+        finally:
+            self.lock.release()
+
+
+class WorkerPool:
+    """The worker processes of one run of one process-map stage.
+
+    Args:
+        fn: The function (validated to pickle when the stage was built).
+        concurrency: Number of worker processes.
+        label: The stage, e.g. ``"1 'map(load)'"``, for names and messages.
+        arena: The stage's shared memory.
+    """
+
+    def __init__(self, fn: Any, concurrency: int, label: str, arena: Arena) -> None:
+        self.fn_bytes = pickle.dumps(fn, protocol=pickle.HIGHEST_PROTOCOL)
+        self.label = label
+        self.arena = arena
+        self.workers = [Worker(self, k) for k in range(concurrency)]
+        self.stopping = False
+        self.spawn_s = 0.0  # seconds the helper thread took to start every worker
+        self.t0 = time.perf_counter()  # (reset when the pool's task starts)
+        self.closed = anyio.Event()  # set once every worker has been reaped
+        self._stop = anyio.Event()
+
+    @property
+    def pids(self) -> list[int]:
+        return [w.pid for w in self.workers if w.pid is not None]
+
+    @property
+    def ready_s(self) -> float:
+        """Seconds from the pool's start until its last worker to answer first answered
+        (0.0 while none has): start-up, as the run saw it."""
+        return max(w.ready_s for w in self.workers)
+
+    def stop(self) -> None:
+        """The run is finishing (event-loop thread): see the module docstring."""
+        self.stopping = True
+        self._stop.set()
+        for w in self.workers:
+            w.shutdown()
+
+    async def run(self, ended: Callable[[], Awaitable[None]]) -> None:
+        """The pool's task: start the workers, watch them until ``stop()`` or until
+        ``ended()`` returns (the stage's drivers are all done), then end them.
+
+        Raises:
+            WorkerProcessError: A worker died while the run went on.
+        """
+        death: list[WorkerProcessError] = []
+        self.t0 = time.perf_counter()
+        try:
+            await anyio.to_thread.run_sync(self._start_all)
+            async with anyio.create_task_group() as tg:
+
+                async def watch(w: Worker) -> None:
+                    proc = w.proc
+                    if proc is None:
+                        return
+                    await anyio.wait_readable(proc.sentinel)
+                    if not self.stopping:
+                        death.append(await anyio.to_thread.run_sync(w.gone))
+                        tg.cancel_scope.cancel()
+
+                async def until_ended() -> None:
+                    await ended()
+                    tg.cancel_scope.cancel()
+
+                for w in self.workers:
+                    tg.start_soon(watch, w)
+                tg.start_soon(until_ended)
+                await self._stop.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._end()
+        if death:
+            raise death[0]
+
+    def _start_all(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            for w in self.workers:
+                if self.stopping:
+                    break
+                try:
+                    w.start()
+                finally:
+                    w.started.set()
+                if self.stopping:
+                    w.shutdown()
+        finally:
+            for w in self.workers:
+                w.started.set()  # (drivers waiting for a worker never started go on)
+            self.spawn_s = time.perf_counter() - t0
+
+    async def _end(self) -> None:
+        """Shut every worker down, give them ``GRACE_S`` to exit, kill the rest, reap."""
+        try:
+            self.stopping = True
+            for w in self.workers:
+                w.shutdown()
+            deadline = time.monotonic() + GRACE_S
+            sentinels = [w.proc.sentinel for w in self.workers if w.proc is not None]
+            while time.monotonic() < deadline:
+                if len(multiprocessing.connection.wait(sentinels, 0)) == len(sentinels):
+                    break
+                await anyio.sleep(0.005)
+            for w in self.workers:
+                if w.proc is None:
+                    continue
+                if not multiprocessing.connection.wait([w.proc.sentinel], 0):
+                    w.proc.kill()
+                await anyio.to_thread.run_sync(w.exit_status, 5.0)
+                w.release()
+            self.arena.close()
+        finally:
+            self.closed.set()

@@ -1,0 +1,368 @@
+"""Process map stages: the drivers' steps and the ledger of bursts in hand.
+
+``map(fn, concurrency=C, executor="process")`` runs as C *driver* threads in the main
+process, each the step of one worker process of the stage's ``WorkerPool``
+(``_pool.py``). A driver works as a thread worker does (``_maps.py``): it takes a
+burst (about ``PROCESS_BURST_S`` of work in the worker: one hand-off per burst, not per
+item), hands it to its worker and returns the results as one burst; ordered delivery
+uses the same turns. Two differences:
+
+- Prefetch. A driver keeps up to ``WINDOW`` bursts sent to its worker: before it
+  receives a burst's results it sends the next one (if items are there now), so the
+  worker starts on it at once instead of waiting for the main process to hand the
+  results on, take and send again (on a loaded machine the main process can take
+  milliseconds to be scheduled). It reaches its pause point only with nothing sent.
+- The ledger. Every burst a stage has taken and not handed on (returned, or delivered
+  in a batch buffer) is in its ``Ledger``, with its inputs and, once received, its
+  results. A checkpoint (``_checkpoint.py``) reads it: the results of the bursts
+  received, up to the first one not received (all received ones, when the map is not
+  ordered), belong after the stage's output queue's items; the inputs of the rest go
+  back in front of its input queue's items. A driver waiting for a result is not at
+  rest (items in a worker's hands finish before the cut); one parked on a full output
+  queue or waiting for its turn is, with the bursts it has sent in the ledger.
+
+Measurements: a worker's busy time is what it spent in ``fn`` (it says so in each
+answer), and the driver's own CPU time, the *hand-off*, is counted apart.
+
+Fusion. When ``batch(n)`` (without ``dynamic_pad``) follows the map, the workers write
+the batches in place (a ``Fuser``, ``_fuser.py``): a fused driver takes its bursts into
+the rows of the current batch buffer and returns a buffer's rows once it completes one.
+
+Invariants:
+
+- Every item a stage took is in its ledger, in a burst returned to its runner (so in
+  its output queue, or a pending enqueue of it), or delivered in a batch buffer.
+- Ledger entries change only under its lock, and each change moves ``version`` (a
+  checkpoint's sign that something moved while it looked).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from .._errors import OutOfRangeError, QueueClosedError
+from ._control import Stage
+from ._fuser import Buffer, Fuser
+from ._handoff import Reply, Sent
+from ._maps import ThreadTurns
+from ._meter import Worker as MeterWorker
+from ._pool import Worker
+from ._stages import Burst, noted, pack
+
+if TYPE_CHECKING:
+    from .._queues._views import BlockingQueue
+
+__all__ = [
+    "PROCESS_BURST_S",
+    "WINDOW",
+    "Ledger",
+    "Sizes",
+    "fused_map_step",
+    "process_map_step",
+]
+
+PROCESS_BURST_S = 0.008  # a process worker's burst holds at least this much work
+WINDOW = 2  # bursts a driver keeps sent to its worker (one worked on, one waiting)
+_ITEM_HANDOFF_S = 10e-6  # bursts grow until a driver's CPU per item is at most this,
+_HANDOFF_SHARE = 0.25  # and until all hand-offs take at most this share of a core,
+_LONGEST_BURST_S = 0.05  # but hold at most this much work
+_BURST_MAX = 256
+_ALIGN = 64
+_perf = time.perf_counter
+_cpu = time.thread_time
+
+
+def process_burst_size(item_s: float, cost_s: float, workers: int) -> int:
+    """Items per burst for a process worker, when an item took it ``item_s`` seconds
+    (0: not known yet) and a burst costs its driver ``cost_s`` seconds of main-process
+    CPU: at least ``PROCESS_BURST_S`` of work, and enough items that the hand-off costs
+    at most ``_ITEM_HANDOFF_S`` per item and the hand-offs of all ``workers`` take at
+    most ``_HANDOFF_SHARE`` of one core (so the main process keeps up however many
+    workers it feeds); at most ``_LONGEST_BURST_S`` of work; 1 to ``_BURST_MAX``."""
+    if item_s <= 0.0:
+        return 1
+    work = max(PROCESS_BURST_S, workers * cost_s / _HANDOFF_SHARE)
+    n = min(max(work / item_s, cost_s / _ITEM_HANDOFF_S), _LONGEST_BURST_S / item_s)
+    return 1 if n < 1 else int(n) if n < _BURST_MAX else _BURST_MAX
+
+
+class Sizes:
+    """How much scratch space a burst's results take, per item (shared by a stage's
+    drivers; a stale reading only costs one more request for space)."""
+
+    __slots__ = ("per_item",)
+
+    def __init__(self) -> None:
+        self.per_item = 0.0
+
+    def estimate(self, n: int) -> int:
+        return 0 if self.per_item <= 0.0 else int(self.per_item * n) + _ALIGN * n
+
+    def update(self, used: int, n: int) -> None:
+        self.per_item = max(used / n, 0.9 * self.per_item)
+
+
+class Ledger:
+    """The bursts a process stage took and has not handed on (see the module
+    docstring): by number, in take order, each its inputs and its results (None until
+    received)."""
+
+    __slots__ = ("_entries", "_lock", "_next", "version")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[int, list[Any]] = {}
+        self._next = 0
+        self.version = 0
+
+    def taken(self, inputs: list[Any]) -> int:
+        """A burst was taken: its number."""
+        with self._lock:
+            seq = self._next
+            self._next += 1
+            self._entries[seq] = [inputs, None]
+            self.version += 1
+            return seq
+
+    def received(self, seq: int, results: list[Any]) -> None:
+        with self._lock:
+            self._entries[seq][1] = results
+            self.version += 1
+
+    def handed(self, seqs: Iterable[int]) -> None:
+        """These bursts left the stage (returned to its runner, or in a batch)."""
+        with self._lock:
+            for seq in seqs:
+                del self._entries[seq]
+            self.version += 1
+
+    def cut(self, ordered: bool) -> tuple[list[Any], list[Any]]:
+        """(results that belong after the output queue's items, inputs that go back in
+        front of the input queue's), for a checkpoint."""
+        outputs: list[Any] = []
+        inputs: list[Any] = []
+        with self._lock:
+            gap = False
+            for seq in sorted(self._entries):
+                given, results = self._entries[seq]
+                if results is None or (ordered and gap):
+                    gap = True
+                    inputs.extend(given)
+                else:
+                    outputs.extend(results)
+        return outputs, inputs
+
+
+def _try_take(source: BlockingQueue[Any], n: int) -> list[Any] | None:
+    """Up to ``n`` items there now, without waiting (None: none, or the input ended)."""
+    try:
+        return list(source.dequeue_burst(n, timeout=0))
+    except (TimeoutError, OutOfRangeError):
+        return None
+
+
+class _Pace:
+    """A driver's running figures: seconds of work per item (in its worker) and of
+    main-process CPU per burst (sending and receiving), for ``process_burst_size``."""
+
+    __slots__ = ("cost_s", "workers")
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.cost_s = 0.0
+
+    def burst(self, w: MeterWorker) -> int:
+        return process_burst_size(w.item_s, self.cost_s, self.workers)
+
+
+def _account(w: MeterWorker, pace: _Pace, reply: Reply, n: int, cpu: float, sizes: Sizes) -> None:
+    """Record a received burst: the worker's time in ``fn``, the driver's CPU ``cpu``
+    (this receive and the burst's send), the scratch space it took."""
+    w.busy += reply.busy_s
+    per = reply.busy_s / n
+    w.item_s = per if w.item_s == 0.0 else 0.75 * w.item_s + 0.25 * per
+    w.handoff += cpu
+    pace.cost_s = cpu if pace.cost_s == 0.0 else 0.75 * pace.cost_s + 0.25 * cpu
+    sizes.update(reply.scratch_bytes, n)
+
+
+def process_map_step(
+    worker: Worker,
+    source: BlockingQueue[Any],
+    stage: Stage,
+    turns: ThreadTurns | None,
+    ledger: Ledger,
+    sizes: Sizes,
+) -> Callable[[], Burst]:
+    """A driver's step: keep its worker fed (``WINDOW`` bursts), return the results of
+    the oldest burst sent."""
+    meter, label, control = stage.meter, stage.label, stage.control
+    w = meter.worker()
+    pace = _Pace(len(worker.pool.workers))
+    sent: collections.deque[tuple[Sent, int, int]] = collections.deque()  # (sent, seq, turn)
+
+    def send(items: list[Any]) -> None:
+        """Number ``items`` (a turn, for an ordered map: the caller holds the turns'
+        taking lock) and send them."""
+        turn = -1 if turns is None else turns.number()
+        seq = ledger.taken(items)
+        cpu0 = _cpu()
+        out = worker.send(items, scratch=sizes.estimate(len(items)), check=control.check)
+        out.cpu = _cpu() - cpu0
+        sent.append((out, seq, turn))
+
+    def take(wait: bool) -> None:
+        n = pace.burst(w)
+        items = source.dequeue_burst(n).tolist() if wait else _try_take(source, n)
+        if items:
+            send(items)
+
+    def step() -> Burst:
+        if turns is not None and w.turn >= 0:
+            turns.release(w.turn)  # the runner enqueued our previous burst
+            w.turn = -1
+        if not sent:
+            t0 = meter.began(w)
+            stage.start_thread()  # holding nothing
+            if turns is None:
+                take(wait=True)
+            else:
+                turns.count_taking(1)
+                try:
+                    with turns.taking:
+                        take(wait=True)
+                finally:
+                    turns.count_taking(-1)
+            meter.got(t0)
+        if len(sent) < WINDOW and not control.pausing:
+            if turns is None:
+                take(wait=False)
+            elif turns.taking.acquire(blocking=False):  # (else another driver is taking)
+                try:
+                    take(wait=False)
+                finally:
+                    turns.taking.release()
+        out, seq, turn = sent.popleft()
+        cpu0 = _cpu()
+        try:
+            reply = worker.receive(out)
+        except QueueClosedError:
+            raise
+        except Exception as exc:
+            noted(exc, label)
+            raise
+        ledger.received(seq, reply.results)
+        _account(w, pace, reply, out.n, _cpu() - cpu0 + out.cpu, sizes)
+        if turns is not None:
+            turns.wait(turn, [])  # (the results are in the ledger meanwhile)
+            w.turn = turn
+        ledger.handed((seq,))
+        w.returned = _perf()
+        return pack(reply.results)
+
+    return step
+
+
+def fused_map_step(
+    worker: Worker,
+    source: BlockingQueue[Any],
+    stage: Stage,
+    turns: ThreadTurns,
+    fuser: Fuser,
+    ledger: Ledger,
+    sizes: Sizes,
+    ordered: bool,
+) -> Callable[[], Burst]:
+    """A driver's step in a fused stage: keep its worker fed, store the results in
+    their buffers, and return the rows of a buffer it completes."""
+    meter, label, control = stage.meter, stage.label, stage.control
+    w = meter.worker()
+    pace = _Pace(len(worker.pool.workers))
+    sent: collections.deque[tuple[Sent, int, Buffer]] = collections.deque()
+
+    def take(wait: bool) -> Buffer | None:
+        """Take and send a burst into the current buffer (waiting for items when
+        ``wait``); the buffer to hand on when the input has ended and it is complete.
+        The caller holds the turns' taking lock."""
+        buf = fuser.reserve()
+        n = min(pace.burst(w), fuser.room(buf))
+        if wait:
+            try:
+                items = source.dequeue_burst(n).tolist()
+            except OutOfRangeError:
+                last = fuser.input_ended()
+                if last is None:
+                    raise
+                return last
+        else:
+            got = _try_take(source, n)
+            if not got:
+                return None
+            items = got
+        row0 = fuser.assign(buf, len(items))
+        seq = ledger.taken(items)
+        buf.seqs.append(seq)
+        cpu0 = _cpu()
+        out = worker.send(
+            items,
+            scratch=sizes.estimate(len(items)),
+            row0=row0,
+            cols=buf.cols,
+            spec=buf.spec,
+            want_layout=fuser.layout is None,
+            check=control.check,
+        )
+        out.cpu = _cpu() - cpu0
+        sent.append((out, seq, buf))
+        return None
+
+    def deliver(buf: Buffer) -> Burst:
+        if ordered:
+            turns.wait(buf.seq, [])  # (its rows are in the ledger meanwhile)
+            w.turn = buf.seq
+        items = fuser.deliver(buf)
+        ledger.handed(buf.seqs)
+        w.returned = _perf()
+        return pack(items)
+
+    def step() -> Burst:
+        if ordered and w.turn >= 0:
+            turns.release(w.turn)
+            w.turn = -1
+        while True:
+            if not sent:
+                t0 = meter.began(w)
+                stage.start_thread()  # holding nothing
+                turns.count_taking(1)
+                try:
+                    with turns.taking:
+                        last = take(wait=True)
+                finally:
+                    turns.count_taking(-1)
+                if last is not None:
+                    return deliver(last)
+                meter.got(t0)
+            if len(sent) < WINDOW and not control.pausing and turns.taking.acquire(False):
+                try:
+                    take(wait=False)
+                finally:
+                    turns.taking.release()
+            out, seq, buf = sent.popleft()
+            cpu0 = _cpu()
+            try:
+                reply = worker.receive(out)
+            except QueueClosedError:
+                raise
+            except Exception as exc:
+                noted(exc, label)
+                raise
+            ledger.received(seq, reply.results)
+            _account(w, pace, reply, out.n, _cpu() - cpu0 + out.cpu, sizes)
+            if fuser.done(buf, out.row0, reply):
+                return deliver(buf)
+
+    return step
