@@ -1,14 +1,17 @@
-"""connect() and RedisServer: one Redis server's connections, and the queues on it.
+"""connect() and RedisServer: one Redis server's connections, and the queues and replay
+tables on it.
 
 Invariants:
-- a queue is identified by its name alone; its spec (kind, capacity, dtypes, shapes,
-  names, min_after_dequeue) is stored in ``aq:{name}:meta`` by the first process that
-  opens it, and every later open must give the same spec (TensorFlow's shared_name
-  rule), else ElementSpecError names the field, the stored and the given value;
+- a queue or table is identified by its name alone; its spec (a queue's kind,
+  capacity, dtypes, shapes, names, min_after_dequeue; a table's max_size, spec,
+  selectors, max_times_sampled, rate limiter) is stored in ``aq:{name}:meta`` by the
+  first process that opens it, and every later open must give the same spec
+  (TensorFlow's shared_name rule), else ElementSpecError names the field, the stored
+  and the given value;
 - leaving the ``async with`` block closes this process's connections and stops its
-  producers' heartbeat; it never closes or deletes a queue;
+  producers' heartbeat; it never closes or deletes a queue or a table;
 - the heartbeat refreshes, every ``lease_time / 3`` seconds, the expiry of every
-  producer this process registered and has not yet ended.
+  producer (of a queue or a table) this process registered and has not yet ended.
 """
 
 from __future__ import annotations

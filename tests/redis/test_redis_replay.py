@@ -41,6 +41,19 @@ def tname() -> str:
     return f"rt-{uuid.uuid4().hex[:12]}"
 
 
+async def test_a_redis_table_is_a_replay_table_and_a_sink(
+    srv: aqueue.redis.RedisServer, tname: str
+) -> None:
+    """The protocols the runners, pipelines and the coordinator name see it as a table
+    (and not as a queue); its thread view as a table's view."""
+    table = await srv.replay_table(tname, 4, np.float32, SHAPE)
+    assert isinstance(table, aqueue.AsyncReplayTable)
+    assert isinstance(table, aqueue.Sink)
+    assert not isinstance(table, aqueue.AsyncQueue)
+    assert isinstance(table.blocking(), aqueue.BlockingReplayView)
+    assert isinstance(table.blocking(), aqueue.SinkView)
+
+
 # -- the shared-name rule -------------------------------------------------------------------
 
 
