@@ -33,8 +33,8 @@ during the run and draws its fill and each side's held-back share over time.
 Shared tables: with ``--redis`` (a private redis-server started here; it must be on
 PATH) or ``--url redis://...`` the table is ``aqueue.redis``'s, shared through the
 server, and the actors are *processes* (this script, run with ``--role actor``), each
-opening the table by name and inserting through its thread view; the learner is the
-same code. The rate limiter then counts the inserts and samples of every process on
+opening the table by name and filling it with a QueueRunner of its game; the learner
+is the same code. The rate limiter then counts the inserts and samples of every process on
 the server. At the end the learner closes the shared table, which ends every actor
 process. (With ``--url`` the learner first deletes a table left under ``--name`` by an
 earlier run.)
@@ -69,7 +69,6 @@ from aqueue import (
     Coordinator,
     Monitor,
     Prioritized,
-    QueueClosedError,
     QueueRunner,
     ReplayTable,
     SampleToInsertRatio,
@@ -234,9 +233,10 @@ def actor_argv(args: argparse.Namespace, url: str, a: int) -> list[str]:
 
 
 def act(args: argparse.Namespace) -> int:
-    """One actor process: its game on this thread, inserting through the shared table's
-    thread view (``enqueue_many``: progressive, with the default priority) until the
-    learner closes the table; prints how many transitions it produced (JSON)."""
+    """One actor process: a QueueRunner whose producer is this process's game (on a
+    thread of its own), filling the shared table (``enqueue_many``: progressive, with
+    the default priority) until the learner closes it; prints how many transitions it
+    produced (JSON)."""
     import aqueue.redis
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the learner's process stops us
@@ -245,19 +245,15 @@ def act(args: argparse.Namespace) -> int:
         RandomWalk(args.states, args.step_ms / 1000, args.seed + args.actor_id), args.actor_batch
     )
 
-    def play(view: Any) -> None:
-        try:
-            while True:
-                view.enqueue_many(actor())
-        except QueueClosedError:
-            pass  # the learner is done
-
     async def main() -> None:
         async with aqueue.redis.connect(args.url) as server:
             table = await server.replay_table(
                 args.name, args.capacity, dtypes, shapes, names, **options
             )
-            await anyio.to_thread.run_sync(play, table.blocking())
+            async with Coordinator() as coord:
+                runner = QueueRunner(table, [actor], enqueue_many=True, name="actor")
+                coord.start(runner)
+                await runner.join()  # (its producer ends when the learner closes the table)
 
     anyio.run(main)
     print(json.dumps({"produced": actor.produced}))
