@@ -12,7 +12,10 @@ changes nothing but a waiter's registration:
   waits for its wake-up (``BLPOP wk:<wid>``) and calls again. A process whose last
   insert had to wait starts its next one with a *probe* (``rt_insert`` without
   payloads: may it go now?), and a waiter whose wait timed out probes again, so
-  payloads are sent only when they will probably be taken;
+  payloads are sent only when they will probably be taken. A sink's ``enqueue_many``
+  (``progressive``) asks for the longest prefix the limiter admits now (``part``; its
+  probe, ``pprobe``, says how many), so it waits only while none is admitted and a
+  cancelled one leaves a prefix in;
 - a sample (``SampleOp``) sends ``MULTI; FCALL rt_sample; MGET o:<wid>.1 ..; DEL
   o:<wid>.1 ..; EXEC``: the function draws, counts, copies the payloads to those keys
   (or returns small ones in its reply), and the same transaction reads and deletes
@@ -246,7 +249,8 @@ class InsertOp:
             else:
                 self.registered = False
                 if status == "closed":
-                    why = "was closed while this insert waited (nothing was inserted)"
+                    what = "nothing" if not self.done else f"{self.done} of its {self.k} items"
+                    why = f"was closed while this insert waited ({what} inserted)"
                     raise aqueue.QueueClosedError(
                         f"replay table '{h.name}' {why if int(reply[1]) else 'is closed'}"
                     )
