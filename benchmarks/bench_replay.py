@@ -40,6 +40,16 @@ Also measured: ``sample(256)`` alone against the floor's gather of 256 random ro
 the band and the range ``inserts * 4 - samples`` stayed in, and the share of the
 run each side waited.
 
+R2 (``--redis also``, the default, or ``--redis only``): the Redis replay table
+beside the Redis FIFO, on a private redis-server (``bench_redis.py``'s) or ``--url``:
+4 actor processes inserting ``insert_many(64)`` (enqueue_many(64) for the FIFO) and a
+learner process taking ``sample(256)`` under ``SampleToInsertRatio(4, 1000, 1024)``
+(``dequeue_many(256)`` for the FIFO), and a floor (raw redis-py and a small function
+library: a ring, the limiter's counters, staged inserts, samples copied to keys of their
+own in one MULTI), rounds interleaved; it prints MB/s moved (payload bytes in plus
+out), the ratios (target >= 0.5x the FIFO) and the samples/inserts reached against the
+band.
+
 Targets (printed as ratios, never asserted): aqueue >= 2x Reverb, >= TorchRL and >=
 cpprb in transitions/s for both samplers; uniform ``sample(256)`` >= 0.7x the bare
 gather; the limiter keeps ``inserts * 4 - samples`` within its band.
@@ -600,6 +610,403 @@ def limiter_run(steps: int, src: np.ndarray) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------
+# R2: the Redis table beside the Redis FIFO (processes; bench_redis.py's server)
+# --------------------------------------------------------------------------------------
+
+ACTORS = 4
+REDIS_SIZE = 20_000
+REDIS_FIFO_CAPACITY = 4096
+
+
+def _cpu() -> float:
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _redis_limiter() -> Any:
+    import aqueue
+
+    return aqueue.SampleToInsertRatio(4.0, 1000, 1024.0)
+
+
+# The floor of the Redis table row: the leanest code doing what the contract requires
+# for this workload (uniform draws, Fifo eviction at max_size, the limiter counted in the
+# same step as the selection, a sample atomic and leaving nothing behind): items in a
+# ring of max_size slots (slot = key % max_size, an insert past max_size replaces the
+# oldest), payloads staged by MSET in the insert's MULTI and renamed into place, a
+# sample's draws copied to keys of its own and read and deleted in the same MULTI; raw
+# bytes, no header, no keys or records returned, no priorities, no wait registry (a
+# refused insert sleeps 2 ms and retries, a refused sample 0.5 ms).
+FLOOR_LUA = """#!lua name=aqrfloor
+local function counters(P)
+  local m = redis.call('HMGET', P .. 'meta', 'ins', 'smp')
+  return tonumber(m[1] or 0), tonumber(m[2] or 0)
+end
+redis.register_function('rf_insert', function(keys, args)
+  local P, spi, hi, min_size, max = keys[1], tonumber(args[1]), tonumber(args[2]),
+    tonumber(args[3]), tonumber(args[4])
+  local k = #args - 4
+  local ins, smp = counters(P)
+  if ins + k > min_size and (ins + k) * spi - smp > hi then
+    local st = {}
+    for j = 5, #args do st[#st + 1] = P .. 'st:' .. args[j] end
+    redis.call('DEL', unpack(st))
+    return 0
+  end
+  for j = 1, k do
+    local key = ins + j - 1
+    local slot = key % max
+    if key >= max then redis.call('DEL', P .. 'd:' .. (key - max)) end
+    redis.call('RENAME', P .. 'st:' .. args[4 + j], P .. 'd:' .. key)
+    redis.call('HSET', P .. 'ring', slot, key)
+  end
+  redis.call('HSET', P .. 'meta', 'ins', ins + k)
+  return k
+end)
+redis.register_function('rf_sample', function(keys, args)
+  local P, spi, lo, min_size, max, wid = keys[1], tonumber(args[1]), tonumber(args[2]),
+    tonumber(args[3]), tonumber(args[4]), args[5]
+  local n = #args - 5
+  local ins, smp = counters(P)
+  if ins < min_size or ins * spi - smp - n < lo then return 0 end
+  local size = math.min(ins, max)
+  local slots = {}
+  for j = 1, n do slots[j] = math.floor(tonumber(args[5 + j]) * size) end
+  local held = redis.call('HMGET', P .. 'ring', unpack(slots))
+  for j = 1, n do
+    redis.call('COPY', P .. 'd:' .. held[j], P .. 'o:' .. wid .. '.' .. j)
+  end
+  redis.call('HSET', P .. 'meta', 'smp', smp + n)
+  return n
+end)
+"""
+
+
+def floor_actor(url: str, name: str, a: int, go: Any, out: Any) -> None:
+    """The floor's actor: MULTI (MSET of 64 staged payloads, rf_insert) until stopped."""
+    import redis
+
+    src = source()
+    lim = _redis_limiter()
+    r = redis.Redis.from_url(url)
+    r.ping()
+    P = f"{{{name}}}:"
+    out.put(("ready", a))
+    go.wait()
+    c0 = _cpu()
+    j, n = a, 0
+    while r.get(P + "stop") is None:
+        batch = batch_at(src, j)
+        refs = [f"{a}.{n}.{i}" for i in range(INSERT)]
+        pipe = r.pipeline(transaction=True)
+        pipe.mset({P + "st:" + ref: row.tobytes() for ref, row in zip(refs, batch)})
+        pipe.fcall("rf_insert", 1, P, 4.0, lim.max_diff, 1000, REDIS_SIZE, *refs)
+        if int(pipe.execute()[1]):
+            j += ACTORS
+            n += 1
+        else:
+            time.sleep(0.002)  # (held back: leave the cores to the learner and the server)
+    out.put(("actor", _cpu() - c0))
+
+
+def floor_learner(url: str, name: str, steps: int, ready: Any, go: Any, out: Any) -> None:
+    """The floor's learner: MULTI (rf_sample, MGET and DEL of its copies) ``steps`` times."""
+    import redis
+
+    src = source()
+    lim = _redis_limiter()
+    r = redis.Redis.from_url(url)
+    P = f"{{{name}}}:"
+    rng = np.random.default_rng(0)
+    ready.set()
+    go.wait()
+
+    def sample(w: int) -> np.ndarray:
+        outs = [f"{P}o:{w}.{i}" for i in range(1, SAMPLE + 1)]
+        while True:
+            pipe = r.pipeline(transaction=True)
+            args = [4.0, lim.min_diff, 1000, REDIS_SIZE, w, *rng.random(SAMPLE).tolist()]
+            pipe.fcall("rf_sample", 1, P, *args)
+            pipe.mget(outs)
+            pipe.delete(*outs)
+            k, values, _ = pipe.execute()
+            if int(k):
+                return np.frombuffer(b"".join(values), np.float32).reshape(SAMPLE, *SHAPE)
+            time.sleep(0.0005)
+
+    sample(0)
+    m0 = r.hmget(P + "meta", "ins", "smp")
+    t0, c0 = time.perf_counter(), _cpu()
+    for w in range(1, steps + 1):
+        data = sample(w)
+    seconds, cpu = time.perf_counter() - t0, _cpu() - c0
+    m1 = r.hmget(P + "meta", "ins", "smp")
+    r.set(P + "stop", 1)
+    out.put(
+        (
+            "learner",
+            {
+                "seconds": seconds,
+                "cpu": cpu,
+                "inserts": int(m1[0]) - int(m0[0]),
+                "samples": int(m1[1]) - int(m0[1]),
+                "error": check(data, src),
+            },
+        )
+    )
+
+
+async def _open_redis(srv: Any, kind: str, name: str) -> Any:
+    if kind == "table":
+        return await srv.replay_table(
+            name, REDIS_SIZE, np.float32, SHAPE, rate_limiter=_redis_limiter()
+        )
+    return await srv.fifo_queue(name, REDIS_FIFO_CAPACITY, np.float32, SHAPE)
+
+
+def redis_actor(kind: str, url: str, name: str, a: int, count: int, go: Any, out: Any) -> None:
+    """One actor process: insert_many(64) into the table until it is closed, or
+    enqueue_many(64) ``count`` items into the FIFO; reports its CPU seconds."""
+    import asyncio
+
+    import aqueue
+    import aqueue.redis
+
+    src = source()
+
+    async def main() -> None:
+        async with aqueue.redis.connect(url) as srv:
+            sink = await _open_redis(srv, kind, name)
+            out.put(("ready", a))
+            go.wait()
+            c0 = _cpu()
+            j = a
+            try:
+                if kind == "table":
+                    while True:
+                        await sink.insert_many(batch_at(src, j))
+                        j += ACTORS
+                else:
+                    for _ in range(0, count, INSERT):
+                        await sink.enqueue_many(batch_at(src, j))
+                        j += ACTORS
+            except aqueue.QueueClosedError:
+                pass
+            out.put(("actor", _cpu() - c0))
+
+    asyncio.run(main())
+
+
+def redis_learner(
+    kind: str, url: str, name: str, steps: int, ready: Any, go: Any, out: Any
+) -> None:
+    """The learner process: ``steps`` sample(256) (after the first, which waits for
+    min_size_to_sample) reading the statistics after each, or dequeue_many(256) of the
+    FIFO; reports wall and CPU seconds, and for the table the counters and band."""
+    import asyncio
+
+    import aqueue.redis
+
+    src = source()
+
+    async def main() -> None:
+        async with aqueue.redis.connect(url) as srv:
+            sink = await _open_redis(srv, kind, name)
+            ready.set()
+            go.wait()
+            bad = None
+            if kind == "table":
+                await sink.sample(SAMPLE)  # stage 1 of the limiter: the table fills
+                st0 = await sink.statistics()
+                t0, c0 = time.perf_counter(), _cpu()
+                diffs = []
+                for _ in range(steps):
+                    s = await sink.sample(SAMPLE)
+                    st = await sink.statistics()
+                    diffs.append(st.inserts * 4.0 - st.samples)
+                seconds, cpu = time.perf_counter() - t0, _cpu() - c0
+                bad = check(s.data, src)
+                st1 = await sink.statistics()
+                span = time.perf_counter() - t0  # (from the first reading to the last)
+                await sink.aclose()  # (the actors' waiting inserts end)
+                out.put(
+                    (
+                        "learner",
+                        {
+                            "seconds": seconds,
+                            "cpu": cpu,
+                            "inserts": st1.inserts - st0.inserts,
+                            "samples": st1.samples - st0.samples,
+                            "diff_range": (min(diffs), max(diffs)),
+                            "insert_wait_s": st1.insert_wait_s - st0.insert_wait_s,
+                            "sample_wait_s": st1.sample_wait_s - st0.sample_wait_s,
+                            "span": span,
+                            "error": bad,
+                        },
+                    )
+                )
+                await srv.delete_table(name)
+                return
+            t0, c0 = time.perf_counter(), _cpu()
+            got = 0
+            total = steps * SAMPLE
+            while got < total:
+                batch = await sink.dequeue_many(SAMPLE)
+                got += len(batch)
+            seconds, cpu = time.perf_counter() - t0, _cpu() - c0
+            bad = check(batch, src)
+            out.put(("learner", {"seconds": seconds, "cpu": cpu, "items": got, "error": bad}))
+            await srv.delete_queue(name)
+
+    asyncio.run(main())
+
+
+def redis_row(kind: str, url: str, steps: int) -> dict[str, Any]:
+    """One run: ACTORS actor processes and a learner process, connected before the clock
+    starts; the learner's numbers, the actors' CPU and the server's CPU."""
+    import multiprocessing
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_redis import server_cpu
+
+    ctx = multiprocessing.get_context("spawn")
+    ready, go, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    name = f"bench-r2-{kind}-{os.getpid()}-{time.monotonic_ns()}"
+    per_actor = steps * SAMPLE // ACTORS
+    if kind == "floor":
+        learner = ctx.Process(target=floor_learner, args=(url, name, steps, ready, go, out))
+        actors = [
+            ctx.Process(target=floor_actor, args=(url, name, a, go, out)) for a in range(ACTORS)
+        ]
+    else:
+        learner = ctx.Process(target=redis_learner, args=(kind, url, name, steps, ready, go, out))
+        actors = [
+            ctx.Process(target=redis_actor, args=(kind, url, name, a, per_actor, go, out))
+            for a in range(ACTORS)
+        ]
+    learner.start()
+    ready.wait(120)
+    for p in actors:
+        p.start()
+    for _ in range(ACTORS):
+        if out.get(timeout=300)[0] != "ready":
+            raise RuntimeError("an actor reported before it was ready")
+    time.sleep(0.2)
+    srv0 = server_cpu(url)
+    go.set()
+    result: dict[str, Any] = {}
+    actors_cpu = 0.0
+    for _ in range(ACTORS + 1):
+        msg = out.get(timeout=600)
+        if msg[0] == "learner":
+            result = msg[1]
+            result["server_cpu"] = server_cpu(url) - srv0
+        else:
+            actors_cpu += msg[1]
+    for p in [*actors, learner]:
+        p.join(60)
+    result["actors_cpu"] = actors_cpu
+    return result
+
+
+def redis_run(url: str | None, steps: int, rounds: int) -> dict[str, list[dict[str, Any]]]:
+    """R2: rounds of the Redis table row and the Redis FIFO row, interleaved, on one
+    private server (or ``url``)."""
+    import signal
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_redis import start_server
+
+    proc = None
+    if url is None:
+        proc, url = start_server()
+    try:
+        import redis
+
+        redis.Redis.from_url(url).function_load(FLOOR_LUA, replace=True)
+        runs: dict[str, list[dict[str, Any]]] = {"table": [], "floor": [], "fifo": []}
+        for r in range(rounds):
+            for kind in ("table", "floor", "fifo"):
+                res = redis_row(kind, url, steps)
+                runs[kind].append(res)
+                print(f"  redis {kind:<5} round {r + 1} {res}", file=sys.stderr)
+        return runs
+    finally:
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(5)
+
+
+def print_redis(runs: dict[str, list[dict[str, Any]]], steps: int) -> None:
+    """The R2 table: MB/s moved through the server (payload bytes in plus out)."""
+    item = int(np.prod(SHAPE)) * 4
+    print(
+        f"\nR2 (Redis): float32{list(SHAPE)} items ({item:,} B), {ACTORS} actor processes, "
+        f"1 learner process; {len(runs['table'])} rounds, interleaved (median, min-max).\n"
+        f"  table: uniform, max_size {REDIS_SIZE:,}, actors insert_many({INSERT}), learner "
+        f"{steps} x sample({SAMPLE}) under SampleToInsertRatio(4, 1000, 1024)\n"
+        f"  FIFO: capacity {REDIS_FIFO_CAPACITY:,}, actors enqueue_many({INSERT}), learner "
+        f"{steps} x dequeue_many({SAMPLE})\n"
+        "  MB/s moved = payload bytes through the server, in (inserts, enqueues) plus out "
+        "(sampled, dequeued items)\n"
+    )
+    print(
+        f"| {'row':<34} | {'MB/s moved (min-max)':>22} | {'items in/s':>10} | "
+        f"{'items out/s':>11} | {'server CPU':>10} | {'actors CPU':>10} | {'learner CPU':>11} |"
+    )
+    print(f"|{'-' * 36}|{'-' * 24}|{'-' * 12}|{'-' * 13}|{'-' * 12}|{'-' * 12}|{'-' * 13}|")
+    mbs: dict[str, float] = {}
+    rows = (
+        ("table", "aqueue.redis replay table"),
+        ("floor", "floor: ring, MULTI insert / sample"),
+        ("fifo", "aqueue.redis FIFO"),
+    )
+    for kind, label in rows:
+        rs = runs[kind]
+        if not rs:
+            continue
+        if kind in ("table", "floor"):
+            ins = [r["inserts"] / r["seconds"] for r in rs]
+            outs = [r["samples"] / r["seconds"] for r in rs]
+        else:
+            ins = outs = [r["items"] / r["seconds"] for r in rs]
+        moved = [(i + o) * item / 1e6 for i, o in zip(ins, outs)]
+        mbs[kind] = statistics.median(moved)
+        cpu = [
+            statistics.median(r[f] / r["seconds"] for r in rs)
+            for f in ("server_cpu", "actors_cpu", "cpu")
+        ]
+        print(
+            f"| {label:<34} | {mbs[kind]:>7.1f} ({min(moved):>5.1f}-{max(moved):>5.1f}) | "
+            f"{statistics.median(ins):>10,.0f} | {statistics.median(outs):>11,.0f} | "
+            f"{cpu[0]:>8.2f} c | {cpu[1]:>8.2f} c | {cpu[2]:>9.2f} c |"
+        )
+    print("  (CPU: cores busy on average while the clock ran; the machine's cores are shared)")
+    errors = [r["error"] for rs in runs.values() for r in rs if r.get("error")]
+    if errors:
+        print(f"  CHECK FAILED: {errors[0]}")
+    if "table" in mbs and "fifo" in mbs:
+        floor = f"; vs its floor {mbs['table'] / mbs['floor']:.2f}x" if "floor" in mbs else ""
+        print(
+            f"\nRedis table vs Redis FIFO, MB/s moved: {mbs['table'] / mbs['fifo']:.2f}x "
+            f"(target >= 0.5x){floor}"
+        )
+    band = _redis_limiter()
+    for i, r in enumerate(runs["table"]):
+        dlo, dhi = r["diff_range"]
+        held = band.min_diff <= dlo and dhi <= band.max_diff
+        print(
+            f"  round {i + 1}: samples/inserts = {r['samples'] / max(1, r['inserts']):.2f} "
+            f"(target 4); inserts * 4 - samples stayed in [{dlo:.0f}, {dhi:.0f}] (band "
+            f"[{band.min_diff:.0f}, {band.max_diff:.0f}]: {'held' if held else 'LEFT THE BAND'}); "
+            f"actors waited {r['insert_wait_s'] / r['span']:.0%} of the run, the learner "
+            f"{r['sample_wait_s'] / r['span']:.0%}"
+        )
+
+
+# --------------------------------------------------------------------------------------
 # main
 # --------------------------------------------------------------------------------------
 
@@ -619,9 +1026,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--modes", default=",".join(MODES), help="uniform, prioritized or both")
     add_peer_arguments(p, list(PEERS))
+    p.add_argument(
+        "--redis",
+        choices=("no", "also", "only"),
+        default="also",
+        help="R2, the Redis table beside the Redis FIFO (processes): run it too (also), "
+        "not at all, or alone (only)",
+    )
+    p.add_argument("--url", help="R2's Redis server (default: start a private one)")
+    p.add_argument("--redis-rounds", type=int, default=None, help="R2 rounds (default 3)")
     p.add_argument("--peer-worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--mode", default="uniform", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    args.redis_rounds = args.redis_rounds or (1 if args.quick else 3)
+    args.redis_steps = 40 if args.quick else 300
     args.reps = args.reps or (2 if args.quick else 6)
     args.loops = args.loops or (30 if args.quick else 200)
     args.size = args.size or (20_000 if args.quick else 100_000)
@@ -638,6 +1056,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.peer_worker:
         serve(args.peer_worker, args.mode, args.size, max(5, args.loops // 10))
         return 0
+    if args.redis == "only":
+        runs = redis_run(args.url, args.redis_steps, args.redis_rounds)
+        print_redis(runs, args.redis_steps)
+        return 1 if any(r.get("error") for rs in runs.values() for r in rs) else 0
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     pythons = {r: sys.executable if r not in PEERS else find_python(r, args) for r in rows}
@@ -674,7 +1096,12 @@ def main(argv: list[str] | None = None) -> int:
     samples = sample_only(args.size, args.loops, args.reps, src) if "uniform" in modes else None
     limiter = limiter_run(60 if args.quick else 400, src)
     print_report(args, rows, modes, results, samples, limiter, load_start)
-    return 1 if any("error" in r for r in results.values()) else 0
+    failed = any("error" in r for r in results.values())
+    if args.redis == "also":
+        runs = redis_run(args.url, args.redis_steps, args.redis_rounds)
+        print_redis(runs, args.redis_steps)
+        failed = failed or any(r.get("error") for rs in runs.values() for r in rs)
+    return 1 if failed else 0
 
 
 def print_report(

@@ -30,21 +30,36 @@ the value function matches the true one, and that prioritized sampling favoured 
 transitions with large errors. With ``--plot PATH`` a Monitor samples the table
 during the run and draws its fill and each side's held-back share over time.
 
-Shared tables: this script runs the table in process. A table shared by actor
-*processes* on other hosts will be ``aqueue.redis``'s replay table; this script will
-then take a ``--url`` and run its actors as processes, with the same learner.
+Shared tables: with ``--redis`` (a private redis-server started here; it must be on
+PATH) or ``--url redis://...`` the table is ``aqueue.redis``'s, shared through the
+server, and the actors are *processes* (this script, run with ``--role actor``), each
+opening the table by name and filling it with a QueueRunner of its game; the learner
+is the same code. The rate limiter then counts the inserts and samples of every process on
+the server. At the end the learner closes the shared table, which ends every actor
+process. (With ``--url`` the learner first deletes a table left under ``--name`` by an
+earlier run.)
 
 Run: python examples/replay_table.py [--steps 400] [--actors 4] [--batch 64]
      [--samples-per-insert 4] [--min-size 500] [--error-buffer 1000]
      [--exponent 0.6] [--beta 0.4] [--backend asyncio|trio] [--plot table.png]
+     [--redis | --url redis://host:6379/0] [--name transitions]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import textwrap
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -129,32 +144,132 @@ class Actor:
         }
 
 
-async def learn(args: argparse.Namespace) -> dict[str, Any]:
-    limiter = SampleToInsertRatio(args.samples_per_insert, args.min_size, args.error_buffer)
+def table_settings(args: argparse.Namespace) -> tuple[Any, ...]:
+    """The table's element spec and options, the same in every process."""
     n = args.states
-    table = ReplayTable(
-        args.capacity,
+    limiter = SampleToInsertRatio(args.samples_per_insert, args.min_size, args.error_buffer)
+    spec = (
         (np.float32, np.float32, np.float32, np.bool_),
         ((n,), (), (n,), ()),
-        names=("obs", "reward", "next_obs", "done"),
-        sampler=Prioritized(args.exponent),
-        rate_limiter=limiter,
-        seed=args.seed,
-        name="transitions",
+        ("obs", "reward", "next_obs", "done"),
     )
-    # The actors: a runner's producers, each on a thread of this process. (A Redis
-    # mode, with the actors as processes on a shared table opened by name from --url,
-    # belongs here once aqueue.redis offers replay tables; the learner stays the same.)
-    games = [RandomWalk(n, args.step_ms / 1000, args.seed + a) for a in range(args.actors)]
+    options = {"sampler": Prioritized(args.exponent), "rate_limiter": limiter}
+    return spec, options
+
+
+async def learn(args: argparse.Namespace) -> dict[str, Any]:
+    """The in-process table: actor threads of a QueueRunner, and the learner."""
+    (dtypes, shapes, names), options = table_settings(args)
+    table: Any = ReplayTable(
+        args.capacity, dtypes, shapes, names, seed=args.seed, name="transitions", **options
+    )
+    games = [
+        RandomWalk(args.states, args.step_ms / 1000, args.seed + a) for a in range(args.actors)
+    ]
     actors = [Actor(g, args.actor_batch) for g in games]
+
+    def start(coord: Coordinator) -> Any:
+        runner = QueueRunner(table, actors, enqueue_many=True, name="actors")
+        coord.start(runner)
+        return runner
+
+    async def stop(runner: Any) -> tuple[int, list[int]]:
+        # Leaving the coordinator's block stopped the runner: the table is closed.
+        alive = sum(state != "done" for _, state in runner.producer_states())
+        return alive, [a.produced for a in actors]
+
+    return await train(args, table, start, stop)
+
+
+async def learn_shared(args: argparse.Namespace, url: str) -> dict[str, Any]:
+    """The table shared through Redis: actor processes, and the same learner."""
+    import aqueue.redis
+
+    (dtypes, shapes, names), options = table_settings(args)
+    async with aqueue.redis.connect(url) as server:
+        await server.delete_table(args.name)  # (one left by an earlier run)
+        table = await server.replay_table(
+            args.name, args.capacity, dtypes, shapes, names, seed=args.seed, **options
+        )
+
+        def start(coord: Coordinator) -> list[subprocess.Popen[str]]:
+            coord.watch(table)  # (the report's row of the shared table)
+            return [
+                subprocess.Popen(
+                    [sys.executable, os.path.abspath(__file__), *actor_argv(args, url, a)],
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for a in range(args.actors)
+            ]
+
+        async def stop(procs: list[subprocess.Popen[str]]) -> tuple[int, list[int]]:
+            await table.aclose()  # every actor's next (or waiting) insert fails: it ends
+            produced = []
+            for p in procs:
+                try:
+                    out, _ = await anyio.to_thread.run_sync(p.communicate, None, 60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    out, _ = p.communicate()
+                lines = out.strip().splitlines()
+                produced.append(json.loads(lines[-1])["produced"] if lines else 0)
+            alive = sum(p.returncode != 0 for p in procs)
+            return alive, produced
+
+        return await train(args, table, start, stop)
+
+
+def actor_argv(args: argparse.Namespace, url: str, a: int) -> list[str]:
+    """The command line of actor process ``a`` (the table's settings, its game's)."""
+    keep = (
+        "states", "step_ms", "capacity", "samples_per_insert", "min_size", "error_buffer",
+        "exponent", "actor_batch", "seed", "name",
+    )  # fmt: skip
+    argv = ["--role", "actor", "--url", url, "--actor-id", str(a)]
+    for key in keep:
+        argv += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
+    return argv
+
+
+def act(args: argparse.Namespace) -> int:
+    """One actor process: a QueueRunner whose producer is this process's game (on a
+    thread of its own), filling the shared table (``enqueue_many``: progressive, with
+    the default priority) until the learner closes it; prints how many transitions it
+    produced (JSON)."""
+    import aqueue.redis
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the learner's process stops us
+    (dtypes, shapes, names), options = table_settings(args)
+    actor = Actor(
+        RandomWalk(args.states, args.step_ms / 1000, args.seed + args.actor_id), args.actor_batch
+    )
+
+    async def main() -> None:
+        async with aqueue.redis.connect(args.url) as server:
+            table = await server.replay_table(
+                args.name, args.capacity, dtypes, shapes, names, **options
+            )
+            async with Coordinator() as coord:
+                runner = QueueRunner(table, [actor], enqueue_many=True, name="actor")
+                coord.start(runner)
+                await runner.join()  # (its producer ends when the learner closes the table)
+
+    anyio.run(main)
+    print(json.dumps({"produced": actor.produced}))
+    return 0
+
+
+async def train(args: argparse.Namespace, table: Any, start: Any, stop: Any) -> dict[str, Any]:
+    """The learner: prioritized batches, TD errors, new priorities; then the counts."""
+    n = args.states
+    limiter = table.rate_limiter
     monitor = Monitor(interval=args.interval) if args.plot else None
     w = np.zeros(n, dtype=np.float32)
     sampled_errors: list[float] = []
-    all_errors: list[float] = []
     t0 = time.perf_counter()
     async with Coordinator(monitor=monitor) as coord:
-        runner = QueueRunner(table, actors, enqueue_many=True, name="actors")
-        coord.start(runner)
+        actors = start(coord)
         for _ in range(args.steps):
             s = await table.sample(args.batch)
             d = s.data
@@ -165,14 +280,14 @@ async def learn(args: argparse.Namespace) -> dict[str, Any]:
             grad = (s.weights(args.beta) * td) @ d["obs"]
             w += args.learning_rate * grad / args.batch
             await table.update_priorities(s.keys, np.abs(td) + 1e-3)
-        at_end = table.statistics()  # (the waits with the run's time, at one moment)
+        at_end = await table.statistics()  # (the waits with the run's time, at one moment)
         seconds = time.perf_counter() - t0
-        # the error over the whole table (a uniform look), for comparison
-        snap = table.snapshot()
-        obs, reward, nxt, done = snap.items
-        all_errors.append(float(np.abs(reward + GAMMA * (nxt @ w) * ~done - obs @ w).mean()))
-    # Leaving the block stopped the runner: the table is closed, every actor has ended.
-    stats = table.statistics()  # (the counts once every actor has stopped)
+    alive, per_actor = await stop(actors)
+    stats = await table.statistics()  # (the counts once every actor has stopped)
+    # the error over fresh transitions (what a uniform look at the table sees)
+    fresh = Actor(RandomWalk(n, 0.0, args.seed + 1000), 2000)()
+    obs, reward, nxt, done = (fresh[k] for k in ("obs", "reward", "next_obs", "done"))
+    table_td = float(np.abs(reward + GAMMA * (nxt @ w) * ~done - obs @ w).mean())
     if monitor is not None:
         monitor.plot(args.plot, title="Replay table: actors against the learner")
     return {
@@ -186,10 +301,10 @@ async def learn(args: argparse.Namespace) -> dict[str, Any]:
         "learner_waited": at_end.sample_wait_s / seconds,
         "value_error": float(np.abs(w[1:-1] - true_values(n)[1:-1]).max()),
         "sampled_td": float(np.mean(sampled_errors[-20:])),
-        "table_td": all_errors[0],
-        "actors_alive": sum(state != "done" for _, state in runner.producer_states()),
+        "table_td": table_td,
+        "actors_alive": alive,
         "closed": stats.closed,
-        "per_actor": [a.produced for a in actors],
+        "per_actor": per_actor,
         "report": coord.report(),
     }
 
@@ -218,21 +333,82 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add("--backend", choices=["asyncio", "trio"], default="asyncio", help="event loop")
     add("--plot", default=None, help="write a PNG of the table over time (needs matplotlib)")
     add("--interval", type=float, default=0.05, help="seconds between the plot's samples")
+    add("--redis", action="store_true", help="share the table through a private redis-server")
+    add("--url", default=None, help="share the table through this Redis server")
+    add("--name", default="transitions", help="the shared table's name")
+    add("--role", choices=["learner", "actor"], default="learner", help=argparse.SUPPRESS)
+    add("--actor-id", type=int, default=0, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
+
+
+def start_server() -> tuple[subprocess.Popen[bytes], str]:
+    """A private redis-server on a free port (as examples/distributed_replay.py)."""
+    binary = os.environ.get("AQUEUE_REDIS_SERVER") or shutil.which("redis-server")
+    if binary is None:
+        sys.exit(
+            "No redis-server on PATH: install it (e.g. apt-get install redis-server) "
+            "or pass --url redis://host:port/0."
+        )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--maxmemory",
+            "512mb",
+            "--maxmemory-policy",
+            "noeviction",
+            "--dir",
+            tempfile.mkdtemp(),
+        ],
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,  # a Ctrl-C in the terminal is for us; we stop it at the end
+    )
+    import redis
+
+    for _ in range(200):
+        try:
+            redis.Redis(port=port).ping()
+            return proc, f"redis://127.0.0.1:{port}/0"
+        except redis.ConnectionError:
+            time.sleep(0.01)
+    sys.exit("redis-server did not start")
 
 
 def say(text: str) -> None:
     print(textwrap.fill(text, 88, subsequent_indent="  ", break_on_hyphens=False))
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the example and print what it showed; return the measurements."""
-    args = parse_args(argv)
-    r: dict[str, Any] = anyio.run(learn, args, backend=args.backend)
+    args = parse_args(None if argv is None else list(argv))
+    if args.role == "actor":
+        sys.exit(act(args))
+    shared = bool(args.redis or args.url)
+    proc, url = (None, args.url) if args.url or not args.redis else start_server()
+    try:
+        if shared:
+            r: dict[str, Any] = anyio.run(learn_shared, args, url, backend=args.backend)
+        else:
+            r = anyio.run(learn, args, backend=args.backend)
+    finally:
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(5)
     lo, hi = r["band"]
     print(r["report"])
+    where = "processes, on a table shared through Redis," if shared else "threads"
     say(
-        f"{args.actors} actor threads inserted {r['inserts']:,} transitions and the learner "
+        f"{args.actors} actor {where} inserted {r['inserts']:,} transitions and the learner "
         f"sampled {r['samples']:,} ({args.steps} batches of {args.batch}) in "
         f"{r['seconds']:.2f} s on {args.backend}."
     )
@@ -257,20 +433,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"The value function is within {r['value_error']:.3f} of the true values. "
         f"Prioritized sampling favoured the transitions with large errors: the last "
         f"batches' mean |TD error| was {r['sampled_td']:.4f}, against {r['table_td']:.4f} "
-        "over the whole table."
+        "over fresh transitions (what a uniform draw would see)."
     )
     if args.plot:
         say(
             f"The plot in {args.plot} shows the table's fill over time and, per interval, "
             "the share the actors (orange) and the learner (purple) were held back."
         )
-    say(
-        "What this showed: actor threads, run by a QueueRunner, fed a replay table while "
-        "an async learner trained on prioritized batches, the rate limiter held the ratio of "
-        "samples to inserts in its band by making one side wait, and leaving the "
-        "coordinator's block closed the table and stopped every actor "
-        f"({r['actors_alive']} still running)."
-    )
+    if shared:
+        say(
+            "What this showed: actor processes fed a replay table shared through Redis "
+            "while an async learner trained on prioritized batches, the rate limiter on the "
+            "server held the ratio of samples to inserts of all processes in its band by "
+            "making one side wait, and closing the table ended every actor process "
+            f"({r['actors_alive']} still running)."
+        )
+    else:
+        say(
+            "What this showed: actor threads, run by a QueueRunner, fed a replay table "
+            "while an async learner trained on prioritized batches, the rate limiter held "
+            "the ratio of samples to inserts in its band by making one side wait, and "
+            "leaving the coordinator's block closed the table and stopped every actor "
+            f"({r['actors_alive']} still running)."
+        )
     if r["actors_alive"] or not r["closed"] or not held:
         raise SystemExit(1)
     return r

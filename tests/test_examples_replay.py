@@ -54,3 +54,39 @@ def test_replay_table_example_paces_actors_and_learner(
     if args:
         assert plot.read_bytes().startswith(b"\x89PNG")
         assert f"The plot in {plot}" in out
+
+
+def test_replay_table_example_on_a_shared_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--redis``: the same learner on a table shared through a private redis-server,
+    its actors processes; the limiter (on the server) ends inside its band, every
+    transition an actor produced went in but for its last burst, and closing the table
+    ends every actor process. The report has the shared table's row."""
+    pytest.importorskip("redis", reason="aqueue[redis] is not installed")
+    from redis_util import _binary
+
+    if _binary() is None:
+        pytest.skip("no redis-server")
+    result = example_main("replay_table")(
+        [
+            "--redis",
+            "--actors", "2",
+            "--steps", "30",
+            "--batch", "32",
+            "--min-size", "100",
+            "--error-buffer", "300",
+        ]
+    )  # fmt: skip
+    assert result["samples"] == 30 * 32
+    produced = sum(result["per_actor"])
+    assert 0 <= produced - result["inserts"] < 2 * 8
+    lo, hi = result["band"]
+    assert lo <= result["diff"] <= hi
+    assert result["actors_alive"] == 0
+    assert result["closed"]
+    out = one_line(capsys.readouterr().out)
+    assert re.search(r"'transitions' \(shared\) +\d+/20000 +\d+ +960 ", out)
+    assert "2 actor processes, on a table shared through Redis, inserted" in out
+    assert "the learner sampled 960 (30 batches of 32)" in out
+    assert "inside its band" in out
+    assert "What this showed: actor processes fed a replay table shared through Redis" in out
+    assert "(0 still running)" in out

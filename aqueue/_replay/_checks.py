@@ -11,21 +11,43 @@ changes nothing.
 - keys: a 1-d sequence of ints (int64). Keys the table does not hold are not an
   error: the operations report them.
 - counts: ``sample(n)`` takes ``n >= 1``; batches may be empty.
+
+Two classes gather them for a table, so every backend builds and checks the same way:
+``table_settings`` checks a constructor's arguments into ``TableSettings`` (the spec
+with fully defined shapes, the selectors, the limiter, ``max_times_sampled``, the seed,
+the priority limit), and ``TableArgs`` checks each operation's arguments against them,
+including the requests that could never be served (``sample_count``, ``batch``): with
+``max_times_sampled = m > 0`` a table holds at most ``max_size * m`` draws, so a
+``sample(n)`` with more is refused; the limiter refuses the rest (``_limiter.py``).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import ElementSpecError, int_arg
-from ._selectors import Prioritized, Selector
+from .._errors import ElementSpecError, int_arg, seed_arg
+from .._queues._declare import Components, FixedShape, format_shape
+from .._queues._spec import ElementSpec, declare_spec
+from ._limiter import RateLimiter, limiter_arg
+from ._selectors import Prioritized, Selector, selector_arg
 
-__all__ = ["PriorityLimit", "keys_arg", "priorities_arg", "priority_arg", "sample_count_arg"]
+__all__ = [
+    "PriorityLimit",
+    "TableArgs",
+    "TableSettings",
+    "keys_arg",
+    "priorities_arg",
+    "priority_arg",
+    "sample_count_arg",
+    "table_settings",
+    "timeout_arg",
+]
 
 _DBL_MAX = float(np.finfo(np.float64).max)
 
@@ -143,3 +165,160 @@ def sample_count_arg(n: Any, owner: str) -> int:
     if type(n) is int and n >= 1:
         return n
     return int_arg(n, "n", f"{owner}.sample", 1)
+
+
+def timeout_arg(timeout: Any, owner: str) -> float | None:
+    """A thread view's ``timeout=`` checked: seconds >= 0, or None (no limit).
+
+    Raises:
+        ElementSpecError: Not a number, NaN or negative.
+    """
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise ElementSpecError(
+            f"{owner}: timeout must be a number of seconds or None, got {type(timeout).__name__}"
+        )
+    t = float(timeout)
+    if math.isnan(t) or t < 0:
+        raise ElementSpecError(f"{owner}: timeout must be >= 0 seconds, got {timeout}")
+    return t
+
+
+@dataclass(frozen=True)
+class TableSettings:
+    """A replay table's constructor arguments, checked (``table_settings``)."""
+
+    owner: str
+    """How messages name the table (``"ReplayTable 'name'"``)."""
+    max_size: int
+    spec: ElementSpec
+    shapes: tuple[FixedShape, ...]
+    """The spec's shapes, every one fully defined."""
+    sampler: Selector
+    remover: Selector
+    max_times_sampled: int
+    rate_limiter: RateLimiter
+    seed: int | None
+    limit: PriorityLimit
+
+
+def table_settings(
+    owner: str,
+    max_size: Any,
+    dtypes: Any,
+    shapes: Any,
+    names: Any,
+    *,
+    sampler: Any,
+    remover: Any,
+    max_times_sampled: Any,
+    rate_limiter: Any,
+    seed: Any,
+) -> TableSettings:
+    """A table's settings, checked in the order of its arguments.
+
+    Raises:
+        ElementSpecError: A bad argument (naming it, what was expected and what was
+            given), or a rate limiter whose ``min_size_to_sample`` exceeds ``max_size``.
+    """
+    max_size = int_arg(max_size, "max_size", owner, 1)
+    spec = declare_spec(owner, dtypes, shapes, names, allow_unknown_dims=True)
+    fixed = spec.fixed_shapes
+    if fixed is None:
+        got = "none" if spec.shapes is None else ", ".join(map(format_shape, spec.shapes))
+        raise ElementSpecError(
+            f"{owner}: shapes must be declared and fully defined (items live in "
+            f"preallocated arrays of shape (max_size, *shape)); use shapes=() for "
+            f"scalars, e.g. ReplayTable(1000, np.float32, (84, 84)); got {got}"
+        )
+    for i, dt in enumerate(spec.dtypes):
+        if dt.kind in "OV":
+            raise ElementSpecError(
+                f"{owner}: component {i} has dtype {dt}; a replay table stores numeric, "
+                "bool and fixed-size string components (no object or structured dtypes)"
+            )
+    sampler = selector_arg(sampler, "sampler", owner)
+    remover = selector_arg(remover, "remover", owner)
+    mts = int_arg(max_times_sampled, "max_times_sampled", owner, 0)
+    limiter = limiter_arg(rate_limiter, owner)
+    if limiter.min_size_to_sample > max_size:
+        raise ElementSpecError(
+            f"{owner}: {limiter!r} waits for {limiter.min_size_to_sample} items before "
+            f"the first sample, but max_size is {max_size}: no sample could ever be served"
+        )
+    return TableSettings(
+        owner=owner,
+        max_size=max_size,
+        spec=spec,
+        shapes=fixed,
+        sampler=sampler,
+        remover=remover,
+        max_times_sampled=mts,
+        rate_limiter=limiter,
+        seed=seed_arg(seed, owner),
+        limit=PriorityLimit(max_size, (sampler, remover)),
+    )
+
+
+class TableArgs:
+    """The checks and conversions of one table's operations (nothing here touches a
+    table, so a refused call changes nothing)."""
+
+    __slots__ = ("limit", "limiter", "max_size", "mts", "owner", "spec")
+
+    def __init__(self, settings: TableSettings) -> None:
+        self.spec = settings.spec
+        self.owner = settings.owner
+        self.max_size = settings.max_size
+        self.limiter = settings.rate_limiter
+        self.mts = settings.max_times_sampled
+        self.limit = settings.limit
+
+    def element(
+        self, element: Any, priority: Any
+    ) -> tuple[Components, npt.NDArray[np.float64] | None]:
+        """``insert(element, priority)``'s arguments: the element as a batch of one
+        (one array per component) and its priority (None: the table's largest)."""
+        comps = self.spec.element(element)
+        prio = priority_arg(priority, self.owner, self.limit)
+        return tuple(np.asarray(c)[np.newaxis] for c in comps), prio
+
+    def batch(
+        self, batch: Any, priorities: Any
+    ) -> tuple[Components, int, npt.NDArray[np.float64] | None]:
+        """``insert_many(batch, priorities)``'s arguments: components, count and
+        priorities; refused if the limiter could never admit that many at once."""
+        comps, k = self.spec.batch(batch)
+        prios = priorities_arg(priorities, k, self.owner, self.limit)
+        if k:
+            self.limiter.check_insert_count(k, self.owner)
+        return comps, k, prios
+
+    def sample_count(self, n: Any) -> int:
+        """``n`` checked for ``sample(n)``, refused if it could never be served."""
+        count = sample_count_arg(n, self.owner)
+        mts = self.mts
+        if mts and count > self.max_size * mts:
+            raise ElementSpecError(
+                f"{self.owner}: sample({count}) could never be served: items leave after "
+                f"max_times_sampled={mts} draws, so {self.max_size} items give at most "
+                f"{self.max_size * mts} draws; sample at most that many at a time"
+            )
+        self.limiter.check_sample_count(count, self.owner)
+        return count
+
+    def keys_and_priorities(
+        self, keys: Any, priorities: Any
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """The arguments of ``update_priorities``, checked."""
+        k = keys_arg(keys, self.owner)
+        if priorities is None:
+            raise ElementSpecError(f"{self.owner}: update_priorities needs priorities, got None")
+        p = priorities_arg(priorities, len(k), self.owner, self.limit)
+        assert p is not None
+        return k, p
+
+    def keys(self, keys: Any) -> npt.NDArray[np.int64]:
+        """The keys of ``delete``, checked."""
+        return keys_arg(keys, self.owner)

@@ -28,20 +28,19 @@ from typing import Any, Generic, cast, overload
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import CheckpointError, ElementSpecError, int_arg, name_arg, seed_arg
+from .._errors import CheckpointError, ElementSpecError, name_arg
 from .._queues._accounting import Producers
 from .._queues._backend import checkpoint, in_event_loop, make_waker
-from .._queues._declare import Array, FixedShape, NumericDType, T, U, format_shape
+from .._queues._declare import Array, FixedShape, NumericDType, T, U
 from .._queues._requests import WAIT
-from .._queues._spec import declare_spec
 from .._queues._waiting import wait_task
-from ._checks import PriorityLimit
+from ._checks import table_settings
 from ._core import TableCore
 from ._engine import ReplayEngine
-from ._limiter import MinSize, RateLimiter, limiter_arg
+from ._limiter import MinSize, RateLimiter
 from ._ops import TableOps
 from ._results import ReplaySample, ReplayStatistics
-from ._selectors import Fifo, Lifo, Selector, Uniform, selector_arg
+from ._selectors import Fifo, Lifo, Selector, Uniform
 from ._snapshot import ReplaySnapshot, check_snapshot, snapshot_state
 from ._views import BlockingReplayTable, SampleIterator
 
@@ -191,57 +190,35 @@ class ReplayTable(Generic[T]):
         name: str | None = None,
     ) -> None:
         tname = name_arg(name, self.default_name, "table name")
-        owner = f"ReplayTable '{tname}'"
-        max_size = int_arg(max_size, "max_size", owner, 1)
-        spec = declare_spec(owner, dtypes, shapes, names, allow_unknown_dims=True)
-        fixed = spec.fixed_shapes
-        if fixed is None:
-            got = "none" if spec.shapes is None else ", ".join(map(format_shape, spec.shapes))
-            raise ElementSpecError(
-                f"{owner}: shapes must be declared and fully defined (items live in "
-                f"preallocated arrays of shape (max_size, *shape)); use shapes=() for "
-                f"scalars, e.g. ReplayTable(1000, np.float32, (84, 84)); got {got}"
-            )
-        for i, dt in enumerate(spec.dtypes):
-            if dt.kind in "OV":
-                raise ElementSpecError(
-                    f"{owner}: component {i} has dtype {dt}; a replay table stores numeric, "
-                    "bool and fixed-size string components (no object or structured dtypes)"
-                )
-        sampler = selector_arg(sampler, "sampler", owner)
-        remover = selector_arg(remover, "remover", owner)
-        mts = int_arg(max_times_sampled, "max_times_sampled", owner, 0)
-        limiter = limiter_arg(rate_limiter, owner)
-        if limiter.min_size_to_sample > max_size:
-            raise ElementSpecError(
-                f"{owner}: {limiter!r} waits for {limiter.min_size_to_sample} items before "
-                f"the first sample, but max_size is {max_size}: no sample could ever be served"
-            )
-        self._seed = seed_arg(seed, owner)
-        self._name = tname
-        self._sampler = sampler
-        self._remover = remover
-        self._limiter = limiter
-        core = TableCore(
+        settings = table_settings(
+            f"ReplayTable '{tname}'",
             max_size,
-            spec.dtypes,
-            fixed,
+            dtypes,
+            shapes,
+            names,
             sampler=sampler,
             remover=remover,
-            limiter=limiter,
-            max_times_sampled=mts,
+            max_times_sampled=max_times_sampled,
+            rate_limiter=rate_limiter,
+            seed=seed,
+        )
+        self._seed = settings.seed
+        self._name = tname
+        self._sampler = settings.sampler
+        self._remover = settings.remover
+        self._limiter = settings.rate_limiter
+        core = TableCore(
+            settings.max_size,
+            settings.spec.dtypes,
+            settings.shapes,
+            sampler=settings.sampler,
+            remover=settings.remover,
+            limiter=settings.rate_limiter,
+            max_times_sampled=settings.max_times_sampled,
             rng=np.random.default_rng(self._seed),
         )
         self._engine = engine = ReplayEngine(core, tname)
-        self._ops: TableOps[T] = TableOps(
-            spec,
-            engine,
-            owner=owner,
-            max_size=max_size,
-            limiter=limiter,
-            max_times_sampled=mts,
-            limit=PriorityLimit(max_size, (sampler, remover)),
-        )
+        self._ops: TableOps[T] = TableOps(settings, engine)
         self._producers = Producers(tname, self._close_for_producers, "replay table")
 
     # -- Reverb's queue and stack shapes --------------------------------------------------

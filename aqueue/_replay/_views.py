@@ -20,18 +20,17 @@ and cannot serve another (OutOfRangeError becomes StopAsyncIteration).
 
 from __future__ import annotations
 
-import math
-import numbers
 import threading
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import ElementSpecError, OutOfRangeError
+from .._errors import OutOfRangeError
 from .._queues._backend import in_event_loop
 from .._queues._requests import WAIT
 from .._queues._waiting import wait_thread
+from ._checks import timeout_arg
 from ._requests import ReplayRequest
 from ._results import ReplaySample, ReplayStatistics
 
@@ -39,22 +38,9 @@ if TYPE_CHECKING:
     from ._ops import TableOps
     from ._table import ReplayTable
 
-__all__ = ["BlockingReplayTable", "SampleIterator"]
+__all__ = ["BlockingReplayTable", "SampleIterator", "Sampled"]
 
 T = TypeVar("T")
-
-
-def _timeout_arg(timeout: Any, owner: str) -> float | None:
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
-        raise ElementSpecError(
-            f"{owner}: timeout must be a number of seconds or None, got {type(timeout).__name__}"
-        )
-    t = float(timeout)
-    if math.isnan(t) or t < 0:
-        raise ElementSpecError(f"{owner}: timeout must be >= 0 seconds, got {timeout}")
-    return t
 
 
 class BlockingReplayTable(Generic[T]):
@@ -89,7 +75,7 @@ class BlockingReplayTable(Generic[T]):
             )
 
     def _run(self, req: ReplayRequest, timeout: Any, what: str) -> Any:
-        t = _timeout_arg(timeout, f"{self._ops.owner}.{what}")
+        t = timeout_arg(timeout, f"{self._ops.owner}.{what}")
         engine = self._ops.engine
         result = engine.start(req, threading.Event, [])
         if result is WAIT:
@@ -116,7 +102,7 @@ class BlockingReplayTable(Generic[T]):
         self._check("insert_many")
         req = self._ops.insert_many_request(batch, priorities)
         if req is None:
-            _timeout_arg(timeout, f"{self._ops.owner}.insert_many")
+            timeout_arg(timeout, f"{self._ops.owner}.insert_many")
             return np.empty(0, dtype=np.int64)
         keys: npt.NDArray[np.int64] = self._run(req, timeout, "insert_many")
         return keys
@@ -139,7 +125,7 @@ class BlockingReplayTable(Generic[T]):
         else:
             req = ops.insert_many_request(batch, None)
         if req is None:
-            _timeout_arg(timeout, f"{ops.owner}.enqueue_many")
+            timeout_arg(timeout, f"{ops.owner}.enqueue_many")
             return
         self._run(req, timeout, "enqueue_many")
 
@@ -155,14 +141,14 @@ class BlockingReplayTable(Generic[T]):
         """Set priorities (see ``ReplayTable.update_priorities``); never waits."""
         ops = self._ops
         k, p = ops.keys_and_priorities(keys, priorities)
-        _timeout_arg(timeout, f"{ops.owner}.update_priorities")
+        timeout_arg(timeout, f"{ops.owner}.update_priorities")
         return ops.update_now(k, p)
 
     def delete(self, keys: Any, timeout: float | None = None) -> npt.NDArray[np.bool_]:
         """Remove items (see ``ReplayTable.delete``); never waits."""
         ops = self._ops
         k = ops.keys(keys)
-        _timeout_arg(timeout, f"{ops.owner}.delete")
+        timeout_arg(timeout, f"{ops.owner}.delete")
         return ops.delete_now(k)
 
     def close(self) -> None:
@@ -178,17 +164,24 @@ class BlockingReplayTable(Generic[T]):
         return self._table.statistics()
 
 
+class Sampled(Protocol[T]):
+    """What ``SampleIterator`` iterates over: any table (in process, or shared through
+    ``aqueue.redis``) with an awaitable ``sample(n)``."""
+
+    async def sample(self, n: int) -> ReplaySample[T]: ...
+
+
 class SampleIterator(Generic[T]):
     """The iterator of ``table.samples(n)`` (see the module docstring)."""
 
     __slots__ = ("_n", "_table")
 
-    def __init__(self, table: ReplayTable[T], n: int) -> None:
+    def __init__(self, table: Sampled[T], n: int) -> None:
         self._table = table
         self._n = n
 
     @property
-    def table(self) -> ReplayTable[T]:
+    def table(self) -> Sampled[T]:
         """The table sampled."""
         return self._table
 

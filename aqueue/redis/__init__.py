@@ -1,4 +1,5 @@
-"""aqueue.redis: FIFO and RandomShuffle queues shared by processes on many hosts.
+"""aqueue.redis: FIFO and RandomShuffle queues and replay tables shared by processes on
+many hosts.
 
     import aqueue.redis
 
@@ -54,7 +55,24 @@ queue closes after the last registered producer (of any process) ends cleanly, a
 one's process dies (its registration expires after ``lease_time``; ``connect()``
 refreshes this process's registrations every ``lease_time / 3``).
 
-Where the Redis queues differ from the in-process ones:
+Replay tables. ``table = await server.replay_table(name, max_size, dtypes, shapes,
+names, *, sampler, remover, max_times_sampled, rate_limiter, seed)`` opens (creating if
+needed) a table that every process opening ``name`` shares, with the operations of
+``aqueue.ReplayTable``: ``insert``, ``insert_many``, ``sample``, ``samples``,
+``update_priorities``, ``delete``, ``blocking()`` (with ``timeout=``), ``await
+table.size()``, ``await table.statistics()``, ``await table.aclose()``; ``await
+server.delete_table(name)`` removes it. A reopen with other settings raises
+ElementSpecError naming the field. Each insert and sample is one function call
+(``_replay.lua``): the rate limiter counts the inserts and samples of every process in
+the same atomic step as the selection, the eviction and the payloads; a prioritized
+draw descends a sum tree kept on the server (``FANOUT`` children per node read with one
+``GETRANGE``: O(log n) per item). A cancelled or timed-out insert or sample changed
+nothing; a client killed mid-call leaves the table as the last whole call left it. A
+table is a sink (``aqueue.AsyncReplayTable``): ``enqueue``, a progressive
+``enqueue_many`` and producer accounting as a queue's, so a ``QueueRunner`` or
+``Pipeline.to_queue`` fills it and a coordinator's report shows it.
+
+Where the Redis queues and tables differ from the in-process ones:
 
 | In-process behaviour | Redis queues | Why |
 |---|---|---|
@@ -74,6 +92,11 @@ Where the Redis queues differ from the in-process ones:
 | nothing is lost while the process lives | a consumer SIGKILLed while holding a lease: its elements come back after ``lease_time``; killed after acknowledging: consumed; server killed: every waiter raises ServerConnectionError (a QueueError wrapping redis' error) within one connection attempt, and the data is lost unless the server persists it | distributed failure modes |
 | a dequeue cannot fail on stored data | PayloadError when another client wrote a non-AQ1 payload into the queue's keys; the batch is put back | data from outside aqueue |
 | asyncio and trio | the same; on trio the synchronous client runs in worker threads (redis.asyncio is asyncio-only) | |
+| a replay table's ``size()`` and ``statistics()`` are synchronous | ``await table.size()``, ``await table.statistics()``: counters of every process; the wait times are the seconds during which a waiter of any process was registered | they need a server round trip |
+| a table's ``snapshot()``, ``from_snapshot()``, ``checkpoint``, ``async with table:`` | not provided: the server keeps the table (items, priorities, limiter counters); persist it with Redis' RDB/AOF | the state lives on the server |
+| a table's ``seed`` pins every draw and eviction | ``seed`` seeds this client's random numbers (the draws it asks for, its random evictions): one seeded client alone reproduces its draws; with several, timing decides | each client draws from its own Generator |
+| ``release_producers()`` (a coordinator's stop) closes a table | this table object's sink inserts (``enqueue``, ``enqueue_many``) fail with QueueClosedError; the shared table closes after the last registered producer of all processes | other processes may still fill it |
+| a table's waiters are served strictly in arrival order | the same across processes: only the oldest registered waiter of a direction may complete, and it is woken when it can; a progressive ``enqueue_many`` waits for one item's room and then inserts what the limiter admits | |
 
 How the package is built (its files, bottom up; each module's docstring states its
 invariants). One operation is written once, as a generator that yields what to send
@@ -104,8 +127,16 @@ file                   what it holds
                        checkpoints and runs its op with ``run``
 ``_blocking.py``       BlockingRedisQueue (``q.blocking()``): the same ops with
                        ``run_blocking``, a timeout and the event-loop check
+``_replay.lua``        the replay tables' functions (appended to the library): items,
+                       sum trees, the rate limiter, waiters and producers
+``_replay_ops.py``     TableHandle and a table's operations, sans I/O: InsertOp, SampleOp
+                       (with their undo, the ``rt_leave`` call) and the one-call ones
+``_replay_table.py``   RedisReplayTable: each operation checks its arguments (the
+                       in-process checks), checkpoints and runs its op with ``run``
+``_replay_blocking.py``  BlockingRedisReplayTable (``table.blocking()``): the same ops
+                       with ``run_blocking`` and a timeout
 ``_server.py``         ``connect()`` and RedisServer: connections, the library check,
-                       opening and deleting queues, the producers' heartbeat
+                       opening and deleting queues and tables, the producers' heartbeat
 =====================  =================================================================
 
 One ``dequeue_many``: ``RedisQueue.dequeue_many`` (``_queue.py``: ``batch_count``,
@@ -120,7 +151,7 @@ it could still write ``aq:*`` keys directly, which is why dequeues validate payl
 An admin loads the library once (``connect(..., load_functions=True)``, the default);
 actors connect with ``load_functions=False``. The exact line::
 
-    ACL SETUSER aqueue-actor on >PASSWORD resetkeys ~aq:* resetchannels -@all +fcall +fcall_ro +blpop +ping +multi +exec +mset +mget +del +exists +get +hdel +hget +hincrby +hlen +hmget +hset +hvals +llen +lpush +lrange +ltrim +pexpire +rename +rpush +set +time +zadd +zcard +zcount +zrange +zrem +zremrangebyscore +zscore
+    ACL SETUSER aqueue-actor on >PASSWORD resetkeys ~aq:* resetchannels -@all +fcall +fcall_ro +blpop +ping +multi +exec +mset +mget +copy +del +exists +get +getrange +hdel +hget +hincrby +hkeys +hlen +hmget +hset +hvals +llen +lpush +lrange +ltrim +pexpire +rename +rpush +set +setrange +time +zadd +zcard +zcount +zrange +zrem +zremrangebyscore +zscore
 """
 
 # The table and the ACL line above are copied verbatim into README: one line each.
@@ -147,6 +178,8 @@ from ._library import LIBRARY_VERSION as LIBRARY_VERSION
 from ._queue import RedisFIFOQueue as RedisFIFOQueue
 from ._queue import RedisQueue as RedisQueue
 from ._queue import RedisRandomShuffleQueue as RedisRandomShuffleQueue
+from ._replay_blocking import BlockingRedisReplayTable as BlockingRedisReplayTable
+from ._replay_table import RedisReplayTable as RedisReplayTable
 from ._server import RedisServer as RedisServer
 from ._server import connect as connect
 
@@ -154,12 +187,14 @@ __all__ = [
     "LIBRARY_VERSION",
     "AuthenticationFailedError",
     "BlockingRedisQueue",
+    "BlockingRedisReplayTable",
     "ConnectFailedError",
     "PasswordRequiredError",
     "PayloadError",
     "RedisFIFOQueue",
     "RedisQueue",
     "RedisRandomShuffleQueue",
+    "RedisReplayTable",
     "RedisServer",
     "ServerConnectionError",
     "ServerError",

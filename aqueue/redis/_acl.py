@@ -5,8 +5,9 @@ for the waits, MULTI/MSET/EXEC to stage payloads with an enqueue, MGET to read t
 behind a take) the user needs exactly the data commands the functions use, on
 ``aq:*`` keys only.
 
-Invariant: ``FUNCTION_COMMANDS`` lists every command ``_functions.lua`` calls (a test
-checks it against the source), so the ACL line in the docs is always sufficient.
+Invariant: ``FUNCTION_COMMANDS`` lists every command the library (``_functions.lua``
+and ``_replay.lua``) calls (a test checks it against the source), so the ACL line in
+the docs is always sufficient.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ __all__ = ["ACL_SETUSER", "CLIENT_COMMANDS", "FUNCTION_COMMANDS"]
 CLIENT_COMMANDS = ["fcall", "fcall_ro", "blpop", "ping", "multi", "exec", "mset", "mget"]
 
 FUNCTION_COMMANDS = [
-    *("del", "exists", "get", "hdel", "hget", "hincrby", "hlen", "hmget", "hset"),
-    *("hvals", "llen", "lpush", "lrange", "ltrim", "pexpire", "rename", "rpush"),
-    *("set", "time", "zadd", "zcard", "zcount", "zrange", "zrem", "zremrangebyscore"),
-    "zscore",
+    *("copy", "del", "exists", "get", "getrange", "hdel", "hget", "hincrby", "hkeys"),
+    *("hlen", "hmget", "hset", "hvals", "llen", "lpush", "lrange", "ltrim", "pexpire"),
+    *("rename", "rpush", "set", "setrange", "time", "zadd", "zcard", "zcount", "zrange"),
+    *("zrem", "zremrangebyscore", "zscore"),
 ]
 
 ACL_SETUSER = (

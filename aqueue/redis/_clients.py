@@ -19,14 +19,21 @@ A ``Call`` is one round trip in one of three shapes:
   (say the library was flushed), the staged keys are deleted, best effort;
 - with ``fetch`` (a dequeue): ``FCALL aq_take ...`` pipelined with ``MGET`` of the
   keys the take renames its elements to (``e:<lease>.<j>``), so the payloads come
-  straight from their keys.
+  straight from their keys;
+- ``atomic`` with ``fetch`` and ``drop`` (a replay table's sample): ``MULTI; FCALL
+  rt_sample ...; MGET o:<w>.1 ...; DEL o:<w>.1 ...; EXEC``: the function copies the
+  drawn payloads to those keys, and the same transaction reads and removes them, so
+  the items stay where they are and no copy outlives the call, whatever happens to
+  the client.
 
 Invariants:
 - every call always lets the server call finish, so its outcome is known to the server
   state even when the caller is cancelled: an anyio cancellation is deferred past it
   (shielded scope), a native asyncio ``task.cancel()`` is re-raised only after the call
   finished (the reply is then dropped, and the caller resolves the outcome with its
-  lease id). redis-py would otherwise drop the connection with the command in flight.
+  lease id), or, for a ``keep`` call, the reply is returned and the cancellation
+  re-armed for the task's next await (``_redeliver``). redis-py would otherwise drop the
+  connection with the command in flight.
 - ``wait`` is cancellable at any time: losing a wake-up token only delays a waiter by
   one wait timeout, never loses data.
 - redis-py never retries a call (``retries=0``): a function call is not idempotent, so
@@ -37,6 +44,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
@@ -91,13 +99,38 @@ def _first_error(replies: Sequence[Any]) -> BaseException | None:
 
 def _queued(pipe: Any, call: Call) -> Any:
     """Pipeline ``pipe`` (sync or async: queuing commands does not wait) with the
-    commands of a staged or fetching ``call`` queued (see the module docstring)."""
+    commands of a staged, fetching or atomic ``call`` queued (see the module docstring)."""
     if call.stage:
         pipe.mset(dict(call.stage))
     pipe.fcall(call.fn, 1, call.key, *call.args)
     if call.fetch:
         pipe.mget(call.fetch)
+    if call.drop:
+        pipe.delete(*call.drop)
     return pipe
+
+
+def _piped(call: Call) -> bool:
+    """Whether ``call`` needs a pipeline (more than its FCALL)."""
+    return bool(call.stage or call.fetch or call.drop or call.atomic)
+
+
+def _transaction(call: Call) -> bool:
+    return bool(call.stage or call.atomic)
+
+
+def _redeliver(task: asyncio.Task[Any]) -> None:
+    """Re-arm a native cancellation that a ``keep`` call held back, at the task's next
+    await (this runs from the event loop once the task has suspended). Not if it was
+    withdrawn meanwhile: an ``asyncio.timeout`` block that ended without another await
+    has uncancelled the task (its call completed in time, as far as it is concerned)."""
+    if task.done():
+        return
+    if sys.version_info >= (3, 11):
+        if task.cancelling() == 0:
+            return
+        task.uncancel()  # the cancel() below counts it again: one request, not two
+    task.cancel()
 
 
 def _reply(call: Call, replies: Sequence[Any]) -> Any:
@@ -135,11 +168,11 @@ class RedisSync:
         fn, key = call.fn, call.key
         what = f"{fn} on {key}"
         try:
-            if not call.stage and not call.fetch:
+            if not _piped(call):
                 if call.ro:
                     return self.client.fcall_ro(fn, 1, key, *call.args)
                 return self.client.fcall(fn, 1, key, *call.args)
-            pipe = _queued(self.client.pipeline(transaction=bool(call.stage)), call)
+            pipe = _queued(self.client.pipeline(transaction=_transaction(call)), call)
             replies = pipe.execute(raise_on_error=False)
         except redis.RedisError as exc:
             raise map_error(exc, what) from exc
@@ -206,20 +239,26 @@ class RedisAsyncio:
         self._waits = _async_client(url, opts)
         self._abandoned: set[asyncio.Future[Any]] = set()
 
-    async def _finish(self, call: Awaitable[Any], what: str) -> Any:
+    async def _finish(self, call: Awaitable[Any], what: str, keep: bool = False) -> Any:
         """Run ``call`` to its end even when the caller is cancelled (see above)."""
         task = asyncio.ensure_future(call)
         with anyio.CancelScope(shield=True):
             try:
                 return await asyncio.shield(task)
             except asyncio.CancelledError:
-                # Native cancellation: let the call finish, then re-raise.
+                # Native cancellation: let the call finish, then re-raise (or, for a
+                # `keep` call that succeeded, return its reply and re-arm it).
                 while not task.done():
                     try:
                         await asyncio.wait([task])
                     except asyncio.CancelledError:
                         pass
                 if not task.cancelled():
+                    if keep and task.exception() is None:
+                        caller = asyncio.current_task()
+                        if caller is not None:
+                            asyncio.get_running_loop().call_soon(_redeliver, caller)
+                            return task.result()
                     task.exception()  # retrieved: the caller resolves the outcome itself
                 raise
             except redis.RedisError as exc:
@@ -228,12 +267,13 @@ class RedisAsyncio:
     async def call(self, call: Call) -> Any:
         fn, key = call.fn, call.key
         what = f"{fn} on {key}"
-        if not call.stage and not call.fetch:
+        keep = call.keep
+        if not _piped(call):
             if call.ro:
-                return await self._finish(self._client.fcall_ro(fn, 1, key, *call.args), what)
-            return await self._finish(self._client.fcall(fn, 1, key, *call.args), what)
-        pipe = _queued(self._client.pipeline(transaction=bool(call.stage)), call)
-        replies = await self._finish(pipe.execute(raise_on_error=False), what)
+                return await self._finish(self._client.fcall_ro(fn, 1, key, *call.args), what, keep)
+            return await self._finish(self._client.fcall(fn, 1, key, *call.args), what, keep)
+        pipe = _queued(self._client.pipeline(transaction=_transaction(call)), call)
+        replies = await self._finish(pipe.execute(raise_on_error=False), what, keep)
         err = _first_error(replies)
         if err is not None:
             if call.stage:

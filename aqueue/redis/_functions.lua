@@ -498,10 +498,12 @@ local function aq_stats(keys, args)
 end
 
 -- aq_delete: wake every waiter (they then find the queue gone), drop every key, the
--- payload keys of the stored and the leased elements included.
+-- payload keys of the stored and the leased elements included. -> 1 | 0 (no such queue)
+-- | -1 (the name holds a replay table)
 local function aq_delete(keys, args)
   local meta = keys[1]
   if redis.call('EXISTS', meta) == 0 then return 0 end
+  if redis.call('HGET', meta, 'kind') == 'table' then return -1 end  -- (rt_drop's)
   local P = prefix(meta)
   for _, reg in ipairs({'ev:data', 'ev:space'}) do
     for _, m in ipairs(redis.call('ZRANGE', P .. reg, 0, -1)) do

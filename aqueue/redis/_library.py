@@ -1,9 +1,11 @@
-"""Loading aqueue's Lua function library (``_functions.lua``) into a Redis server.
+"""Loading aqueue's Lua function library into a Redis server: ``_functions.lua`` (the
+queues) followed by ``_replay.lua`` (the replay tables, which use the first part's
+helpers), one library, one ``FUNCTION LOAD``.
 
 Invariants:
 - the library is named ``aqueue`` and its ``aq_version`` function returns
-  ``LIBRARY_VERSION``: the format number and a hash of the Lua source, so any change
-  to the source is a new version;
+  ``LIBRARY_VERSION``: the format number and a hash of the Lua source (both files), so
+  any change to the source is a new version;
 - a client that may load (``load_functions=True``) replaces a missing or different
   library with ``FUNCTION LOAD REPLACE``; one that may not (an ACL user without
   ``FUNCTION``) raises ServerError telling the admin what to load. Clients of different
@@ -18,7 +20,10 @@ from typing import Any
 
 __all__ = ["LIBRARY_SOURCE", "LIBRARY_VERSION", "library_problem"]
 
-_RAW = resources.files(__package__).joinpath("_functions.lua").read_text(encoding="utf-8")
+_FILES = ("_functions.lua", "_replay.lua")
+_RAW = "\n".join(
+    resources.files(__package__).joinpath(f).read_text(encoding="utf-8") for f in _FILES
+)
 LIBRARY_VERSION = "2:" + hashlib.sha1(_RAW.encode()).hexdigest()[:12]
 LIBRARY_SOURCE = _RAW.replace("@VERSION@", LIBRARY_VERSION)
 

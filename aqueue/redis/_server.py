@@ -1,14 +1,17 @@
-"""connect() and RedisServer: one Redis server's connections, and the queues on it.
+"""connect() and RedisServer: one Redis server's connections, and the queues and replay
+tables on it.
 
 Invariants:
-- a queue is identified by its name alone; its spec (kind, capacity, dtypes, shapes,
-  names, min_after_dequeue) is stored in ``aq:{name}:meta`` by the first process that
-  opens it, and every later open must give the same spec (TensorFlow's shared_name
-  rule), else ElementSpecError names the field, the stored and the given value;
+- a queue or table is identified by its name alone; its spec (a queue's kind,
+  capacity, dtypes, shapes, names, min_after_dequeue; a table's max_size, spec,
+  selectors, max_times_sampled, rate limiter) is stored in ``aq:{name}:meta`` by the
+  first process that opens it, and every later open must give the same spec
+  (TensorFlow's shared_name rule), else ElementSpecError names the field, the stored
+  and the given value;
 - leaving the ``async with`` block closes this process's connections and stops its
-  producers' heartbeat; it never closes or deletes a queue;
+  producers' heartbeat; it never closes or deletes a queue or a table;
 - the heartbeat refreshes, every ``lease_time / 3`` seconds, the expiry of every
-  producer this process registered and has not yet ended.
+  producer (of a queue or a table) this process registered and has not yet ended.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import json
 import logging
 import socket
 import uuid
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -29,6 +33,9 @@ import redis
 
 import aqueue
 from aqueue._queues._declare import format_shape
+from aqueue._replay._checks import table_settings
+from aqueue._replay._limiter import MinSize, RateLimiter
+from aqueue._replay._selectors import Fifo, Selector, Uniform
 
 from ._clients import RedisAsyncio, RedisSync, RedisThreads, client_options, map_error
 from ._errors import (
@@ -42,8 +49,10 @@ from ._handle import Handle
 from ._library import LIBRARY_SOURCE, library_problem
 from ._ops import keep_producers
 from ._queue import RedisFIFOQueue, RedisRandomShuffleQueue
+from ._replay_ops import TableHandle, keep_table_producers, open_table
+from ._replay_table import RedisReplayTable
 from ._spec import int_arg, make_spec, name_arg, positive_arg
-from ._transport import AsyncTransport, Call, run
+from ._transport import AsyncTransport, Call, Op, run
 
 __all__ = ["RedisServer", "connect"]
 
@@ -121,7 +130,7 @@ class RedisServer:
         self._sync: RedisSync | None = None
         self._transport: AsyncTransport | None = None
         self._tg: anyio.abc.TaskGroup | None = None
-        self._producers: dict[str, tuple[Handle, set[str]]] = {}
+        self._producers: dict[str, tuple[Any, set[str], Callable[[Any, set[str]], Op[None]]]] = {}
 
     def __repr__(self) -> str:
         return f"<RedisServer {self._safe_url()}>"
@@ -240,18 +249,21 @@ class RedisServer:
     async def _heartbeat(self) -> None:
         while True:
             await anyio.sleep(self._lease_time / 3)
-            for handle, pids in list(self._producers.values()):
+            for handle, pids, beat in list(self._producers.values()):
                 if not pids:
                     continue
                 try:
-                    await run(keep_producers(handle, pids), self._live())
+                    await run(beat(handle, pids), self._live())
                 except aqueue.QueueError as exc:  # the next beat retries
                     _log.warning("producer heartbeat for queue '%s' failed: %s", handle.name, exc)
 
     def add_producer(self, handle: Handle, pid: str) -> None:
-        self._producers.setdefault(handle.key, (handle, set()))[1].add(pid)
+        self._producers.setdefault(handle.key, (handle, set(), keep_producers))[1].add(pid)
 
-    def remove_producer(self, handle: Handle, pid: str) -> None:
+    def add_table_producer(self, handle: TableHandle, pid: str) -> None:
+        self._producers.setdefault(handle.key, (handle, set(), keep_table_producers))[1].add(pid)
+
+    def remove_producer(self, handle: Handle | TableHandle, pid: str) -> None:
         entry = self._producers.get(handle.key)
         if entry is not None:
             entry[1].discard(pid)
@@ -287,9 +299,75 @@ class RedisServer:
 
     async def delete_queue(self, name: str) -> bool:
         """Delete queue ``name`` and all its keys; True if it existed. Its waiters wake
-        and fail (OutOfRangeError, QueueClosedError)."""
+        and fail (OutOfRangeError, QueueClosedError).
+
+        Raises:
+            ElementSpecError: ``name`` holds a replay table (use ``delete_table``).
+        """
         name = name_arg(name, "RedisServer.delete_queue")
         r = await self._live().call(Call("aq_delete", f"aq:{{{name}}}:meta", []))
+        if int(r) < 0:
+            raise aqueue.ElementSpecError(
+                f"RedisServer.delete_queue: '{name}' is a replay table; use delete_table"
+            )
+        return bool(r)
+
+    async def replay_table(
+        self,
+        name: str,
+        max_size: int,
+        dtypes: Any,
+        shapes: Any = None,
+        names: Any = None,
+        *,
+        sampler: Selector = Uniform(),  # noqa: B008 - frozen, shared safely
+        remover: Selector = Fifo(),  # noqa: B008
+        max_times_sampled: int = 0,
+        rate_limiter: RateLimiter = MinSize(1),  # noqa: B008
+        seed: int | None = None,
+    ) -> RedisReplayTable[Any]:
+        """Open (creating if needed) the replay table ``name``, shared by every process
+        that opens it; arguments as ``aqueue.ReplayTable`` (``seed`` seeds this client's
+        random numbers only: the draws of its samples and random evictions).
+
+        Raises:
+            ElementSpecError: A bad argument (as in process), a dtype AQ1 cannot carry,
+                or a table (or queue) of that name exists with other settings (the
+                message names the field, the stored and the given value).
+        """
+        name = name_arg(name, "RedisReplayTable")
+        owner = f"RedisReplayTable '{name}'"
+        settings = table_settings(
+            owner,
+            max_size,
+            dtypes,
+            shapes,
+            names,
+            sampler=sampler,
+            remover=remover,
+            max_times_sampled=max_times_sampled,
+            rate_limiter=rate_limiter,
+            seed=seed,
+        )
+        make_spec(owner, dtypes, shapes, names)  # (refuses what AQ1 cannot carry)
+        op = open_table(name, settings, self._wait_timeout, self._lease_time, _readable)
+        handle = await run(op, self._live())
+        assert self._sync is not None
+        return RedisReplayTable(handle, self._live(), self._sync, self)
+
+    async def delete_table(self, name: str) -> bool:
+        """Delete replay table ``name`` with all its keys and items; True if it existed.
+        Its waiters wake and fail (QueueClosedError, OutOfRangeError).
+
+        Raises:
+            ElementSpecError: ``name`` holds a queue (use ``delete_queue``).
+        """
+        name = name_arg(name, "RedisServer.delete_table")
+        r = await self._live().call(Call("rt_drop", f"aq:{{{name}}}:meta", []))
+        if int(r) < 0:
+            raise aqueue.ElementSpecError(
+                f"RedisServer.delete_table: '{name}' is a queue; use delete_queue"
+            )
         return bool(r)
 
     async def _open(
@@ -354,7 +432,11 @@ class RedisServer:
         )
 
 
-_KINDS = {"fifo": "RedisFIFOQueue", "shuffle": "RedisRandomShuffleQueue"}
+_KINDS = {
+    "fifo": "RedisFIFOQueue",
+    "shuffle": "RedisRandomShuffleQueue",
+    "table": "RedisReplayTable",
+}
 
 
 def _readable(field: str, stored: str) -> str:

@@ -6,8 +6,15 @@ and returns its result (``Op[T]``). It does no I/O of its own. Three requests:
 - ``Call``: one server round trip: ``FCALL fn key *args``; with ``stage``, inside
   ``MULTI``/``EXEC`` after an ``MSET`` of those (key, payload) pairs; with ``fetch``,
   pipelined with an ``MGET`` of those keys, and then the reply is ``(fn's reply, the
-  values)``. A call always runs to its end once sent, even when the caller is
-  cancelled, so its outcome is known (see ``_clients``);
+  values)``; with ``drop``, a ``DEL`` of those keys after the ``MGET``; with
+  ``atomic``, inside ``MULTI``/``EXEC`` even without ``stage`` (a replay table's
+  sample: the function copies payloads to keys that the ``MGET`` reads and the ``DEL``
+  removes, all in one transaction). A call always runs to its end once sent, even
+  when the caller is cancelled, so its outcome is known (see ``_clients``). With
+  ``keep``, a *native* asyncio cancellation that arrives while the call is in flight
+  does not discard its reply: the call returns it, and the cancellation is delivered
+  at the caller's next await (an op whose call completes it then returns its result;
+  see ``RedisAsyncio``);
 - ``Read``: ``MGET`` of some keys; the reply is their values (None where missing);
 - ``Wait``: ``BLPOP`` on one key for at most ``seconds``; the reply is the popped
   token, or None on timeout. A wait may be cancelled at any time.
@@ -66,6 +73,9 @@ class Call:
     stage: Sequence[tuple[str, bytes]] = ()
     fetch: Sequence[str] = ()
     ro: bool = False
+    drop: Sequence[str] = ()
+    atomic: bool = False
+    keep: bool = False
 
 
 @dataclass(frozen=True)

@@ -158,3 +158,60 @@ def big_producer(url: str, name: str) -> None:
                 await q.enqueue_many(batch)
 
     asyncio.run(main())
+
+
+# -- replay tables ----------------------------------------------------------------------
+
+
+def replay_settings() -> dict[str, Any]:
+    """The settings every process opens the shared table of test_redis_replay_processes
+    with: float32[4] items, uniform draws, samples_per_insert 2 in the band [0, 64]."""
+    return {
+        "max_size": 10_000,
+        "dtypes": np.float32,
+        "shapes": (4,),
+        "rate_limiter": aqueue.SampleToInsertRatio(2.0, 16, 32.0),
+    }
+
+
+def replay_actor(url: str, name: str, actor: int, count: int, progressive: bool) -> None:
+    """Insert items actor*1000 .. actor*1000+count-1 (rows [v, v, v, v]) in batches of 8,
+    as a registered producer: ``insert_many`` (all or nothing) or a sink's
+    ``enqueue_many`` (progressive)."""
+
+    async def main() -> None:
+        async with aqueue.redis.connect(url, lease_time=2.0, wait_timeout=0.05) as srv:
+            s = replay_settings()
+            table = await srv.replay_table(
+                name, s["max_size"], s["dtypes"], s["shapes"], rate_limiter=s["rate_limiter"]
+            )
+            pid = await table.register_producer()
+            first = actor * 1000
+            for v in range(first, first + count, 8):
+                batch = np.repeat(np.arange(v, v + 8, dtype=np.float32)[:, None], 4, axis=1)
+                if progressive:
+                    await table.enqueue_many(batch)
+                else:
+                    await table.insert_many(batch)
+            await table.producer_done(pid)
+
+    asyncio.run(main())
+
+
+def replay_churner(url: str, name: str, ready: Any) -> None:
+    """Insert batches of 1 KiB+ items (payloads under their own keys), sample them and
+    update priorities, as fast as it can, until killed."""
+
+    async def main() -> None:
+        async with aqueue.redis.connect(url, lease_time=2.0, wait_timeout=0.05) as srv:
+            table = await srv.replay_table(
+                name, 64, np.float32, (300,), sampler=aqueue.Prioritized(0.7)
+            )
+            ready.put("started")
+            rng = np.random.default_rng(0)
+            while True:
+                await table.insert_many(np.ones((16, 300), np.float32))
+                s = await table.sample(32)
+                await table.update_priorities(s.keys, rng.random(32) + 0.1)
+
+    asyncio.run(main())

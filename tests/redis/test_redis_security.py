@@ -27,8 +27,10 @@ def anyio_backend() -> str:
 
 
 def test_acl_covers_every_command_the_functions_call() -> None:
-    src = (Path(aqueue.redis.__file__).parent / "_functions.lua").read_text()
-    called = {c.lower() for c in re.findall(r"(?:redis\.p?call|push_all)\('([A-Z]+)'", src)}
+    folder = Path(aqueue.redis.__file__).parent
+    src = "".join((folder / f).read_text() for f in ("_functions.lua", "_replay.lua"))
+    calls = r"(?:redis\.p?call|push_all|call_pairs)\('([A-Z]+)'"
+    called = {c.lower() for c in re.findall(calls, src)}
     assert called == set(FUNCTION_COMMANDS)
 
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
 
 import aqueue
+
+MakeTable = Callable[..., Awaitable[Any]]
+"""The type of the ``make_table`` fixture (``conftest.py``)."""
 
 SHAPE = (3,)
 
@@ -63,4 +67,30 @@ async def until(table: Any, predicate: Any, *, limit_s: float = 10.0) -> None:
 
     with anyio.fail_after(limit_s):
         while not predicate(await table.statistics()):  # noqa: ASYNC110 - threads
+            await anyio.sleep(0.001)
+
+
+async def waiting(table: Any, *, inserts: int = 0, samples: int = 0) -> None:
+    """Until the table counts exactly this many waiting inserts and samples (a waiter
+    of a shared table registers on the server, where ``settle()`` cannot see it)."""
+    await until(table, lambda st: (st.inserts_waiting, st.samples_waiting) == (inserts, samples))
+
+
+async def finished(op: Any) -> None:
+    """Until background operation ``op`` (``support.spawn``) has ended."""
+    from support import poll
+
+    await poll(lambda: op.finished)
+
+
+async def settled(table: Any, op: Any) -> None:
+    """Until ``op`` (an insert or a sample started on an idle table) has either ended or
+    registered as waiting."""
+    import anyio
+
+    with anyio.fail_after(10):
+        while not op.finished:
+            st = await table.statistics()
+            if st.inserts_waiting + st.samples_waiting:
+                return
             await anyio.sleep(0.001)

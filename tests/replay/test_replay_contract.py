@@ -13,8 +13,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from conftest import MakeTable
-from replay_support import SHAPE, counters, item, items, values
+from replay_support import SHAPE, MakeTable, counters, finished, item, items, values, waiting
 from support import settle, spawn
 
 import aqueue
@@ -179,20 +178,20 @@ async def test_sample_waits_for_min_size_and_inserts_wait_for_the_limiter(
     t = await make_table(10, np.float32, SHAPE, rate_limiter=limiter)
     async with anyio.create_task_group() as tg:
         s = spawn(tg, t.sample, 1)
-        await settle()
+        await waiting(t, samples=1)
         await t.insert(item(0))
-        await settle()
+        await waiting(t, samples=1)
         assert s.pending  # 1 < min_size_to_sample
         await t.insert(item(1))
-        await settle()
+        await finished(s)
         assert len(s.result()) == 1
         await t.insert(item(2))  # (3 * 1 - 1 = 2 <= 3)
         await t.insert(item(3))  # 4 - 1 = 3 <= 3
         blocked = spawn(tg, t.insert, item(4))  # 5 - 1 = 4 > 3
-        await settle()
+        await waiting(t, inserts=1)
         assert blocked.pending
         await t.sample(1)
-        await settle()
+        await finished(blocked)
         assert blocked.result() == 4
     st = await t.statistics()
     assert (st.inserts, st.samples) == (5, 2)
@@ -208,17 +207,18 @@ async def test_waiters_are_served_in_arrival_order(make_table: MakeTable) -> Non
     await t.insert_many(items([0, 1]))
     async with anyio.create_task_group() as tg:
         big = spawn(tg, t.sample, 3)  # 2 draws are left: it waits
-        await settle()
+        await waiting(t, samples=1)
         small = spawn(tg, t.sample, 1)  # it could be served, but arrived later
-        await settle()
+        await waiting(t, samples=2)
         assert big.pending
         assert small.pending
         await t.insert(item(2))
-        await settle()
+        await finished(big)
         assert big.result().keys.tolist() == [0, 1, 2]
+        await waiting(t, samples=1)
         assert small.pending
         await t.insert(item(3))
-        await settle()
+        await finished(small)
         assert small.result().keys.tolist() == [3]
     limiter = aqueue.RateLimiter(1.0, 1, -10.0, 2.0)
     limited = await make_table(10, np.float32, SHAPE, rate_limiter=limiter)
@@ -226,17 +226,18 @@ async def test_waiters_are_served_in_arrival_order(make_table: MakeTable) -> Non
     await limited.sample(1)  # inserts * 1 - samples = 1
     async with anyio.create_task_group() as tg:
         many = spawn(tg, limited.insert_many, items([2, 3]))  # 4 - 1 > 2: it waits
-        await settle()
+        await waiting(limited, inserts=1)
         one = spawn(tg, limited.insert, item(4))  # 3 - 1 <= 2 fits, but arrived later
-        await settle()
+        await waiting(limited, inserts=2)
         assert many.pending
         assert one.pending
         await limited.sample(1)
-        await settle()
+        await finished(many)
         assert many.result().tolist() == [2, 3]
+        await waiting(limited, inserts=1)
         assert one.pending  # 5 - 2 > 2
         await limited.sample(1)
-        await settle()
+        await finished(one)
         assert one.result() == 4
 
 
@@ -248,10 +249,10 @@ async def test_close_fails_inserts_and_samples_that_would_wait(make_table: MakeT
     await t.insert_many(items([0, 1]))
     async with anyio.create_task_group() as tg:
         waiting_insert = spawn(tg, t.insert, item(2))
-        await settle()
+        await waiting(t, inserts=1)
         assert waiting_insert.pending
         t.close()
-        await settle()
+        await finished(waiting_insert)
         with pytest.raises(aqueue.QueueClosedError):
             waiting_insert.result()
     with pytest.raises(aqueue.QueueClosedError):
@@ -269,9 +270,9 @@ async def test_close_fails_inserts_and_samples_that_would_wait(make_table: MakeT
     other = await make_table(4, np.float32, SHAPE)
     async with anyio.create_task_group() as tg:
         waiting_sample = spawn(tg, other.sample, 1)
-        await settle()
+        await waiting(other, samples=1)
         await other.aclose()
-        await settle()
+        await finished(waiting_sample)
         with pytest.raises(aqueue.OutOfRangeError):
             waiting_sample.result()
     third = await make_table(

@@ -11,9 +11,8 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from conftest import MakeTable
-from replay_support import SHAPE, counters, item, items
-from support import settle, spawn
+from replay_support import SHAPE, MakeTable, counters, finished, item, items, settled
+from support import spawn
 
 import aqueue
 from aqueue._replay._limiter import limiter_config, limiter_from_config
@@ -216,8 +215,9 @@ async def test_table_allows_exactly_what_the_reference_allows(
             else:
                 ok = ref_can_sample(spi, min_size, lo, inserts, samples, deletes, n) and size > 0
                 op = spawn(tg, t.sample, n)
-            await settle()
+            await settled(t, op)
             if ok:
+                await finished(op)
                 op.result()
                 done += 1
                 if kind == "insert":
@@ -230,7 +230,7 @@ async def test_table_allows_exactly_what_the_reference_allows(
                 waited += 1
                 assert op.pending, (step, kind, n, inserts, samples, deletes)
                 op.scope.cancel()
-                await settle()
+                await finished(op)
                 assert op.cancelled
                 assert await counters(t) == before
             st = await t.statistics()

@@ -16,8 +16,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from conftest import MakeTable
-from replay_support import counters, item, items, until, values
+from replay_support import MakeTable, counters, item, items, until, values
 from support import settle, spawn
 
 import aqueue
@@ -126,7 +125,8 @@ async def test_runner_batches_go_in_progressively_under_a_narrow_limiter(
     assert (st.inserts, st.closed) == (192, True)
     assert st.samples == len(got) > 0
     assert set(got) <= set(range(192))
-    assert st.insert_wait_s > 0  # the limiter held the batches back
+    if isinstance(table, aqueue.ReplayTable):  # (on a server the learner may keep up)
+        assert st.insert_wait_s > 0  # the limiter held the batches back
 
 
 async def test_a_failing_producer_closes_the_table_and_fails_waiting_inserts(
@@ -267,7 +267,9 @@ async def test_an_unclean_end_closes_the_table_while_others_produce(make_table: 
 
 
 async def test_release_producers_closes_the_table(make_table: MakeTable) -> None:
-    """A coordinator's stop releases a table's waiting producers: it is closed."""
+    """A coordinator's stop releases a table's waiting producers: in process the table
+    is closed; a shared table stays open for the other processes (the releasing
+    object's sink inserts fail, as a shared queue's enqueues)."""
     table = await make_table(10, np.float32, (3,), rate_limiter=RateLimiter(1.0, 1, 0.0, 1.0))
     await table.enqueue(item(0))
     async with anyio.create_task_group() as tg:
@@ -276,7 +278,12 @@ async def test_release_producers_closes_the_table(make_table: MakeTable) -> None
         table.release_producers()
     with pytest.raises(QueueClosedError):
         waiting.result()
-    assert (await table.statistics()).closed
+    shared = not isinstance(table, aqueue.ReplayTable)
+    assert (await table.statistics()).closed is not shared
+    if shared:
+        with pytest.raises(QueueClosedError, match="producers were released"):
+            await table.enqueue(item(2))
+    assert await counters(table) == (1, 1, 0, 0, 0)
 
 
 async def test_enqueue_many_is_progressive_and_a_cancelled_one_leaves_a_prefix(

@@ -10,9 +10,8 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from conftest import MakeTable
-from replay_support import SHAPE, counters, item, items, until, values
-from support import poll, settle, spawn
+from replay_support import SHAPE, MakeTable, counters, item, items, until, values, waiting
+from support import poll, spawn
 
 import aqueue
 
@@ -70,11 +69,11 @@ async def test_thread_insert_wakes_a_task_sample_and_back(make_table: MakeTable)
     t = await make_table(8, np.float32, SHAPE, sampler=aqueue.Fifo(), max_times_sampled=1)
     view = t.blocking()
     async with anyio.create_task_group() as tg:
-        waiting = spawn(tg, t.sample, 1)
-        await settle()
+        sample = spawn(tg, t.sample, 1)
+        await waiting(t, samples=1)
         await anyio.to_thread.run_sync(view.insert, item(3))
-        await poll(lambda: waiting.finished)
-        assert values(waiting.result().data) == [3]
+        await poll(lambda: sample.finished)
+        assert values(sample.result().data) == [3]
     worker = Worker(view.sample, 2)
     await until(t, lambda st: st.samples_waiting == 1)
     await t.insert_many(items([4, 5]))
@@ -119,9 +118,8 @@ async def test_thread_timeouts_change_nothing(make_table: MakeTable) -> None:
         return out
 
     got = await anyio.to_thread.run_sync(attempts)
-    assert (
-        got[0]
-        == "BlockingReplayTable.insert() on replay table 'replay_table' timed out after 0.01 s"
+    assert got[0] == (
+        f"BlockingReplayTable.insert() on replay table '{t.name}' timed out after 0.01 s"
     )
     assert "insert_many()" in got[1]
     assert "sample()" in got[2]
@@ -161,7 +159,7 @@ async def test_threads_and_tasks_share_one_arrival_order(make_table: MakeTable) 
     await until(t, lambda st: st.samples_waiting == 1)
     async with anyio.create_task_group() as tg:
         second = spawn(tg, t.sample, 1)
-        await settle()
+        await waiting(t, samples=2)
         third = Worker(view.sample, 1)
         await until(t, lambda st: st.samples_waiting == 3)
         await t.insert_many(items([10, 11, 12]))

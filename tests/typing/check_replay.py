@@ -15,6 +15,7 @@ import numpy.typing as npt
 from typing_extensions import assert_type
 
 import aqueue
+import aqueue.redis
 
 Array = npt.NDArray[Any]
 Keys = npt.NDArray[np.int64]
@@ -105,6 +106,25 @@ async def as_a_sink() -> None:
         coord.watch(table, frames)
         coord.start(runner)
     print(runners, sinks, view)
+
+
+async def shared_through_redis(server: aqueue.redis.RedisServer) -> None:
+    table = await server.replay_table("transitions", 100, np.float32, (3,))
+    assert_type(table, aqueue.redis.RedisReplayTable[Any])
+    assert_type(await table.insert(act()), int)
+    assert_type(await table.insert_many(np.zeros((4, 3), np.float32)), Keys)
+    assert_type(await table.size(), int)
+    assert_type(await table.statistics(), aqueue.ReplayStatistics)
+    shared: aqueue.AsyncReplayTable[Any] = table
+    sink: aqueue.Sink = table
+    view: aqueue.BlockingReplayView[Any] = table.blocking()
+    assert_type(table.blocking().insert(act(), timeout=1.0), int)
+    runner = aqueue.QueueRunner(table, [act], name="actors")
+    assert_type(runner.queue, aqueue.redis.RedisReplayTable[Any])
+    await aqueue.Pipeline(range(3)).map(lambda i: act()).to_queue(table).run()
+    async with aqueue.Coordinator() as coord:
+        coord.watch(table)
+    print(shared, sink, view)
 
 
 async def not_sinks() -> None:

@@ -1,0 +1,159 @@
+"""BlockingRedisReplayTable: the thread view of a Redis replay table (``table.blocking()``).
+
+Its methods run the same ops as the async table (``_replay_ops``) with the sync driver
+(``_transport.run_blocking``) over the synchronous client, in the calling thread: a
+thread never touches the event loop. Threads may share one view.
+
+The methods that may wait (``insert``, ``insert_many``, ``sample``) take
+``timeout=None`` (seconds) and raise RuntimeError on a thread that runs an event loop,
+as in process. On expiry they raise the built-in ``TimeoutError`` having changed
+nothing: the op only waited between calls, and the one call that would complete it
+either ran whole (the method returns) or never ran. ``update_priorities`` and
+``delete`` are one call each; they take ``timeout`` too, for the view's shape every
+backend shares, and work on any thread.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from aqueue._queues._backend import in_event_loop
+from aqueue._replay._checks import timeout_arg
+from aqueue._replay._results import ReplaySample, ReplayStatistics
+
+from . import _replay_ops as ops
+from ._replay_ops import InsertOp, SampleOp, TableHandle
+from ._transport import Deadline, SyncTransport, run_blocking
+
+if TYPE_CHECKING:
+    from ._replay_table import RedisReplayTable
+
+__all__ = ["BlockingRedisReplayTable"]
+
+T = TypeVar("T")
+
+
+class BlockingRedisReplayTable(Generic[T]):
+    """Blocking methods of one Redis replay table, for threads."""
+
+    __slots__ = ("_h", "_t", "_table")
+
+    def __init__(
+        self, handle: TableHandle, transport: SyncTransport, table: RedisReplayTable[T]
+    ) -> None:
+        self._h = handle
+        self._t = transport
+        self._table = table
+
+    @property
+    def table(self) -> RedisReplayTable[T]:
+        """The table this view belongs to."""
+        return self._table
+
+    def __repr__(self) -> str:
+        return f"<BlockingRedisReplayTable of {self._table!r}>"
+
+    def insert(
+        self, element: Any, priority: float | None = None, timeout: float | None = None
+    ) -> int:
+        """Insert one item (see ``RedisReplayTable.insert``): its key."""
+        self._check("insert")
+        comps, prio = self._h.args.element(element, priority)
+        deadline = self._deadline(timeout, "insert")
+        keys = run_blocking(InsertOp(self._h, comps, 1, prio).run(), self._t, None, deadline)
+        return int(keys[0])
+
+    def insert_many(
+        self, batch: Any, priorities: Any = None, timeout: float | None = None
+    ) -> npt.NDArray[np.int64]:
+        """Insert a batch, all or nothing (see ``RedisReplayTable.insert_many``)."""
+        self._check("insert_many")
+        comps, k, prios = self._h.args.batch(batch, priorities)
+        deadline = self._deadline(timeout, "insert_many")
+        if k == 0:
+            return np.empty(0, dtype=np.int64)
+        return run_blocking(InsertOp(self._h, comps, k, prios).run(), self._t, None, deadline)
+
+    def sample(self, n: int, timeout: float | None = None) -> ReplaySample[T]:
+        """Draw ``n`` items (see ``RedisReplayTable.sample``)."""
+        self._check("sample")
+        count = self._h.args.sample_count(n)
+        deadline = self._deadline(timeout, "sample")
+        sample: ReplaySample[T] = run_blocking(
+            SampleOp(self._h, count).run(), self._t, None, deadline
+        )
+        return sample
+
+    def enqueue(self, element: Any, timeout: float | None = None) -> None:
+        """``insert(element, timeout=timeout)`` with the default priority, its key
+        dropped (see ``RedisReplayTable.enqueue``)."""
+        self._check("enqueue")
+        comps, prio = self._h.args.element(element, None)
+        deadline = self._deadline(timeout, "enqueue")
+        op = InsertOp(self._h, comps, 1, prio, sink=True)
+        run_blocking(op.run(), self._t, None, deadline)
+
+    def enqueue_many(self, batch: Any, timeout: float | None = None) -> None:
+        """Insert ``batch`` with the default priority: progressively without a timeout
+        (see ``RedisReplayTable.enqueue_many``), all or nothing with one (as
+        ``insert_many``: refused if the limiter could never admit it at once; on expiry
+        TimeoutError, and nothing was inserted)."""
+        self._check("enqueue_many")
+        if timeout is None:
+            comps, k = self._h.spec.batch(batch)
+            if k:
+                op = InsertOp(self._h, comps, k, None, progressive=True, sink=True)
+                run_blocking(op.run(), self._t)
+            return
+        comps, k, prios = self._h.args.batch(batch, None)
+        deadline = self._deadline(timeout, "enqueue_many")
+        if k:
+            op = InsertOp(self._h, comps, k, prios, sink=True)
+            run_blocking(op.run(), self._t, None, deadline)
+
+    def update_priorities(
+        self, keys: Any, priorities: Any, timeout: float | None = None
+    ) -> npt.NDArray[np.bool_]:
+        """Set priorities (see ``RedisReplayTable.update_priorities``)."""
+        k, p = self._h.args.keys_and_priorities(keys, priorities)
+        timeout_arg(timeout, f"{self._h.settings.owner}.update_priorities")
+        return run_blocking(ops.update(self._h, k, p), self._t)
+
+    def delete(self, keys: Any, timeout: float | None = None) -> npt.NDArray[np.bool_]:
+        """Remove items (see ``RedisReplayTable.delete``)."""
+        k = self._h.args.keys(keys)
+        timeout_arg(timeout, f"{self._h.settings.owner}.delete")
+        return run_blocking(ops.delete(self._h, k), self._t)
+
+    def close(self) -> None:
+        """Close the table for every process (see ``RedisReplayTable.close``)."""
+        run_blocking(ops.close(self._h), self._t)
+
+    def size(self) -> int:
+        """Items held now (one server call)."""
+        return run_blocking(ops.stats(self._h), self._t)[0]
+
+    def statistics(self) -> ReplayStatistics:
+        """The table's counters now (one server call)."""
+        return ops.statistics(self._h, run_blocking(ops.stats(self._h), self._t))
+
+    # -- driving ops ------------------------------------------------------------------------
+
+    def _check(self, what: str) -> None:
+        """Refuse to block a thread that runs an event loop (RuntimeError)."""
+        if in_event_loop():
+            raise RuntimeError(
+                f"BlockingReplayTable.{what}() of replay table '{self._h.name}' was called on "
+                "an event-loop thread, where blocking would stall the loop; use "
+                f"`await table.{what}(...)` there"
+            )
+
+    def _deadline(self, timeout: Any, what: str) -> Deadline | None:
+        """The deadline of a call with ``timeout`` (checked), or None."""
+        t = timeout_arg(timeout, f"{self._h.settings.owner}.{what}")
+        if t is None:
+            return None
+        return Deadline(t, f"BlockingReplayTable.{what}() on replay table '{self._h.name}'")

@@ -1,0 +1,300 @@
+"""RedisReplayTable: a replay table stored in Redis, shared by every process that opens
+its name (``server.replay_table(...)``).
+
+The operations are the in-process ``aqueue.ReplayTable``'s, with its checks, messages
+and records (``aqueue._replay``'s ``TableArgs``, ``ReplaySample``,
+``ReplayStatistics``): each checks its arguments (a refused call sends nothing),
+checkpoints once, then runs its op (``_replay_ops``) with the async driver. What needs
+the server is awaited: ``await table.size()``, ``await table.statistics()``, ``await
+table.is_closed()``. The thread view (``_replay_blocking``) runs the same ops with the
+sync driver.
+
+Invariants (besides those of ``_replay_ops`` and ``_replay.lua``):
+- an insert or a sample changes the table in exactly one server call, or not at all:
+  a cancelled or timed-out one inserted, evicted and sampled nothing, and moved no
+  counter (it may have been registered as a waiter; leaving deregisters it);
+- the object holds no state between calls but its handle's hint and random generator:
+  tasks and threads may share it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, Protocol, TypeVar
+
+import anyio.lowlevel
+import numpy as np
+import numpy.typing as npt
+
+import aqueue
+from aqueue._replay._limiter import RateLimiter
+from aqueue._replay._results import ReplaySample, ReplayStatistics
+from aqueue._replay._selectors import Selector
+from aqueue._replay._views import SampleIterator
+
+from . import _replay_ops as ops
+from ._replay_blocking import BlockingRedisReplayTable
+from ._replay_ops import InsertOp, SampleOp, TableHandle
+from ._transport import AsyncTransport, SyncTransport, run, run_blocking
+
+__all__ = ["RedisReplayTable", "TableProducers"]
+
+T = TypeVar("T")
+Keys = npt.NDArray[np.int64]
+Found = npt.NDArray[np.bool_]
+
+
+class TableProducers(Protocol):
+    """The server object's producer bookkeeping (for the heartbeat)."""
+
+    def add_table_producer(self, handle: TableHandle, pid: str) -> None: ...
+
+    def remove_producer(self, handle: TableHandle, pid: str) -> None: ...
+
+
+class RedisReplayTable(Generic[T]):
+    """A replay table stored in Redis (``server.replay_table``); see ``aqueue.redis``
+    and ``aqueue.ReplayTable`` for the semantics."""
+
+    def __init__(
+        self,
+        handle: TableHandle,
+        transport: AsyncTransport,
+        sync: SyncTransport,
+        producers: TableProducers,
+    ) -> None:
+        self._h = handle
+        self._t = transport
+        self._sync = sync
+        self._producers = producers
+
+    # -- properties ---------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The table's name: every process opening this name shares the table."""
+        return self._h.name
+
+    @property
+    def max_size(self) -> int:
+        """The most items the table holds."""
+        return self._h.settings.max_size
+
+    @property
+    def dtypes(self) -> tuple[np.dtype[Any], ...]:
+        """One numpy dtype per component."""
+        return self._h.spec.dtypes
+
+    @property
+    def shapes(self) -> tuple[tuple[int, ...], ...]:
+        """One shape per component."""
+        return self._h.settings.shapes
+
+    @property
+    def names(self) -> tuple[str, ...] | None:
+        """Component names, or None."""
+        return self._h.spec.names
+
+    @property
+    def sampler(self) -> Selector:
+        """The selector samples draw with."""
+        return self._h.settings.sampler
+
+    @property
+    def remover(self) -> Selector:
+        """The selector that picks the item evicted at ``max_size``."""
+        return self._h.settings.remover
+
+    @property
+    def max_times_sampled(self) -> int:
+        """Draws after which an item leaves (0: never)."""
+        return self._h.settings.max_times_sampled
+
+    @property
+    def rate_limiter(self) -> RateLimiter:
+        """The rate limiter pacing inserts and samples (of every process)."""
+        return self._h.settings.rate_limiter
+
+    @property
+    def seed(self) -> int | None:
+        """The seed of this client's random numbers (the draws it asks for), or None."""
+        return self._h.settings.seed
+
+    def __repr__(self) -> str:
+        s = self._h.settings
+        return (
+            f"<RedisReplayTable '{self._h.name}' max_size={s.max_size} sampler={s.sampler!r} "
+            f"remover={s.remover!r} (Redis)>"
+        )
+
+    # -- operations ---------------------------------------------------------------------
+
+    async def insert(self, element: Any, priority: float | None = None) -> int:
+        """Insert one item: its key (see ``aqueue.ReplayTable.insert``). Waits while the
+        rate limiter, counting every process's inserts and samples, holds inserts back.
+
+        Raises:
+            ElementSpecError: A bad element or priority (nothing is sent).
+            QueueClosedError: The table is closed (or was closed while this waited), or
+                was deleted.
+
+        If cancelled, nothing was inserted, evicted or counted (see the module docstring).
+        """
+        comps, prio = self._h.args.element(element, priority)
+        op = InsertOp(self._h, comps, 1, prio)
+        await anyio.lowlevel.checkpoint()
+        keys = await run(op.run(), self._t)
+        return int(keys[0])
+
+    async def insert_many(self, batch: Any, priorities: Any = None) -> Keys:
+        """Insert a batch of items, all or nothing: their keys (see
+        ``aqueue.ReplayTable.insert_many``). The batch goes in one server call."""
+        comps, k, prios = self._h.args.batch(batch, priorities)
+        await anyio.lowlevel.checkpoint()
+        if k == 0:
+            return np.empty(0, dtype=np.int64)
+        return await run(InsertOp(self._h, comps, k, prios).run(), self._t)
+
+    async def sample(self, n: int) -> ReplaySample[T]:
+        """Draw ``n`` items (see ``aqueue.ReplayTable.sample``): waits until the limiter
+        allows all n at once and the table can supply them; never fewer.
+
+        Raises:
+            ElementSpecError: ``n`` could never be served at once (nothing is sent).
+            OutOfRangeError: The table is closed and cannot serve it now, or was deleted.
+            PayloadError: A drawn item's payload is not valid AQ1 (written around
+                aqueue); the sample has happened.
+
+        If cancelled, nothing was sampled: no counter, no ``times_sampled`` changed.
+        """
+        n = self._h.args.sample_count(n)
+        await anyio.lowlevel.checkpoint()
+        sample: ReplaySample[T] = await run(SampleOp(self._h, n).run(), self._t)
+        return sample
+
+    async def update_priorities(self, keys: Any, priorities: Any) -> Found:
+        """Set the priorities of the items of ``keys``: for each key, whether the table
+        held it (False for keys no longer held: never silently ignored)."""
+        k, p = self._h.args.keys_and_priorities(keys, priorities)
+        await anyio.lowlevel.checkpoint()
+        return await run(ops.update(self._h, k, p), self._t)
+
+    async def delete(self, keys: Any) -> Found:
+        """Remove the items of ``keys``: for each key, whether the table held it. Each
+        removal counts as a delete for the rate limiter."""
+        k = self._h.args.keys(keys)
+        await anyio.lowlevel.checkpoint()
+        return await run(ops.delete(self._h, k), self._t)
+
+    def samples(self, n: int) -> SampleIterator[T]:
+        """An async iterator of ``sample(n)`` results; it ends when the table is closed
+        and cannot serve another."""
+        return SampleIterator(self, self._h.args.sample_count(n))
+
+    # -- state --------------------------------------------------------------------------
+
+    async def size(self) -> int:
+        """Items held now."""
+        return (await self.statistics()).size
+
+    async def is_closed(self) -> bool:
+        """Whether the table has been closed (by any process)."""
+        return (await self.statistics()).closed
+
+    async def statistics(self) -> ReplayStatistics:
+        """The table's counters now, read in one server call: counts of every process
+        since the table was created; the wait times are the seconds during which at
+        least one insert (sample) of any process was registered as waiting."""
+        return ops.statistics(self._h, await run(ops.stats(self._h), self._t))
+
+    # -- as a sink: what runners and pipelines fill --------------------------------------
+
+    async def enqueue(self, element: Any) -> None:
+        """``insert(element)`` with the default priority, its key dropped: what a
+        ``QueueRunner``'s producers and ``Pipeline.to_queue`` call.
+
+        Raises:
+            ElementSpecError: A bad element (nothing is sent).
+            QueueClosedError: The table is closed (or was closed while this waited), or
+                this object's producers were released (``release_producers``).
+        """
+        comps, prio = self._h.args.element(element, None)
+        op = InsertOp(self._h, comps, 1, prio, sink=True)
+        await anyio.lowlevel.checkpoint()
+        await run(op.run(), self._t)
+
+    async def enqueue_many(self, batch: Any) -> None:
+        """Insert the items of ``batch`` in order with the default priority,
+        progressively: each server call inserts as many as the rate limiter (of every
+        process) admits then, and the call waits only while it admits none, so a batch
+        of any size is accepted. If cancelled (or the table is closed) meanwhile,
+        exactly a prefix of the batch is in. Use ``insert_many`` for all or nothing.
+
+        Raises:
+            ElementSpecError: A bad batch (nothing is sent).
+            QueueClosedError: As ``enqueue``.
+        """
+        comps, k = self._h.spec.batch(batch)
+        await anyio.lowlevel.checkpoint()
+        if k:
+            op = InsertOp(self._h, comps, k, None, progressive=True, sink=True)
+            await run(op.run(), self._t)
+
+    async def register_producer(self) -> str:
+        """Register one producer of this table (counted on the server, with every
+        process's) and return its id for ``producer_done``. The registration lives with
+        an expiry of ``lease_time``, which the ``connect()`` context refreshes while it is
+        open: a producer whose process died stops counting when its registration
+        expires (if it was the last one, the table closes).
+
+        Raises:
+            QueueClosedError: The table is closed.
+        """
+        pid = await run(ops.register_producer(self._h), self._t)
+        self._h.producers.add(pid)
+        self._producers.add_table_producer(self._h, pid)
+        return pid
+
+    async def producer_done(self, producer_id: str, *, clean: bool = True) -> None:
+        """Producer ``producer_id`` has ended. The clean end of the last registered
+        producer of every process closes the table; an unclean end (``clean=False``)
+        closes it at once. Closing fails the inserts waiting then, in every process.
+
+        Raises:
+            ElementSpecError: ``producer_id`` was not registered through this object (or
+                is already done); nothing is sent.
+        """
+        h = self._h
+        if producer_id not in h.producers:
+            raise aqueue.ElementSpecError(
+                f"replay table '{h.name}'.producer_done: producer {producer_id!r} is not "
+                f"registered through this table object (registered: {sorted(h.producers)})"
+            )
+        h.producers.discard(producer_id)
+        self._producers.remove_producer(h, producer_id)
+        await run(ops.producer_done(h, producer_id, clean), self._t)
+
+    def release_producers(self) -> None:
+        """A coordinator's stop: this object's sink inserts (``enqueue``,
+        ``enqueue_many``, and the thread view's) fail with QueueClosedError from their
+        next step on (a waiting one within ``wait_timeout``), so its producers end
+        cleanly. The shared table is not closed (other processes may still fill it): it
+        closes when the last registered producer of all processes has ended."""
+        self._h.released = True
+
+    # -- closing and the thread view ------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the table for every process (one blocking server call; in async code
+        prefer ``await table.aclose()``). Later and waiting inserts raise
+        QueueClosedError; a sample that can be served still is, one that would wait
+        raises OutOfRangeError. ``update_priorities`` and ``delete`` still work."""
+        run_blocking(ops.close(self._h), self._sync)
+
+    async def aclose(self) -> None:
+        """Close the table for every process (as ``close()``), awaited."""
+        await run(ops.close(self._h), self._t)
+
+    def blocking(self) -> BlockingRedisReplayTable[T]:
+        """A view whose blocking methods threads may call (they use the synchronous
+        client), each with ``timeout=``."""
+        return BlockingRedisReplayTable(self._h, self._sync, self)
