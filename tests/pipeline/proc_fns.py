@@ -58,7 +58,9 @@ def pid_once(i: int) -> int:
     """``i``, printing the worker's pid once (for tests that watch the processes)."""
     if not getattr(pid_once, "said", False):
         pid_once.said = True  # type: ignore[attr-defined]
-        print(f"WORKER {os.getpid()}", flush=True)
+        # one write(2) for the whole line: two workers share the stdout descriptor, and
+        # print() may write the text and its newline apart (lines then interleave)
+        os.write(1, f"WORKER {os.getpid()}\n".encode())
     return i
 
 
