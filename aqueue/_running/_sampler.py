@@ -141,33 +141,50 @@ class Sampler:
         self._failed = False
         self._live: LiveLine | None = open_live() if record.live else None
         self._scope = anyio.CancelScope()  # the periodic samples' (see ``finish``)
+        self._done = False  # ``finish`` began: no periodic sample may follow the final one
+        self._looping = False
+        self._stopped: anyio.Event | None = None  # set when ``loop`` has returned
 
     async def loop(self, failed: Callable[[BaseException], None]) -> None:
         """Sample every interval until ``finish`` or cancelled; report a callback's
         exception."""
         period = self._m.interval
         next_t = self._last_t + period
-        with self._scope:
-            while True:
-                await anyio.sleep(max(0.0, next_t - time.monotonic()))
-                try:
-                    await self.sample(final=False)
-                except Exception as exc:
-                    self._failed = True
-                    failed(exc)
-                    return
-                next_t += period
-                now = time.monotonic()
-                if next_t <= now:  # a slow sample or a blocked loop: skip the missed ticks
-                    next_t = now + period
+        self._looping = True
+        self._stopped = anyio.Event()
+        try:
+            with self._scope:
+                while True:
+                    await anyio.sleep(max(0.0, next_t - time.monotonic()))
+                    # (a task already due to wake when ``finish`` cancelled the scope is
+                    # not interrupted on asyncio: it must not sample after the final one)
+                    if self._done:
+                        return
+                    try:
+                        await self.sample(final=False)
+                    except Exception as exc:
+                        self._failed = True
+                        failed(exc)
+                        return
+                    next_t += period
+                    now = time.monotonic()
+                    if next_t <= now:  # a slow sample or a blocked loop: skip missed ticks
+                        next_t = now + period
+        finally:
+            self._looping = False
+            self._stopped.set()
 
     async def finish(self) -> BaseException | None:
         """Stop the periodic samples and take the final one (shielded, bounded); return
         what it raised, if anything. A periodic sample still awaiting a shared queue's
-        statistics is cancelled first: it appends nothing."""
+        statistics is cancelled first: it appends nothing; one already appended finishes
+        its callback first, so callbacks see the samples in order, the final one last."""
+        self._done = True
         self._scope.cancel()
         try:
             with anyio.CancelScope(shield=True), anyio.move_on_after(_FINAL_LIMIT_S):
+                if self._looping and self._stopped is not None:
+                    await self._stopped.wait()
                 await self.sample(final=True)
         except Exception as exc:
             return exc
@@ -215,11 +232,15 @@ class Sampler:
                     tg.start_soon(read, w)
         return got
 
-    async def sample(self, *, final: bool) -> MonitorSample:
-        """Read everything, append the sample, then show it and call the callback."""
+    async def sample(self, *, final: bool) -> MonitorSample | None:
+        """Read everything, append the sample, then show it and call the callback
+        (shielded: a periodic sample appended is a sample its callback sees). None: a
+        periodic sample that ``finish`` overtook while it read, which appends nothing."""
         seen = self._queues.seen
         shared = [w for w in seen if w.shared]
         remote = await self._read_shared(shared)
+        if self._done and not final:
+            return None
         stages = self._read_stages()
         local = {id(w.source): w.local() for w in seen if not w.shared}
         # `now` after every reading: a waited time read after `now` could exceed the
@@ -316,7 +337,8 @@ class Sampler:
             try:
                 result = m.callback(sample)
                 if inspect.isawaitable(result):
-                    await result
+                    with anyio.CancelScope(shield=True):
+                        await result
             except Exception as exc:
                 self._failed = True
                 add_note(exc, "raised by the callback of an aqueue Monitor")
