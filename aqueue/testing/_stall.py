@@ -68,6 +68,7 @@ import anyio
 import anyio.lowlevel
 
 from .._queues._backend import soon_threadsafe
+from .._queues._protocol import QueueStatistics
 from .._queues._queue import QueueBase, live_queues
 from .._running._alive import live_runners, unstarted_runners
 from .._running._registry import registered_runners
@@ -109,9 +110,16 @@ def seconds_arg(value: Any, what: str) -> float:
 # -- the report -------------------------------------------------------------------------
 
 
+def _statistics(q: QueueBase[Any]) -> QueueStatistics:
+    """The engine's record of in-process queue ``q``, read without waiting, whatever a
+    subclass made of ``statistics()`` (a test double standing for a shared queue makes
+    it a coroutine, and such an object may outlive its test)."""
+    return QueueBase.statistics(q)
+
+
 def _waiting_sides(q: QueueBase[Any]) -> str | None:
     """What waits on ``q`` (None when nothing does)."""
-    st = q.statistics()
+    st = _statistics(q)
     sides = []
     if st.tasks_waiting_dequeue:
         n = st.tasks_waiting_dequeue
@@ -183,7 +191,7 @@ def never_started_line() -> str | None:
 def _release_waiting(queues: list[QueueBase[Any]]) -> None:
     """Close every queue of ``queues`` that has waiters, cancelling pending enqueues."""
     for q in queues:
-        st = q.statistics()
+        st = _statistics(q)
         if st.tasks_waiting_dequeue or st.tasks_waiting_enqueue:
             q.close(cancel_pending_enqueues=True)
 
@@ -202,7 +210,7 @@ class _Scope:
 
     @staticmethod
     def _reading(q: QueueBase[Any]) -> tuple[int, int, int]:
-        st = q.statistics()
+        st = _statistics(q)
         return (
             st.enqueued_total,
             st.dequeued_total,
@@ -268,7 +276,7 @@ class _Watcher:
     def _totals(self) -> dict[int, tuple[int, int]]:
         totals = {}
         for q in self._scope.queues():
-            st = q.statistics()
+            st = _statistics(q)
             totals[id(q)] = (st.enqueued_total, st.dequeued_total)
         return totals
 

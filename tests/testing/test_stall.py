@@ -16,6 +16,8 @@ import time
 from typing import Any
 
 import anyio
+import anyio.lowlevel
+import numpy as np
 import pytest
 from support import int_queue
 
@@ -355,3 +357,25 @@ def test_the_guard_leaves_the_runner_registry_of_its_context_alone() -> None:
         return anyio.run(start_registered)
 
     assert contextvars.Context().run(in_a_fresh_context) == []
+
+
+class _AwaitedStatistics(aqueue.FIFOQueue[Any]):
+    """An in-process queue standing for a shared one: statistics() is a coroutine."""
+
+    async def statistics(self) -> aqueue.QueueStatistics:  # type: ignore[override]
+        await anyio.lowlevel.checkpoint()
+        return aqueue.FIFOQueue.statistics(self)
+
+
+@pytest.mark.anyio
+async def test_a_queue_whose_statistics_are_awaited_does_not_break_a_guard() -> None:
+    """Another in-process queue alive meanwhile (here a subclass whose statistics() must
+    be awaited, as a test double of a shared queue left over from an earlier test) is
+    read as its engine records it: the guard still names the stuck queue."""
+    other = _AwaitedStatistics(4, np.int64, (), name="other")
+    await other.enqueue(np.int64(1))
+    q = int_queue(2, "stuck")
+    message = await stall_message(q.dequeue, 0.2)
+    assert "- queue 'stuck' (FIFOQueue, size 0/2, open): 1 consumer blocked in dequeue" in message
+    assert "'other'" not in message
+    del other
