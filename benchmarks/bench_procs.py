@@ -9,6 +9,8 @@ count is calibrated at start so that one call takes about ``--gil-us`` µs here 
 - ``aqueue threads``: ``Pipeline(range(N)).map(spin, concurrency=C)``, a consumer that
   takes every item;
 - ``aqueue processes``: the same with ``executor="process"``;
+- ``aqueue processes -> batch(64)``: the same followed by ``batch(64)``, the consumer
+  taking batches (the floor's consumer takes whole bursts, never an item at a time);
 - ``floor``: not a peer, the leanest code doing the job with worker processes: C spawned
   processes, each sent bursts of items (as many as aqueue's bursts hold) over a pipe
   with two bursts in flight, the results pickled back, one main thread waiting on all
@@ -144,6 +146,7 @@ async def aqueue_items(
         "steady_s": t1 - t_first,
         "steady_items": count - first,
         "cpu_per_item": (cpu1 - cpu_first) / (count - first),
+        "items": count,
     }
 
 
@@ -354,6 +357,11 @@ def gil_cases(
                 lambda c=c: asyncio.run(aqueue_items(spin, args, c, "processes")),
             ),
             (
+                f"aqueue processes -> batch({BATCH})",
+                c,
+                lambda c=c: asyncio.run(aqueue_items(spin, args, c, "fused")),
+            ),
+            (
                 f"floor: spawned workers, bursts of {chunk}",
                 c,
                 lambda c=c: floor_run(spin, args, c, chunk, "values"),
@@ -506,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
         for (part, label, c), runs in results.items():
             if part != "gil":
                 continue
-            rates = [n / x["seconds"] for x in runs]
+            rates = [x.get("items", n) / x["seconds"] for x in runs]
             steady = [x["steady_items"] / x["steady_s"] for x in runs]
             rate, st = statistics.median(rates), statistics.median(steady)
             print(
