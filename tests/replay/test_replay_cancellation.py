@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import numpy as np
 import pytest
 from replay_support import SHAPE, contents, item, items
-from support import settle, spawn
+from support import blocked_task, settle, spawn, task_outcome
 
 import aqueue
 
@@ -258,25 +258,6 @@ async def test_many_cancellations_and_timeouts_conserve_everything() -> None:
 # -- native asyncio cancellation -----------------------------------------------------------
 
 
-async def _blocked(coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-    task = asyncio.ensure_future(coro)
-    await anyio.wait_all_tasks_blocked()
-    assert not task.done()
-    return task
-
-
-async def _outcome(task: asyncio.Task[Any]) -> str:
-    try:
-        await task
-    except asyncio.CancelledError:
-        if not task.cancelled():
-            raise
-        return "cancelled"
-    except TimeoutError:
-        return "timeout"
-    return "returned"
-
-
 @pytest.mark.asyncio
 @pytest.mark.parametrize("op", sorted(CASES))
 async def test_task_cancel_while_waiting_changes_nothing(op: str) -> None:
@@ -284,9 +265,9 @@ async def test_task_cancel_while_waiting_changes_nothing(op: str) -> None:
     call, setup, _ = CASES[op]
     t = await setup()
     before = contents(t)
-    task = await _blocked(call(t))
+    task = await blocked_task(call(t))
     task.cancel()
-    assert await _outcome(task) == "cancelled"
+    assert await task_outcome(task) == "cancelled"
     assert contents(t) == before
 
 
@@ -302,7 +283,7 @@ async def test_task_cancel_at_the_checkpoint_changes_nothing(op: str) -> None:
     task = asyncio.ensure_future(call(t))
     await asyncio.sleep(0)  # it runs up to its checkpoint
     task.cancel()
-    assert await _outcome(task) == "cancelled"
+    assert await task_outcome(task) == "cancelled"
     assert contents(t) == before
 
 
@@ -313,12 +294,12 @@ async def test_woken_then_task_cancelled_passes_the_wakeup_on(op: str) -> None:
     nothing and the second waiter is served instead."""
     call, setup, ready = CASES[op]
     t = await setup()
-    first = await _blocked(call(t))
-    second = await _blocked(call(t))
+    first = await blocked_task(call(t))
+    second = await blocked_task(call(t))
     await ready(t)
     first.cancel()
-    assert await _outcome(first) == "cancelled"
-    assert await _outcome(asyncio.ensure_future(asyncio.wait_for(second, 5))) == "returned"
+    assert await task_outcome(first) == "cancelled"
+    assert await task_outcome(asyncio.ensure_future(asyncio.wait_for(second, 5))) == "returned"
     st = await t.statistics()
     assert (st.inserts_waiting, st.samples_waiting) == (0, 0)
 
