@@ -179,15 +179,37 @@ class _Pace:
         return process_burst_size(w.item_s, self.cost_s, self.workers)
 
 
-def _account(w: MeterWorker, pace: _Pace, reply: Reply, n: int, cpu: float, sizes: Sizes) -> None:
-    """Record a received burst: the worker's time in ``fn``, the driver's CPU ``cpu``
-    (this receive and the burst's send), the scratch space it took."""
+def _receive(
+    worker: Worker,
+    out: Sent,
+    seq: int,
+    label: str,
+    ledger: Ledger,
+    w: MeterWorker,
+    pace: _Pace,
+    sizes: Sizes,
+) -> Reply:
+    """Read the answer to burst ``out`` (ledger number ``seq``): its results go into the
+    ledger, and the worker's time in ``fn``, the driver's CPU (this receive and the
+    burst's send) and the scratch space it took into the figures. An exception from
+    ``fn`` gets the stage's name in a note."""
+    cpu0 = _cpu()
+    try:
+        reply = worker.receive(out)
+    except QueueClosedError:
+        raise
+    except Exception as exc:
+        noted(exc, label)
+        raise
+    ledger.received(seq, reply.results)
+    n, cpu = out.n, _cpu() - cpu0 + out.cpu
     w.busy += reply.busy_s
     per = reply.busy_s / n
     w.item_s = per if w.item_s == 0.0 else 0.75 * w.item_s + 0.25 * per
     w.handoff += cpu
     pace.cost_s = cpu if pace.cost_s == 0.0 else 0.75 * pace.cost_s + 0.25 * cpu
     sizes.update(reply.scratch_bytes, n)
+    return reply
 
 
 def process_map_step(
@@ -247,16 +269,7 @@ def process_map_step(
                 finally:
                     turns.taking.release()
         out, seq, turn = sent.popleft()
-        cpu0 = _cpu()
-        try:
-            reply = worker.receive(out)
-        except QueueClosedError:
-            raise
-        except Exception as exc:
-            noted(exc, label)
-            raise
-        ledger.received(seq, reply.results)
-        _account(w, pace, reply, out.n, _cpu() - cpu0 + out.cpu, sizes)
+        reply = _receive(worker, out, seq, label, ledger, w, pace, sizes)
         if turns is not None:
             turns.wait(turn, [])  # (the results are in the ledger meanwhile)
             w.turn = turn
@@ -352,16 +365,7 @@ def fused_map_step(
                 finally:
                     turns.taking.release()
             out, seq, buf = sent.popleft()
-            cpu0 = _cpu()
-            try:
-                reply = worker.receive(out)
-            except QueueClosedError:
-                raise
-            except Exception as exc:
-                noted(exc, label)
-                raise
-            ledger.received(seq, reply.results)
-            _account(w, pace, reply, out.n, _cpu() - cpu0 + out.cpu, sizes)
+            reply = _receive(worker, out, seq, label, ledger, w, pace, sizes)
             if fuser.done(buf, out.row0, reply):
                 return deliver(buf)
 
