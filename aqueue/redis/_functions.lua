@@ -442,13 +442,14 @@ local function aq_close(keys, args)
   return 1
 end
 
--- aq_producer: ARGV gen op(add|beat|done) ttl_ms clean id...
-local function aq_producer(keys, args)
-  local q, now = begin(keys, args)
-  if not q then return {'gone'} end
-  local key, op, ttl = q.P .. 'producers', args[2], tonumber(args[3])
+-- The producer registry of a queue or a replay table (zset P..'producers': id ->
+-- deadline, refreshed by the heartbeat), for ARGV gen op(add|beat|done) ttl_ms clean
+-- id...: the reply of an 'add' or a 'beat'; for a 'done', nil, then whether the id was
+-- registered (1 or 0) and whether it was the last one (the caller closes).
+local function producers_op(P, closed, now, args)
+  local key, op, ttl = P .. 'producers', args[2], tonumber(args[3])
   if op == 'add' then
-    if q.closed then return {'closed'} end
+    if closed then return {'closed'} end
     redis.call('ZADD', key, now + ttl, args[5])
     return {'ok', 1}
   elseif op == 'beat' then
@@ -457,10 +458,19 @@ local function aq_producer(keys, args)
     return {'ok', n}
   end
   local removed = redis.call('ZREM', key, args[5])
+  return nil, removed, removed == 1 and redis.call('EXISTS', key) == 0
+end
+
+-- aq_producer: ARGV gen op(add|beat|done) ttl_ms clean id...
+local function aq_producer(keys, args)
+  local q, now = begin(keys, args)
+  if not q then return {'gone'} end
+  local reply, removed, last = producers_op(q.P, q.closed, now, args)
+  if reply then return reply end
   if args[4] ~= '1' then
     close(q, true)
     wake_all(q)
-  elseif removed == 1 and redis.call('EXISTS', key) == 0 and not q.closed then
+  elseif last and not q.closed then
     close(q, false)
     wake_all(q)
   end

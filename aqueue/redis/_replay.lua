@@ -923,18 +923,9 @@ end
 local function rt_producer(keys, args)
   local t, now = rt_begin(keys, args[1])
   if not t then return {'gone'} end
-  local key, op, ttl = t.P .. 'producers', args[2], tonumber(args[3])
-  if op == 'add' then
-    if t.closed then return {'closed'} end
-    redis.call('ZADD', key, now + ttl, args[5])
-    return {'ok', 1}
-  elseif op == 'beat' then
-    local n = 0
-    for i = 5, #args do n = n + redis.call('ZADD', key, 'XX', 'CH', now + ttl, args[i]) end
-    return {'ok', n}
-  end
-  local removed = redis.call('ZREM', key, args[5])
-  if not t.closed and (args[4] ~= '1' or (removed == 1 and redis.call('EXISTS', key) == 0)) then
+  local reply, removed, last = producers_op(t.P, t.closed, now, args)
+  if reply then return reply end
+  if not t.closed and (args[4] ~= '1' or last) then
     rt_shut(t)
   end
   return {'ok', removed}
