@@ -45,7 +45,7 @@ from ._selection import PrioritizedState, UniformState, make_state
 from ._selectors import Selector
 from ._store import ItemStore
 
-__all__ = ["Sampled", "TableCore", "all_distinct", "occurrences"]
+__all__ = ["Sampled", "TableCore", "occurrences", "runs"]
 
 Array = npt.NDArray[Any]
 Sampled = tuple[tuple[Array, ...], Array, Array, Array, Array, int]
@@ -53,11 +53,20 @@ Sampled = tuple[tuple[Array, ...], Array, Array, Array, Array, int]
 times_sampled, table size."""
 
 
-def all_distinct(values: Array) -> bool:
-    """Whether no value appears twice (a sort of the batch: no random access to the
-    table's arrays, which out of cache costs more than sorting a few hundred ints)."""
-    ordered = np.sort(values)
-    return not bool((ordered[1:] == ordered[:-1]).any())
+def runs(values: Array) -> tuple[Array, Array, Array] | None:
+    """None if no value appears twice; else ``(order, ordered, last)``: a stable
+    argsort of ``values``, ``values[order]``, and where each run of equal values in
+    ``ordered`` ends (a bool mask). Sorting the batch costs less than random access to
+    the table's arrays, which out of cache costs more than sorting a few hundred ints."""
+    check = np.sort(values)  # (a plain sort first: most batches have no repeat)
+    if not (check[1:] == check[:-1]).any():
+        return None
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    last = np.empty(len(values), dtype=bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=last[:-1])
+    last[-1] = True
+    return order, ordered, last
 
 
 def occurrences(values: Array) -> Array:
@@ -148,14 +157,22 @@ class TableCore:
 
     def _replace(self, old: Array, comps: Sequence[Array], keys: Array, priorities: Array) -> None:
         """``_drop(old)`` then ``_add(...)``; a prioritized state does both in one pass
-        over its tree."""
+        over its tree. When as many leave as arrive (a full table), the new items take
+        the slots just freed, as the free stack would give them back (``reuse``)."""
         store = self.store
-        store.release(old)
-        slots = store.alloc(len(keys))
+        same = len(old) == len(keys)
+        if same:
+            slots = store.reuse(old)
+        else:
+            store.release(old)
+            slots = store.alloc(len(keys))
         store.add(slots, keys, priorities, comps)
         for state in (self.sampler, self.remover):
             if isinstance(state, PrioritizedState):
-                state.replace(old, slots, priorities)
+                if same:
+                    state.update(slots, priorities)  # (the same slots, held again)
+                else:
+                    state.replace(old, slots, priorities)
             else:
                 state.remove(old)
                 state.insert(slots, priorities)
@@ -236,20 +253,20 @@ class TableCore:
         # times_sampled, counting each draw in order (a repeated slot: t + 1, t + 2, ...)
         times = store.times[slots]
         times += 1
-        if n == 1 or all_distinct(slots):
+        grouped = None if n == 1 else runs(slots)
+        if grouped is None:
             store.times[slots] = times
             distinct = slots
         else:  # (about one batch of 256 in four, from 100,000 items)
-            order = np.argsort(slots, kind="stable")
-            ordered = slots[order]
-            repeat = ordered[1:] == ordered[:-1]
+            order, ordered, last = grouped
             pos = np.arange(n)
-            start = np.where(np.concatenate(([False], repeat)), 0, pos)
+            start = np.zeros(n, dtype=np.intp)  # where each draw's run starts
+            np.multiply(pos[1:], last[:-1], out=start[1:])
             np.maximum.accumulate(start, out=start)
             times[order] += pos - start  # each draw's rank among the draws of its slot
-            last = np.flatnonzero(np.concatenate((~repeat, [True])))
-            distinct = ordered[last]
-            store.times[distinct] = times[order[last]]
+            ends = np.flatnonzero(last)
+            distinct = ordered[ends]
+            store.times[distinct] = times[order[ends]]
         if mts:
             store.sampled_live += n
         self.samples += n
@@ -309,11 +326,11 @@ class TableCore:
         held = slots[found]
         if held.size:
             values = priorities[found]
-            if held.size > 1 and not all_distinct(held):
-                # a key given twice: its last value counts
-                _, first_from_end = np.unique(held[::-1], return_index=True)
-                last = np.sort(len(held) - 1 - first_from_end)
-                held, values = held[last], values[last]
+            grouped = None if held.size == 1 else runs(held)
+            if grouped is not None:  # a key given twice: its last value counts
+                order, _, last = grouped
+                keep = np.sort(order[last])  # (stable: a run ends at its last occurrence)
+                held, values = held[keep], values[keep]
             store.set_priorities(held, values)
             self.sampler.update(held, values)
             self.remover.update(held, values)

@@ -156,6 +156,21 @@ class ItemStore:
         if self.size == 0:
             self._max, self._at_max, self._max_valid = -np.inf, 0, True
 
+    def reuse(self, slots: Array) -> Array:
+        """``release(slots)`` then ``alloc(len(slots))`` in one, for a batch arriving as
+        the same number leave: the same slots, in the order ``alloc`` would give them
+        back (the last pushed first), with no round trip through the free stack.
+        ``add`` fills them next."""
+        k = len(slots)
+        self._untrack_max(self.priority[slots])
+        if self.track_sampled:
+            self.sampled_live -= int(self.times[slots].sum())
+        self.size -= k
+        if self.size == 0:
+            self._max, self._at_max, self._max_valid = -np.inf, 0, True
+        reused: Array = slots[::-1].copy()
+        return reused
+
     def set_priorities(self, slots: Array, priorities: Array) -> None:
         """New priorities for held, distinct ``slots``."""
         self._untrack_max(self.priority[slots])
@@ -168,16 +183,16 @@ class ItemStore:
             return
         top = float(values.max())
         if top > self._max:
-            self._max, self._at_max = top, int((values == top).sum())
+            self._max, self._at_max = top, int(np.count_nonzero(values == top))
         elif top == self._max:
-            self._at_max += int((values == top).sum())
+            self._at_max += int(np.count_nonzero(values == top))
         # (below the maximum: nothing changes; with no holder left, max_priority
         # recomputes it when asked)
 
     def _untrack_max(self, values: Array) -> None:
         """``values`` are no longer held (or are about to change)."""
         if self._max_valid and len(values):
-            self._at_max -= int((values == self._max).sum())
+            self._at_max -= int(np.count_nonzero(values == self._max))
 
     def max_priority(self) -> float:
         """The largest priority held; 1.0 when the table is empty."""
@@ -228,10 +243,16 @@ class ItemStore:
             return _EMPTY
         pos = self.head
         n = self.log_n
-        if pos + k <= n:  # the usual case: the next k entries are all live
-            window: Array = self.log_slots[pos : pos + k].copy()
-            if bool((self.key[window] == self.log_keys[pos : pos + k]).all()):
-                return window
+        while pos + k <= n:  # the usual cases: the next k entries are all live, or all
+            window: Array = self.log_slots[pos : pos + k]  # dead (the k evicted last)
+            live = self.key[window] == self.log_keys[pos : pos + k]
+            if live.all():
+                self.head = pos
+                return window.copy()
+            if live.any():
+                break
+            pos += k
+        self.head = pos
         parts: list[Array] = []
         need = k
         first = True
