@@ -248,7 +248,8 @@ class ItemStore:
             live = self.key[window] == self.log_keys[pos : pos + k]
             if live.all():
                 self.head = pos
-                return window.copy()
+                found: Array = window.copy()
+                return found
             if live.any():
                 break
             pos += k
