@@ -206,7 +206,8 @@ class Pipeline(Generic[T]):
                 items must pickle. For CPU-bound Python that holds the GIL; on
                 free-threaded Python (3.13t), threads run it in parallel too.
             capacity: Capacity of the output queue (default: twice the concurrency of
-                this or the next stage, at least 8).
+                this or the next stage, at least 8; at least 64 for processes, whose
+                bursts of results then go in with few wake-ups).
             name: Label in statistics (default ``"map(<fn name>)"``).
 
         Raises:

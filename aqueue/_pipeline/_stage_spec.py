@@ -11,7 +11,9 @@ Default capacities (``capacity``): a queue holds at least ``_MIN_CAPACITY`` item
 twice the concurrency of the stages on either side, and twice the batch size when a
 batch stage reads it (so its ``dequeue_many`` waits for its batch in one copy); a
 source's queue holds at least ``_SOURCE_CAPACITY`` items, so the next stage's workers
-take their items in bursts and the source refills rarely.
+take their items in bursts and the source refills rarely; a process map's at least
+``_PROCESS_CAPACITY``, so each burst of results goes in with few wake-ups of its driver
+(a stage queue admits a waiting burst in pieces of at least half its capacity).
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ __all__ = [
 
 _MIN_CAPACITY = 8  # default output queue capacity: max(this, 2 x neighbouring concurrency)
 _SOURCE_CAPACITY = 256  # default capacity of a source's output queue, at least
+# default capacity of a process map's output queue, at least: its bursts (tens of items)
+# go in a few wake-ups of their driver each, not one per item or two the consumer takes
+_PROCESS_CAPACITY = 64
 _SOURCES = ("iterable", "async_iterable", "queue", "producer")
 _ELEMENTWISE = ("map", "filter", "prefetch")  # the stages that may precede ``repeat``
 
@@ -95,6 +100,8 @@ def capacity(specs: Sequence[StageSpec], i: int) -> int:
     cap = max(_MIN_CAPACITY, 2 * spec.concurrency)
     if spec.kind in _SOURCES:
         cap = max(cap, _SOURCE_CAPACITY)
+    elif spec.kind == "map" and spec.executor == "process":
+        cap = max(cap, _PROCESS_CAPACITY)
     if i + 1 < len(specs):
         after = specs[i + 1]
         cap = max(cap, 2 * after.concurrency)

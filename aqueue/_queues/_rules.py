@@ -36,8 +36,10 @@ class Rules:
         # served in one take.
         self.one_copy_limit = capacity - floor
         # A parked enqueue_many whose rest is at most this many rows waits until all of
-        # the rest fits (one wake-up for it, not one per freed row). 0: rows go in one
-        # by one as room frees, as TF does; queues between pipeline stages set it.
+        # the rest fits, and a longer one, while no dequeue waits, until at least this
+        # many rows fit (one wake-up per this many rows taken, not one per row). 0: rows
+        # go in one by one as room frees, as TF does; queues between pipeline stages
+        # set it.
         self.whole_rest = 0
 
     def available(self, size: int) -> int:
@@ -68,13 +70,16 @@ class Rules:
         As many as there is room for; an atomic one (``_nowait``, a timed thread
         ``enqueue_many``) all or nothing: all when they fit, or when the waiting head
         dequeue ``head`` will then take enough to bring the size back within capacity
-        (``makes_room``).
+        (``makes_room``). With ``whole_rest`` set and no dequeue waiting, none until
+        that many fit.
         """
         free = self.capacity - size
         if free >= rest:
             return rest
         if atomic:
             return rest if self.makes_room(rest, size, head) else 0
+        if free < self.whole_rest and head is None:
+            return 0  # (a stage queue: see whole_rest)
         return free if free > 0 else 0
 
     def makes_room(self, k: int, size: int, head: GetRequest | None) -> bool:

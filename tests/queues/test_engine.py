@@ -360,8 +360,9 @@ def test_atomic_putter_is_notified_only_when_all_of_it_fits() -> None:
 def test_whole_rest_parks_a_short_rest_until_all_of_it_fits() -> None:
     """With ``whole_rest`` (the queues between pipeline stages), a waiting enqueue_many
     first admits what fits; a rest of at most ``whole_rest`` rows then wakes once, when
-    all of it fits, instead of at every freed row. A longer rest still goes in row by
-    row, and a plain queue (``whole_rest`` 0) wakes at the first freed row."""
+    all of it fits, instead of at every freed row. A longer rest, while no dequeue
+    waits, goes in ``whole_rest`` rows or more at a time; a plain queue (``whole_rest``
+    0) wakes at the first freed row."""
     e = ring_engine(4)
     e.rules.whole_rest = 2
     put(e, [0, 1])
@@ -379,7 +380,15 @@ def test_whole_rest_parks_a_short_rest_until_all_of_it_fits() -> None:
     long_rest = parked_put(e, [6, 7, 8, 9, 10, 11, 12])
     assert not long_rest.atomic
     get(e)
-    assert fired(long_rest) == [True]  # seven to admit: row by row
+    assert fired(long_rest) == [False]  # one row free: fewer than whole_rest
+    get(e)
+    assert fired(long_rest) == [True]
+    assert retry(e, long_rest) is WAIT
+    assert long_rest.pos == 2
+    assert take_all(e) == [2, 3, 6, 7]
+    assert fired(long_rest) == [True]
+    assert retry(e, long_rest) is WAIT  # four more in, one to go
+    assert long_rest.pos == 6
 
     plain = ring_engine(4)
     put(plain, [0, 1, 2, 3])
