@@ -184,7 +184,9 @@ class Engine:
             req.pos = k
         if mode == MANY and count - req.pos <= rules.whole_rest:
             req.atomic = True  # the rest goes in whole (see Rules.whole_rest)
-        req.waker = arm()
+        req.waker = waker = arm()
+        if mode == MANY and isinstance(waker, threading.Event):
+            req.least = rules.whole_rest  # (a thread: see Rules.whole_rest)
         putters.park(req)
         self._notify()
         return req
@@ -380,7 +382,9 @@ class Engine:
         put_count = self.rules.put_count
         while True:
             rest = p.count - p.pos
-            k = put_count(rest, self.storage.size, p.atomic, getters[0] if getters else None)
+            k = put_count(
+                rest, self.storage.size, p.atomic, getters[0] if getters else None, p.least
+            )
             if k == 0:
                 return False
             self._admit(p.mode, p.comps, p.pos, p.pos + k)

@@ -78,12 +78,13 @@ class PutRequest(Request):
     """An enqueue of ``count`` elements (``mode`` ONE or MANY).
 
     ``pos`` elements have been admitted so far; an *atomic* request (a timed thread
-    ``enqueue_many``) is admitted whole or not at all. ``rejected`` is set by
-    ``close(cancel_pending_enqueues=True)``: the request then fails at its next step,
-    keeping what it had admitted.
+    ``enqueue_many``) is admitted whole or not at all; while no dequeue waits, a
+    parked one admits nothing until ``least`` elements fit (``Rules.whole_rest``).
+    ``rejected`` is set by ``close(cancel_pending_enqueues=True)``: the request then
+    fails at its next step, keeping what it had admitted.
     """
 
-    __slots__ = ("atomic", "comps", "count", "mode", "pos", "rejected")
+    __slots__ = ("atomic", "comps", "count", "least", "mode", "pos", "rejected")
 
     def __init__(self, mode: int, comps: Components, count: int, atomic: bool) -> None:
         super().__init__()
@@ -92,6 +93,7 @@ class PutRequest(Request):
         self.count = count
         self.pos = 0
         self.atomic = atomic
+        self.least = 0
         self.rejected = False
 
 

@@ -36,10 +36,11 @@ class Rules:
         # served in one take.
         self.one_copy_limit = capacity - floor
         # A parked enqueue_many whose rest is at most this many rows waits until all of
-        # the rest fits, and a longer one, while no dequeue waits, until at least this
-        # many rows fit (one wake-up per this many rows taken, not one per row). 0: rows
-        # go in one by one as room frees, as TF does; queues between pipeline stages
-        # set it.
+        # the rest fits (one wake-up for it, not one per freed row), and a longer one
+        # parked by a thread, while no dequeue waits, until at least this many fit (a
+        # thread's wake-up costs a system call and a GIL hand-off; a task's, one loop
+        # turn). 0: rows go in one by one as room frees, as TF does; queues between
+        # pipeline stages set it.
         self.whole_rest = 0
 
     def available(self, size: int) -> int:
@@ -64,22 +65,24 @@ class Rules:
             return max(avail, 0)
         return -1
 
-    def put_count(self, rest: int, size: int, atomic: bool, head: GetRequest | None) -> int:
+    def put_count(
+        self, rest: int, size: int, atomic: bool, head: GetRequest | None, least: int = 0
+    ) -> int:
         """The put rule: how many of ``rest`` elements an enqueue admits now (0: none).
 
         As many as there is room for; an atomic one (``_nowait``, a timed thread
         ``enqueue_many``) all or nothing: all when they fit, or when the waiting head
         dequeue ``head`` will then take enough to bring the size back within capacity
-        (``makes_room``). With ``whole_rest`` set and no dequeue waiting, none until
-        that many fit.
+        (``makes_room``). None while fewer than ``least`` fit and no dequeue waits (a
+        waiting thread's ``PutRequest.least``: see ``whole_rest``).
         """
         free = self.capacity - size
         if free >= rest:
             return rest
         if atomic:
             return rest if self.makes_room(rest, size, head) else 0
-        if free < self.whole_rest and head is None:
-            return 0  # (a stage queue: see whole_rest)
+        if free < least and head is None:
+            return 0  # (a stage queue's waiting thread: see whole_rest)
         return free if free > 0 else 0
 
     def makes_room(self, k: int, size: int, head: GetRequest | None) -> bool:
@@ -124,4 +127,4 @@ class Rules:
         """Whether parked enqueue ``p`` can progress now (admit, or fail)."""
         if p.rejected:
             return True
-        return self.put_count(p.count - p.pos, size, p.atomic, head) > 0
+        return self.put_count(p.count - p.pos, size, p.atomic, head, p.least) > 0

@@ -397,6 +397,30 @@ def test_whole_rest_parks_a_short_rest_until_all_of_it_fits() -> None:
     assert fired(q) == [True]
 
 
+class TaskWaker:
+    """A waker that is not a thread's ``threading.Event`` (as a task's is not)."""
+
+    def __init__(self) -> None:
+        self.fired = False
+
+    def set(self) -> None:
+        self.fired = True
+
+
+def test_whole_rest_waits_for_room_in_pieces_only_for_threads() -> None:
+    """A task parked with a long rest is woken at the first freed row (its wake-up is a
+    loop turn); a thread (``threading.Event``) waits for ``whole_rest`` rows."""
+    e = ring_engine(4)
+    e.rules.whole_rest = 2
+    put(e, [0, 1, 2, 3])
+    task = checked(e, lambda: e.put(MANY, rows(6, 7, 8, 9, 10, 11, 12), 7, TaskWaker))
+    assert type(task) is PutRequest and task.least == 0
+    get(e)
+    assert task.waker.fired
+    assert checked(e, lambda: e.retry(task, TaskWaker)) is WAIT
+    assert task.pos == 1
+
+
 def test_non_atomic_enqueue_many_admits_what_fits_and_waits_for_the_rest() -> None:
     """A waiting enqueue_many admits as much as fits at each step, keeping its order."""
     e = ring_engine(2)
