@@ -414,7 +414,8 @@ def test_whole_rest_waits_for_room_in_pieces_only_for_threads() -> None:
     e.rules.whole_rest = 2
     put(e, [0, 1, 2, 3])
     task = checked(e, lambda: e.put(MANY, rows(6, 7, 8, 9, 10, 11, 12), 7, TaskWaker))
-    assert type(task) is PutRequest and task.least == 0
+    assert type(task) is PutRequest
+    assert task.least == 0
     get(e)
     assert task.waker.fired
     assert checked(e, lambda: e.retry(task, TaskWaker)) is WAIT
