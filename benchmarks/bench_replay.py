@@ -12,10 +12,15 @@ MinSize(1). Throughput is reported as loops/s and as transitions moved per secon
 Rows (peers run in subprocesses, with the interpreters ``_peers.py`` finds):
 
 - aqueue: ``aqueue.ReplayTable`` on asyncio, the three calls awaited in one task.
-- floor: the leanest numpy code doing only what the contract requires: a
-  preallocated ring written in place, a bare ``np.take`` of 256 random rows, the 256
-  priorities written back; for prioritized, plus a textbook binary sum tree (leaves
-  at the bottom, parents recomputed level by level, a full descent per batch).
+- floor: the leanest numpy code doing the loop's data work: a preallocated ring
+  written in place, a bare ``np.take`` of 256 random rows, the 256 priorities written
+  back; for prioritized, plus a textbook binary sum tree (leaves at the bottom, parents
+  recomputed level by level, a full descent per batch).
+- records: the floor plus the records the contract keeps and reports (keys issued and
+  checked, times_sampled per draw, keys, priorities and probabilities returned, the
+  largest priority held as the default, repeated keys resolved), in the leanest form
+  this workload allows (Fifo eviction only: key k in slot k % size), with aqueue's own
+  sum tree; no locks, awaits, checks, limiter or other selectors.
 - Reverb (dm-reverb, server and client in one process, its tables accessed without
   gRPC): inserts through ``client.structured_writer`` (64 ``append`` calls and one
   ``flush`` per batch), samples through ``reverb.TrajectoryDataset.
@@ -61,7 +66,7 @@ Blocks of the in-process rows are interleaved, half before the peers and half af
 each row reports the median and the best block.
 
 Usage: python benchmarks/bench_replay.py [--quick] [--reps R] [--loops L]
-       [--rows aqueue,floor,reverb,torchrl,cpprb] [--peer-python PY]
+       [--rows aqueue,floor,records,reverb,torchrl,cpprb] [--peer-python PY]
        [--reverb-python PY] [--torchrl-python PY] [--cpprb-python PY]
 ``--quick`` is a smoke run (a table of 20,000, few loops, seconds per row). The
 table goes to stdout, progress to stderr.
@@ -92,10 +97,11 @@ EXPONENT = 0.6
 SOURCE = 4096  # distinct source items, cycled
 MODES = ("uniform", "prioritized")
 PEERS = ("reverb", "torchrl", "cpprb")
-ROWS = ("aqueue", "floor", *PEERS)
+ROWS = ("aqueue", "floor", "records", *PEERS)
 LABELS = {
     "aqueue": "aqueue.ReplayTable (asyncio)",
     "floor": "floor (numpy ring + gather + sum tree)",
+    "records": "floor + the contract's records",
     "reverb": "Reverb in process",
     "torchrl": "TorchRL ReplayBuffer",
     "cpprb": "cpprb",
@@ -240,6 +246,129 @@ def floor_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
     return loops
 
 
+def records_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
+    """The floor plus the records the contract keeps and reports, in the leanest form
+    this workload allows: Fifo eviction and nothing else removed, so key ``k`` lives
+    in slot ``k % size`` (no free list, key index or eviction order to keep). Keys are
+    issued and checked on update (a key evicted is reported not found), each draw's
+    times_sampled counted (repeats of a slot in one batch in order), keys, priorities
+    and probabilities returned, the largest priority held is the default (kept with
+    a count of its holders, recomputed when the last one leaves), repeated keys in an
+    update resolved (the last value wins); aqueue's own sum tree. No locks, awaits,
+    argument checks, rate limiter or other selectors."""
+    from aqueue._replay._sumtree import SumTree
+
+    ring = np.empty((size, *SHAPE), dtype=np.float32)
+    key = np.full(size, -1, dtype=np.int64)
+    prio = np.full(size, -np.inf)
+    times = np.zeros(size, dtype=np.int64)
+    tree = SumTree(size) if mode == "prioritized" else None
+    st = {"next": 0, "max": -np.inf, "at": 0}
+    rng = np.random.default_rng(1)
+
+    def untrack(values: np.ndarray) -> None:
+        st["at"] -= int(np.count_nonzero(values == st["max"]))
+
+    def track(values: np.ndarray) -> None:
+        top = float(values.max())
+        if top > st["max"]:
+            st["max"], st["at"] = top, int(np.count_nonzero(values == top))
+        elif top == st["max"]:
+            st["at"] += int(np.count_nonzero(values == top))
+
+    def largest() -> float:
+        if st["next"] == 0:
+            return 1.0
+        if st["at"] <= 0:
+            st["max"] = float(prio.max())
+            st["at"] = int(np.count_nonzero(prio == st["max"]))
+        return float(st["max"])
+
+    def add(batch: np.ndarray) -> np.ndarray:
+        k = len(batch)
+        base = st["next"]
+        keys = np.arange(base, base + k, dtype=np.int64)
+        start = base % size
+        slots = (start + np.arange(k)) % size
+        if start + k <= size:
+            ring[start : start + k] = batch
+        else:
+            ring[start:] = batch[: size - start]
+            ring[: start + k - size] = batch[size - start :]
+        p = np.full(k, largest())
+        if base >= size:
+            untrack(prio[slots])  # the evicted items' priorities
+        key[slots] = keys
+        prio[slots] = p
+        times[slots] = 0
+        track(p)
+        if tree is not None:
+            tree.set(slots, p**EXPONENT)
+        st["next"] = base + k
+        return keys
+
+    def sample(n: int) -> tuple[np.ndarray, ...]:
+        held = min(st["next"], size)
+        if tree is not None:
+            prefix = tree.prefix()
+            total = float(prefix[-1])
+            slots, w = tree.find(rng.random(n) * total, prefix)
+            probs = w / total
+        else:
+            slots = rng.integers(0, held, n)
+            probs = np.full(n, 1.0 / held)
+        t = times[slots] + 1
+        check = np.sort(slots)
+        if (check[1:] == check[:-1]).any():  # repeats: t + 1, t + 2, ... in draw order
+            order = np.argsort(slots, kind="stable")
+            ordered = slots[order]
+            last = np.append(ordered[1:] != ordered[:-1], True)
+            pos = np.arange(n)
+            first = np.zeros(n, dtype=np.intp)
+            np.multiply(pos[1:], last[:-1], out=first[1:])
+            np.maximum.accumulate(first, out=first)
+            t[order] += pos - first
+            ends = np.flatnonzero(last)
+            times[ordered[ends]] = t[order[ends]]
+        else:
+            times[slots] = t
+        data = np.take(ring, slots, axis=0)
+        return data, key[slots], prio[slots], probs, t
+
+    def update(keys: np.ndarray, p: np.ndarray) -> np.ndarray:
+        slots = keys % size
+        found = key[slots] == keys
+        held, values = slots[found], p[found]
+        check = np.sort(held)
+        if (check[1:] == check[:-1]).any():  # a key given twice: its last value
+            order = np.argsort(held, kind="stable")
+            ordered = held[order]
+            keep = np.sort(order[np.append(ordered[1:] != ordered[:-1], True)])
+            held, values = held[keep], values[keep]
+        untrack(prio[held])
+        prio[held] = values
+        track(values)
+        if tree is not None:
+            tree.set(held, values**EXPONENT)
+        return found
+
+    fill(add, src, size)
+    step = [0]
+
+    def loops(n: int) -> Any:
+        out = None
+        for _ in range(n):
+            add(batch_at(src, step[0]))
+            step[0] += 1
+            s = sample(SAMPLE)
+            if not update(s[1], td_errors(rng)).all():
+                raise AssertionError("a key just sampled was not found")
+            out = s[0]
+        return out
+
+    return loops
+
+
 def reverb_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import reverb
@@ -362,6 +491,7 @@ def cpprb_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
 RUNNERS = {
     "aqueue": aqueue_runner,
     "floor": floor_runner,
+    "records": records_runner,
     "reverb": reverb_runner,
     "torchrl": torchrl_runner,
     "cpprb": cpprb_runner,
@@ -386,6 +516,7 @@ def versions(row: str) -> dict[str, str]:
     names = {
         "aqueue": ["aqueue", "numpy", "anyio"],
         "floor": ["numpy"],
+        "records": ["numpy", "aqueue"],
         "reverb": ["dm-reverb", "tensorflow-cpu", "tensorflow"],
         "torchrl": ["torchrl", "torch", "tensordict"],
         "cpprb": ["cpprb", "numpy"],
@@ -1153,6 +1284,15 @@ def print_report(
                 goal = f" (target >= {target:g}x)" if target else " (of the floor)"
                 parts.append(f"vs {row} {ours / theirs:.2f}x{goal}")
         print(f"  {mode}: " + "; ".join(parts))
+        records, cpprb = rates.get(("records", mode)), rates.get(("cpprb", mode))
+        if records and cpprb:
+            print(
+                f"  {mode}: the floor with the contract's records vs cpprb {records / cpprb:.2f}x "
+                f"(what any table keeping them could reach); aqueue of it {ours / records:.2f}x"
+                if ours
+                else f"  {mode}: the floor with the contract's records vs cpprb "
+                f"{records / cpprb:.2f}x"
+            )
     if samples:
         ours_s = statistics.median(samples["aqueue"])
         bare_s = statistics.median(samples["gather"])
