@@ -56,8 +56,9 @@ times_sampled, table size."""
 def runs(values: Array) -> tuple[Array, Array, Array] | None:
     """None if no value appears twice; else ``(order, ordered, last)``: a stable
     argsort of ``values``, ``values[order]``, and where each run of equal values in
-    ``ordered`` ends (a bool mask). Sorting the batch costs less than random access to
-    the table's arrays, which out of cache costs more than sorting a few hundred ints."""
+    ``ordered`` ends (a bool mask). It sorts the batch rather than mark slots in a
+    table-sized array: out of cache, random access to such an array costs more than
+    sorting a few hundred ints."""
     check = np.sort(values)  # (a plain sort first: most batches have no repeat)
     if not (check[1:] == check[:-1]).any():
         return None
