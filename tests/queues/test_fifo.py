@@ -322,3 +322,45 @@ def test_repr_of_a_queue_whose_constructor_raised() -> None:
     with pytest.raises(aqueue.ElementSpecError):
         q.__init__(10**15, np.float32, (32, 32))  # type: ignore[misc]
     assert repr(q) == "<FIFOQueue (not constructed)>"
+
+
+class CountingLock:
+    """A stand-in for an engine's lock that counts how often it is taken."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self.acquired = 0
+
+    def acquire(self, *args: Any) -> bool:
+        self.acquired += 1
+        return self._lock.acquire(*args)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "shuffle"])
+async def test_a_dequeue_many_with_its_elements_there_takes_the_lock_once(kind: str) -> None:
+    """With the elements already queued, ``dequeue_many`` is one engine step: the
+    queue's lock is taken once (not once to look and again to take)."""
+    if kind == "fifo":
+        q: Any = aqueue.FIFOQueue(100, np.int64, ())
+    else:
+        q = aqueue.RandomShuffleQueue(100, 10, np.int64, (), seed=0)
+    await q.enqueue_many(np.arange(64))
+    counting = CountingLock()
+    q._engine.lock = counting  # (instrumentation: the engine takes this lock for every step)
+    batch = await q.dequeue_many(32)
+    assert len(batch) == 32
+    assert counting.acquired == 1
