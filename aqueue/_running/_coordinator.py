@@ -215,7 +215,7 @@ class Coordinator:
         else:
             sup.record(exc)
         if self._monitor_run is not None:  # the final sample: the body's time, as report()
-            failure = await self._monitor_run.finish()
+            failure = await self._monitor_run.finish(self._t_body_end)
             if failure is not None:
                 sup.record(failure)
         if passed is None:  # shared queues' figures for report(), as the monitor's

@@ -174,18 +174,20 @@ class Sampler:
             self._looping = False
             self._stopped.set()
 
-    async def finish(self) -> BaseException | None:
+    async def finish(self, end: float | None = None) -> BaseException | None:
         """Stop the periodic samples and take the final one (shielded, bounded); return
         what it raised, if anything. A periodic sample still awaiting a shared queue's
         statistics is cancelled first: it appends nothing; one already appended finishes
-        its callback first, so callbacks see the samples in order, the final one last."""
+        its callback first, so callbacks see the samples in order, the final one last.
+        ``end`` (the body's end, ``time.monotonic()``) dates the final sample, so that
+        the samples cover the body's time exactly, however long stopping took."""
         self._done = True
         self._scope.cancel()
         try:
             with anyio.CancelScope(shield=True), anyio.move_on_after(_FINAL_LIMIT_S):
                 if self._looping and self._stopped is not None:
                     await self._stopped.wait()
-                await self.sample(final=True)
+                await self.sample(final=True, end=end)
         except Exception as exc:
             return exc
         finally:
@@ -232,7 +234,7 @@ class Sampler:
                     tg.start_soon(read, w)
         return got
 
-    async def sample(self, *, final: bool) -> MonitorSample | None:
+    async def sample(self, *, final: bool, end: float | None = None) -> MonitorSample | None:
         """Read everything, append the sample, then show it and call the callback
         (shielded: a periodic sample appended is a sample its callback sees). None: a
         periodic sample that ``finish`` overtook while it read, which appends nothing."""
@@ -246,6 +248,8 @@ class Sampler:
         # `now` after every reading: a waited time read after `now` could exceed the
         # interval and be clipped, and the overall share would come out low.
         now = time.monotonic()
+        if end is not None:  # (the final sample: the body ended at `end`)
+            now = max(self._last_t, min(now, end))
         dt = max(now - self._last_t, 1e-9)
         input_ids = {id(w.source) for w in inputs(self._queues)}
         queues: dict[str, QueueSample] = {}

@@ -222,6 +222,41 @@ async def test_input_bound_is_the_share_of_the_interval_the_body_waited() -> Non
 
 
 @pytest.mark.anyio
+async def test_the_final_sample_is_dated_at_the_body_end_however_late_it_is_taken() -> None:
+    """The final sample is taken after the periodic ones have stopped; when a callback
+    still runs at the body's end (here for 0.3 s), that is long after it. The final
+    sample is dated at the body's end all the same, so the samples cover the body's time
+    and their overall input-bound share stays the coordinator's figure."""
+    slow_callback = anyio.Event()
+
+    async def on_sample(sample: Any) -> None:
+        if slow_callback.is_set():
+            await anyio.sleep(0.3)
+
+    def frame() -> np.ndarray[Any, Any]:
+        time.sleep(0.02)
+        return np.zeros(4, np.float32)
+
+    q: FIFOQueue[Any] = FIFOQueue(8, np.float32, (4,), name="frames")
+    monitor = Monitor(interval=0.01, callback=on_sample)
+    async with Coordinator(monitor=monitor) as coord:
+        coord.start(QueueRunner(q, [frame]))
+        for _ in range(8):
+            await q.dequeue()
+        slow_callback.set()
+        await anyio.sleep(0.03)  # a periodic sample's callback is now sleeping
+        body_end = time.monotonic()
+    assert time.monotonic() - body_end > 0.2  # the final sample waited for it
+    h = monitor.history()
+    assert h.final[-1]
+    assert h.interval_s[-1] < 0.1  # it covers the body's last moments, not the wait after
+    ok = ~np.isnan(h.input_bound)
+    overall = float((h.input_bound[ok] * h.interval_s[ok]).sum() / h.interval_s[ok].sum())
+    assert coord.input_bound is not None
+    assert overall == pytest.approx(coord.input_bound, abs=0.03)
+
+
+@pytest.mark.anyio
 async def test_overall_input_bound_is_the_reports_figure() -> None:
     """The monitor's samples end when the body ends, so their overall input-bound share
     (waited time over sampled time) is the coordinator's figure, the one report()
