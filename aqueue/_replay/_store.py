@@ -145,31 +145,30 @@ class ItemStore:
         k = len(slots)
         if not k:
             return
-        self._untrack_max(self.priority[slots])
-        if self.track_sampled:
-            self.sampled_live -= int(self.times[slots].sum())
+        self._forget(slots)
         self.key[slots] = -1
         self.priority[slots] = -np.inf
         self.free[self.nfree : self.nfree + k] = slots
         self.nfree += k
-        self.size -= k
-        if self.size == 0:
-            self._max, self._at_max, self._max_valid = -np.inf, 0, True
 
     def reuse(self, slots: Array) -> Array:
         """``release(slots)`` then ``alloc(len(slots))`` in one, for a batch arriving as
         the same number leave: the same slots, in the order ``alloc`` would give them
         back (the last pushed first), with no round trip through the free stack.
         ``add`` fills them next."""
-        k = len(slots)
+        self._forget(slots)
+        reused: Array = slots[::-1].copy()
+        return reused
+
+    def _forget(self, slots: Array) -> None:
+        """The items of (distinct, held) ``slots`` leave the counts: the size, the
+        largest priority's holders and ``sampled_live``."""
         self._untrack_max(self.priority[slots])
         if self.track_sampled:
             self.sampled_live -= int(self.times[slots].sum())
-        self.size -= k
+        self.size -= len(slots)
         if self.size == 0:
             self._max, self._at_max, self._max_valid = -np.inf, 0, True
-        reused: Array = slots[::-1].copy()
-        return reused
 
     def set_priorities(self, slots: Array, priorities: Array) -> None:
         """New priorities for held, distinct ``slots``."""

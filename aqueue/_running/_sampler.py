@@ -246,9 +246,11 @@ class Sampler:
         stages = self._read_stages()
         local = {id(w.source): w.local() for w in seen if not w.shared}
         # `now` after every reading: a waited time read after `now` could exceed the
-        # interval and be clipped, and the overall share would come out low.
+        # interval and be clipped, and the overall share would come out low. The final
+        # sample is dated at the body's end instead: what was waited after it is beyond
+        # the body's time.
         now = time.monotonic()
-        if end is not None:  # (the final sample: the body ended at `end`)
+        if end is not None:
             now = max(self._last_t, min(now, end))
         dt = max(now - self._last_t, 1e-9)
         input_ids = {id(w.source) for w in inputs(self._queues)}
