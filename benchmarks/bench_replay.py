@@ -148,6 +148,24 @@ def fill(add: Callable[[np.ndarray], None], src: np.ndarray, size: int) -> None:
         add(src[: min(SOURCE, size - start)])
 
 
+def looped(
+    src: np.ndarray, add: Callable[[np.ndarray], Any], learn: Callable[[], Any]
+) -> Callable[[int], Any]:
+    """A sync runner's ``n`` loops: insert the source's next batch (``add``), then
+    sample and update (``learn``, returning the sample's data); the last data."""
+    step = [0]
+
+    def loops(n: int) -> Any:
+        out = None
+        for _ in range(n):
+            add(batch_at(src, step[0]))
+            step[0] += 1
+            out = learn()
+        return out
+
+    return loops
+
+
 def aqueue_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
     """(An async function: the in-process blocks all run in one event loop.)"""
     import aqueue
@@ -225,25 +243,20 @@ def floor_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
 
     fill(add, src, size)
     rng = np.random.default_rng(1)
-    step = [0]
 
-    def loops(n: int) -> Any:
-        out = None
-        for _ in range(n):
-            add(batch_at(src, step[0]))
-            step[0] += 1
-            if tree is None:
-                idx = rng.integers(0, size, SAMPLE)
-            else:
-                idx, _ = tree.sample(SAMPLE, rng)
-            out = np.take(ring, idx, axis=0)
-            td = td_errors(rng)
-            priority[idx] = td
-            if tree is not None:
-                tree.set(idx, td**EXPONENT)
+    def learn() -> np.ndarray:
+        if tree is None:
+            idx = rng.integers(0, size, SAMPLE)
+        else:
+            idx, _ = tree.sample(SAMPLE, rng)
+        out = np.take(ring, idx, axis=0)
+        td = td_errors(rng)
+        priority[idx] = td
+        if tree is not None:
+            tree.set(idx, td**EXPONENT)
         return out
 
-    return loops
+    return looped(src, add, learn)
 
 
 def records_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
@@ -353,20 +366,14 @@ def records_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any
         return found
 
     fill(add, src, size)
-    step = [0]
 
-    def loops(n: int) -> Any:
-        out = None
-        for _ in range(n):
-            add(batch_at(src, step[0]))
-            step[0] += 1
-            s = sample(SAMPLE)
-            if not update(s[1], td_errors(rng)).all():
-                raise AssertionError("a key just sampled was not found")
-            out = s[0]
-        return out
+    def learn() -> np.ndarray:
+        s = sample(SAMPLE)
+        if not update(s[1], td_errors(rng)).all():
+            raise AssertionError("a key just sampled was not found")
+        return s[0]
 
-    return loops
+    return looped(src, add, learn)
 
 
 def reverb_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
@@ -409,20 +416,15 @@ def reverb_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]
     ).batch(SAMPLE)
     it = iter(dataset)
     rng = np.random.default_rng(1)
-    step = [0]
 
-    def loops(n: int) -> Any:
-        data = None
-        for _ in range(n):
-            add(batch_at(src, step[0]))
-            step[0] += 1
-            s = next(it)
-            data = s.data["obs"].numpy()
-            if mode == "prioritized":
-                keys = s.info.key.numpy().tolist()
-                client.mutate_priorities("t", updates=dict(zip(keys, td_errors(rng).tolist())))
-        return data
+    def learn() -> np.ndarray:
+        s = next(it)
+        if mode == "prioritized":
+            keys = s.info.key.numpy().tolist()
+            client.mutate_priorities("t", updates=dict(zip(keys, td_errors(rng).tolist())))
+        return s.data["obs"].numpy()
 
+    loops = looped(src, add, learn)
     loops.keep = (server, client, writer, it)  # type: ignore[attr-defined]
     return loops
 
@@ -438,25 +440,20 @@ def torchrl_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any
         else RandomSampler()
     )
     rb = ReplayBuffer(storage=LazyTensorStorage(size), sampler=sampler, batch_size=SAMPLE)
-    tsrc = torch.from_numpy(src)
-    fill(lambda b: rb.extend(torch.from_numpy(b)), src, size)
+
+    def add(batch: np.ndarray) -> None:
+        rb.extend(torch.from_numpy(batch))
+
+    fill(add, src, size)
     rng = np.random.default_rng(1)
-    step = [0]
 
-    def loops(n: int) -> Any:
-        data = None
-        for _ in range(n):
-            start = (step[0] * INSERT) % SOURCE
-            rb.extend(tsrc[start : start + INSERT])
-            step[0] += 1
-            data, info = rb.sample(SAMPLE, return_info=True)
-            if mode == "prioritized":
-                rb.update_priority(
-                    info["index"], torch.from_numpy(td_errors(rng).astype(np.float32))
-                )
-        return None if data is None else data.numpy()
+    def learn() -> np.ndarray:
+        data, info = rb.sample(SAMPLE, return_info=True)
+        if mode == "prioritized":
+            rb.update_priority(info["index"], torch.from_numpy(td_errors(rng).astype(np.float32)))
+        return data.numpy()
 
-    return loops
+    return looped(src, add, learn)
 
 
 def cpprb_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
@@ -468,24 +465,22 @@ def cpprb_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
         if mode == "prioritized"
         else ReplayBuffer(size, spec)
     )
-    fill(lambda b: rb.add(obs=b), src, size)
+
+    def add(batch: np.ndarray) -> None:
+        rb.add(obs=batch)
+
+    fill(add, src, size)
     rng = np.random.default_rng(1)
-    step = [0]
 
-    def loops(n: int) -> Any:
-        data = None
-        for _ in range(n):
-            rb.add(obs=batch_at(src, step[0]))
-            step[0] += 1
-            if mode == "prioritized":
-                s = rb.sample(SAMPLE, beta=0.4)
-                rb.update_priorities(s["indexes"], td_errors(rng))
-            else:
-                s = rb.sample(SAMPLE)
-            data = s["obs"]
-        return data
+    def learn() -> np.ndarray:
+        if mode == "prioritized":
+            s = rb.sample(SAMPLE, beta=0.4)
+            rb.update_priorities(s["indexes"], td_errors(rng))
+        else:
+            s = rb.sample(SAMPLE)
+        return s["obs"]
 
-    return loops
+    return looped(src, add, learn)
 
 
 RUNNERS = {
