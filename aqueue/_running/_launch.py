@@ -171,6 +171,7 @@ class Launch:
                     name=record.name,
                     daemon=True,  # a stuck producer never blocks interpreter exit
                 )
+                record.thread = thread
                 self._supervisor.track_thread(record)
                 threads.append((thread, record))
                 self._supervisor.spawn(self._supervise_thread, p, pid, record, name=task_name)

@@ -141,6 +141,7 @@ class ThreadRecord:
         "outcome",
         "producer",
         "stop",
+        "thread",
     )
 
     def __init__(self, name: str, producer: ProducerSlot) -> None:
@@ -152,6 +153,7 @@ class ThreadRecord:
         self.outcome = "running"  # clean | error
         self.error: BaseException | None = None
         self.stop = threading.Event()  # set when the supervising task is gone
+        self.thread: threading.Thread | None = None  # (set by whoever makes the thread)
         _alive.thread_created(self)
 
     def finish(self, outcome: str, error: BaseException | None) -> None:
@@ -174,6 +176,19 @@ class ThreadRecord:
                     return
                 waker = self._waker = make_waker()
             await waker.wait()
+
+    async def exited(self) -> None:
+        """Wait until the thread has finished and then ended (event-loop side;
+        cancellable). Between the two, the thread still unwinds its frames, which hold
+        the producer and the last value it produced: a coordinator's exit waits for
+        this, so nothing a producer held outlives the block (a shared-memory view, a
+        file). The unwinding takes microseconds, so a short poll is enough (a thread
+        end wakes nothing)."""
+        await self.wait()
+        thread, delay = self.thread, 0.0
+        while thread is not None and thread.is_alive():
+            await anyio.sleep(delay)
+            delay = min(2 * delay + 0.0002, 0.01)
 
 
 NewThreads = list[tuple[threading.Thread, ThreadRecord]]

@@ -239,13 +239,14 @@ class Supervision:
 
     async def wait_threads(self, deadline: float) -> list[str]:
         """Wait (shielded) until the deadline (``time.monotonic()``) for producer
-        threads; return the names of those still running."""
-        alive = [t for t in self._threads if not t.finished]
+        threads to end (``ThreadRecord.exited``); return the names of those still
+        running."""
+        alive = [t for t in self._threads if not t.finished or (t.thread and t.thread.is_alive())]
         if alive:
             with anyio.CancelScope(shield=True) as scope:
                 scope.deadline = anyio.current_time() + max(0.0, deadline - time.monotonic())
                 for t in alive:
-                    await t.wait()
+                    await t.exited()
         return [t.name for t in self._threads if not t.finished]
 
     # -- stopping ------------------------------------------------------------------------

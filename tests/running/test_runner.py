@@ -4,6 +4,7 @@ failures, restarts and the add_queue_runner registry."""
 from __future__ import annotations
 
 import contextvars
+import gc
 import inspect
 import json
 import logging
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
@@ -22,6 +24,7 @@ from support import int_queue, poll, raised
 
 import aqueue
 from aqueue import Coordinator, OutOfRangeError, QueueRunner, add_queue_runner
+from aqueue._running._producers import ThreadRecord
 from aqueue.testing import stall_guard
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -412,6 +415,50 @@ async def test_the_thread_starter_lives_only_while_the_block_runs() -> None:
         assert int(await q.dequeue()) == 1
         assert starters() != []
     await poll(lambda: starters() == [])
+
+
+class Env:
+    """A producer holding a resource (weakly referenced by the test)."""
+
+    def __init__(self) -> None:
+        self.frames: list[weakref.ref[np.ndarray[Any, Any]]] = []
+
+    def step(self) -> np.ndarray[Any, Any]:
+        frame = np.array(len(self.frames))
+        self.frames.append(weakref.ref(frame))
+        return frame
+
+
+async def test_no_producer_thread_or_what_it_held_outlives_the_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When the block is left, every producer thread has ended, not only reported that
+    it ended: the producer and the last value it produced (not yet enqueued) are
+    released. A thread descheduled between the report and its end, as on a loaded
+    machine (simulated by a slow report), held both."""
+    report = ThreadRecord.finish
+
+    def slow_report(self: ThreadRecord, outcome: str, error: BaseException | None) -> None:
+        report(self, outcome, error)
+        time.sleep(0.2)
+
+    monkeypatch.setattr(ThreadRecord, "finish", slow_report)
+    env = Env()
+    frames = env.frames
+    held = weakref.ref(env)
+    q = int_queue(4)
+    async with Coordinator() as coord:
+        coord.start(QueueRunner(q, [env.step]))
+        del env
+        await poll(lambda: len(frames) == 5)  # 4 queued, the 5th waiting for room
+        assert int(await q.dequeue()) == 0
+        await poll(lambda: len(frames) == 6)
+        coord.request_stop()
+    del coord
+    gc.collect()
+    assert [t.name for t in threading.enumerate() if t.name.startswith("QueueRunnerThread")] == []
+    assert held() is None
+    assert frames[-1]() is None
 
 
 async def test_shared_generator_is_advanced_by_one_producer_at_a_time() -> None:
