@@ -131,7 +131,8 @@ def priorities_arg(
             f"{owner}: {what} must be a 1-d sequence of {count} numbers, got {got}"
         )
     out = arr.astype(np.float64)
-    if count and not (float(out.min()) >= 0 and float(out.max()) <= limit.limit):  # (NaN: no)
+    # (arg-min/max: a fraction of the reductions' cost; either finds a NaN, which fails)
+    if count and not (out[out.argmin()] >= 0 and out[out.argmax()] <= limit.limit):
         bad = int(np.flatnonzero(~((out >= 0) & (out <= limit.limit)))[0])
         raise _bad_priority(float(out[bad]), f"{what}[{bad}]", owner, limit)
     return out

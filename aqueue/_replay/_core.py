@@ -59,8 +59,9 @@ def runs(values: Array) -> tuple[Array, Array, Array] | None:
     ``ordered`` ends (a bool mask). It sorts the batch rather than mark slots in a
     table-sized array: out of cache, random access to such an array costs more than
     sorting a few hundred ints."""
-    check = np.sort(values)  # (a plain sort first: most batches have no repeat)
-    if not (check[1:] == check[:-1]).any():
+    check = values.copy()  # (a plain sort first: most batches have no repeat)
+    check.sort()
+    if not np.count_nonzero(check[1:] == check[:-1]):
         return None
     order = np.argsort(values, kind="stable")
     ordered = values[order]

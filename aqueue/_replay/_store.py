@@ -180,7 +180,7 @@ class ItemStore:
         """``values`` are now held (the cached maximum follows)."""
         if not self._max_valid or not len(values):
             return
-        top = float(values.max())
+        top = float(values[values.argmax()])  # (argmax: a fraction of max's cost)
         if top > self._max:
             self._max, self._at_max = top, int(np.count_nonzero(values == top))
         elif top == self._max:
@@ -220,8 +220,9 @@ class ItemStore:
         """The slot of each key (int64 array), -1 where the table holds no such item."""
         slots: Array = self.direct[keys & self.mask]
         ok = self.key[slots] == keys  # (slot -1 reads the last row: checked like any)
-        if ok.all() and (not len(keys) or keys.min() >= 0):
-            return slots
+        n = len(keys)
+        if np.count_nonzero(ok) == n and (not n or keys[keys.argmin()] >= 0):
+            return slots  # (count_nonzero and argmin: numpy's reductions cost more)
         ok &= keys >= 0  # (a free slot's key is -1)
         found = np.where(ok, slots, -1)
         # a key whose direct entry a later key took may still be held: search the log
@@ -244,12 +245,12 @@ class ItemStore:
         n = self.log_n
         while pos + k <= n:  # the usual cases: the next k entries are all live, or all
             window: Array = self.log_slots[pos : pos + k]  # dead (the k evicted last)
-            live = self.key[window] == self.log_keys[pos : pos + k]
-            if live.all():
+            live = np.count_nonzero(self.key[window] == self.log_keys[pos : pos + k])
+            if live == k:
                 self.head = pos
                 found: Array = window.copy()
                 return found
-            if live.any():
+            if live:
                 break
             pos += k
         self.head = pos

@@ -7,12 +7,19 @@ level* (``top = min(depth, 10)``: at most 1,024 nodes, ``tree[2**top : 2**(top +
 are kept; the prefix sums of the top level (``prefix()``, one ``cumsum``) stand in for
 the levels above it, and their last value is the total.
 
-Invariant: every kept inner node holds exactly ``tree[2i] + tree[2i + 1]`` as stored. A
-batched ``set`` writes the leaves, then recomputes their ancestors level by level from
-their children (each parent as the value just written plus its sibling's: one gather
-per level, ``depth - top`` steps for the whole batch, however large), never adding
-deltas: repeated indices are harmless, rounding cannot drift, and the tree is a
-pure function of its leaves (``rebuild`` gives the same floats, which snapshots rely on).
+Invariant: once the *pending* leaves are propagated, every kept inner node holds
+exactly ``tree[2i] + tree[2i + 1]`` as stored. A batched ``set`` writes the leaves at
+once and leaves their ancestors pending; the first read of the inner nodes
+(``prefix``, hence every search) propagates all pending leaves together, recomputing
+their ancestors level by level from their children (each parent as the value just
+written plus its sibling's: one gather per level, ``depth - top`` steps for everything
+pending, however much). A table's loop sets leaves twice between two samples (the
+insert's, then the update's): propagating them together halves the steps, whose cost
+is numpy's per-call overhead, not the number of leaves. No deltas are ever added:
+repeated indices are harmless, rounding cannot drift, and the tree is a pure function
+of its leaves (``rebuild`` gives the same floats, which snapshots rely on). Pending
+leaves are propagated as soon as ``_PENDING_MAX`` of them are waiting, so a table
+filled without being sampled keeps a bounded list.
 
 ``find(u, prefix)`` maps each ``u`` in ``[0, total)`` to the leaf whose interval of the
 prefix sums contains it (leaves of weight 0 own no interval): one ``searchsorted`` in
@@ -21,7 +28,7 @@ can leave a ``u`` a few ulps past its subtree and land it on a leaf of weight 0;
 rare leaves are searched again by a guarded descent that never enters an empty
 subtree.
 
-For 100,000 leaves (depth 17): a set of 256 leaves takes 7 steps, a search of 256
+For 100,000 leaves (depth 17): propagating 320 leaves takes 7 steps, a search of 256
 values one cumsum of 1,024, one searchsorted and 7 steps (out of cache, about 50 and
 85 µs).
 
@@ -40,12 +47,13 @@ __all__ = ["SumTree"]
 
 Array = npt.NDArray[Any]
 _TOP_LEVEL = 10  # the top kept level has at most 2**10 nodes (a cumsum of 1,024 is ~5 µs)
+_PENDING_MAX = 4096  # leaves set and not yet propagated, at most
 
 
 class SumTree:
     """A sum tree over ``size`` float64 leaves, all 0 at first."""
 
-    __slots__ = ("capacity", "depth", "size", "top", "tree")
+    __slots__ = ("_pending", "_waiting", "capacity", "depth", "size", "top", "tree")
 
     def __init__(self, size: int) -> None:
         depth = max(0, (size - 1).bit_length())
@@ -54,6 +62,8 @@ class SumTree:
         self.capacity = 1 << depth
         self.top = min(depth, _TOP_LEVEL)
         self.tree = np.zeros(2 * self.capacity, dtype=np.float64)
+        self._pending: list[Array] = []  # leaf indices set, ancestors not yet recomputed
+        self._waiting = 0  # how many, in all
 
     def leaves(self) -> Array:
         """A view of the leaves (``size`` of them); write through ``set`` only."""
@@ -61,13 +71,27 @@ class SumTree:
 
     def set(self, idx: Array, values: Array, *, also: Array | None = None) -> None:
         """Set leaves ``idx`` to ``values`` (1-d, same length; where an index repeats,
-        the caller makes its values agree). ``also``: leaves the caller wrote directly
-        (``leaves()[also] = ...``) before, whose ancestors are recomputed in the same
-        pass (one pass for a removal and an insertion together)."""
-        tree = self.tree
-        tree[idx + self.capacity] = values
+        the caller makes its values agree); their ancestors are recomputed before the
+        next read (see the module docstring). ``also``: leaves the caller wrote
+        directly (``leaves()[also] = ...``) before, pending likewise."""
+        self.tree[idx + self.capacity] = values
         if also is not None:
-            idx = np.concatenate([also, idx])
+            self._pending.append(also)
+            self._waiting += len(also)
+        self._pending.append(idx)
+        self._waiting += len(idx)
+        if self._waiting >= _PENDING_MAX:
+            self.propagate()
+
+    def propagate(self) -> None:
+        """Recompute the ancestors of every pending leaf (one pass for them all)."""
+        pending = self._pending
+        if not pending:
+            return
+        idx = pending[0] if len(pending) == 1 else np.concatenate(pending)
+        pending.clear()
+        self._waiting = 0
+        tree = self.tree
         i = idx + self.capacity
         v = tree[i]  # (read back: where an index repeats, every copy sees the value kept)
         for _ in range(self.depth - self.top):
@@ -79,7 +103,9 @@ class SumTree:
             tree[i] = v
 
     def rebuild(self) -> None:
-        """Recompute every kept inner node from the leaves."""
+        """Recompute every kept inner node from the leaves (nothing is pending after)."""
+        self._pending.clear()
+        self._waiting = 0
         tree = self.tree
         lo = self.capacity
         for _ in range(self.depth - self.top):
@@ -87,7 +113,10 @@ class SumTree:
             lo >>= 1
 
     def prefix(self) -> Array:
-        """The prefix sums of the top level; the last one is the total."""
+        """The prefix sums of the top level; the last one is the total (pending leaves
+        are propagated first)."""
+        if self._pending:
+            self.propagate()
         lo = 1 << self.top
         return np.cumsum(self.tree[lo : 2 * lo])
 
@@ -111,7 +140,7 @@ class SumTree:
         leaf = i - self.capacity
         value = tree[i]
         bad = value <= 0.0  # rounding ran past the last item of a subtree
-        if bad.any():
+        if np.count_nonzero(bad):
             leaf[bad] = self._guarded(i[bad], prefix)
             value[bad] = tree[leaf[bad] + self.capacity]
         return leaf, value

@@ -275,6 +275,7 @@ def test_sum_tree_maps_prefix_intervals_to_leaves(size: int) -> None:
     other = SumTree(size)
     other.tree[other.capacity : other.capacity + size] = w
     other.rebuild()
+    tree.propagate()
     assert np.array_equal(tree.tree[1 << tree.top :], other.tree[1 << other.top :])
     prefix = tree.prefix()
     bounds = np.concatenate([[0.0], np.cumsum(w)])
