@@ -245,12 +245,12 @@ class ItemStore:
         n = self.log_n
         while pos + k <= n:  # the usual cases: the next k entries are all live, or all
             window: Array = self.log_slots[pos : pos + k]  # dead (the k evicted last)
-            live = np.count_nonzero(self.key[window] == self.log_keys[pos : pos + k])
-            if live == k:
+            alive = np.count_nonzero(self.key[window] == self.log_keys[pos : pos + k])
+            if alive == k:
                 self.head = pos
                 found: Array = window.copy()
                 return found
-            if live:
+            if alive:
                 break
             pos += k
         self.head = pos
