@@ -21,6 +21,9 @@ Rows (peers run in subprocesses, with the interpreters ``_peers.py`` finds):
   largest priority held as the default, repeated keys resolved), in the leanest form
   this workload allows (Fifo eviction only: key k in slot k % size), with aqueue's own
   sum tree; no locks, awaits, checks, limiter or other selectors.
+- awaited: the records floor with each of the three operations awaited as the
+  contract's are (each one pass through the event loop, the leanest asyncio
+  checkpoint: a bare yield), in an event loop set up as aqueue's row.
 - Reverb (dm-reverb, server and client in one process, its tables accessed without
   gRPC): inserts through ``client.structured_writer`` (64 ``append`` calls and one
   ``flush`` per batch), samples through ``reverb.TrajectoryDataset.
@@ -66,7 +69,7 @@ Blocks of the in-process rows are interleaved, half before the peers and half af
 each row reports the median and the best block.
 
 Usage: python benchmarks/bench_replay.py [--quick] [--reps R] [--loops L]
-       [--rows aqueue,floor,records,reverb,torchrl,cpprb] [--peer-python PY]
+       [--rows aqueue,floor,records,awaited,reverb,torchrl,cpprb] [--peer-python PY]
        [--reverb-python PY] [--torchrl-python PY] [--cpprb-python PY]
 ``--quick`` is a smoke run (a table of 20,000, few loops, seconds per row). The
 table goes to stdout, progress to stderr.
@@ -83,6 +86,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -97,11 +101,13 @@ EXPONENT = 0.6
 SOURCE = 4096  # distinct source items, cycled
 MODES = ("uniform", "prioritized")
 PEERS = ("reverb", "torchrl", "cpprb")
-ROWS = ("aqueue", "floor", "records", *PEERS)
+ROWS = ("aqueue", "floor", "records", "awaited", *PEERS)
+ASYNC_ROWS = ("aqueue", "awaited")  # (their runners are async functions)
 LABELS = {
     "aqueue": "aqueue.ReplayTable (asyncio)",
     "floor": "floor (numpy ring + gather + sum tree)",
     "records": "floor + the contract's records",
+    "awaited": "floor + records + awaits",
     "reverb": "Reverb in process",
     "torchrl": "TorchRL ReplayBuffer",
     "cpprb": "cpprb",
@@ -259,7 +265,9 @@ def floor_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
     return looped(src, add, learn)
 
 
-def records_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
+def records_parts(
+    mode: str, size: int, src: np.ndarray
+) -> tuple[Callable[[np.ndarray], Any], Callable[[], np.ndarray], Callable[[np.ndarray], None]]:
     """The floor plus the records the contract keeps and reports, in the leanest form
     this workload allows: Fifo eviction and nothing else removed, so key ``k`` lives
     in slot ``k % size`` (no free list, key index or eviction order to keep). Keys are
@@ -268,7 +276,9 @@ def records_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any
     and probabilities returned, the largest priority held is the default (kept with
     a count of its holders, recomputed when the last one leaves), repeated keys in an
     update resolved (the last value wins); aqueue's own sum tree. No locks, awaits,
-    argument checks, rate limiter or other selectors."""
+    argument checks, rate limiter or other selectors. Returns, the table filled,
+    ``add`` (insert a batch), ``draw`` (sample 256: the sample's data and keys) and
+    ``learn`` (update the keys' priorities with fake TD errors)."""
     from aqueue._replay._sumtree import SumTree
 
     ring = np.empty((size, *SHAPE), dtype=np.float32)
@@ -367,13 +377,54 @@ def records_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any
 
     fill(add, src, size)
 
-    def learn() -> np.ndarray:
+    def draw() -> tuple[np.ndarray, np.ndarray]:
         s = sample(SAMPLE)
-        if not update(s[1], td_errors(rng)).all():
-            raise AssertionError("a key just sampled was not found")
-        return s[0]
+        return s[0], s[1]
 
-    return looped(src, add, learn)
+    def learn(keys: np.ndarray) -> None:
+        if not update(keys, td_errors(rng)).all():
+            raise AssertionError("a key just sampled was not found")
+
+    return add, draw, learn
+
+
+def records_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
+    add, draw, learn = records_parts(mode, size, src)
+
+    def sample_and_update() -> np.ndarray:
+        data, keys = draw()
+        learn(keys)
+        return data
+
+    return looped(src, add, sample_and_update)
+
+
+@types.coroutine
+def _turn() -> Any:
+    """One pass through the event loop, the leanest asyncio checkpoint (a bare yield)."""
+    yield
+
+
+def awaited_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
+    """The records floor with each of the loop's three operations awaited as the
+    contract's are (every operation is a checkpoint: one pass through the event loop);
+    an async function like aqueue's, in the same event loop setup."""
+    add, draw, learn = records_parts(mode, size, src)
+    step = [0]
+
+    async def loops(n: int) -> Any:
+        out = None
+        for _ in range(n):
+            await _turn()
+            add(batch_at(src, step[0]))
+            step[0] += 1
+            await _turn()
+            out, keys = draw()
+            await _turn()
+            learn(keys)
+        return out
+
+    return loops
 
 
 def reverb_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
@@ -487,6 +538,7 @@ RUNNERS = {
     "aqueue": aqueue_runner,
     "floor": floor_runner,
     "records": records_runner,
+    "awaited": awaited_runner,
     "reverb": reverb_runner,
     "torchrl": torchrl_runner,
     "cpprb": cpprb_runner,
@@ -512,6 +564,7 @@ def versions(row: str) -> dict[str, str]:
         "aqueue": ["aqueue", "numpy", "anyio"],
         "floor": ["numpy"],
         "records": ["numpy", "aqueue"],
+        "awaited": ["numpy", "aqueue", "anyio"],
         "reverb": ["dm-reverb", "tensorflow-cpu", "tensorflow"],
         "torchrl": ["torchrl", "torch", "tensordict"],
         "cpprb": ["cpprb", "numpy"],
@@ -552,7 +605,7 @@ def serve(row: str, mode: str, size: int, warm: int) -> None:
     except Exception as exc:
         _answer({"error": f"{type(exc).__name__}: {exc}"})
         return
-    if row != "aqueue":
+    if row not in ASYNC_ROWS:
         run(warm)
         _answer({"ready": True, "versions": versions(row)})
         for line in sys.stdin:
@@ -1279,15 +1332,19 @@ def print_report(
                 goal = f" (target >= {target:g}x)" if target else " (of the floor)"
                 parts.append(f"vs {row} {ours / theirs:.2f}x{goal}")
         print(f"  {mode}: " + "; ".join(parts))
-        records, cpprb = rates.get(("records", mode)), rates.get(("cpprb", mode))
-        if records and cpprb:
-            print(
-                f"  {mode}: the floor with the contract's records vs cpprb {records / cpprb:.2f}x "
-                f"(what any table keeping them could reach); aqueue of it {ours / records:.2f}x"
-                if ours
-                else f"  {mode}: the floor with the contract's records vs cpprb "
-                f"{records / cpprb:.2f}x"
-            )
+        cpprb = rates.get(("cpprb", mode))
+        for row, what in (
+            ("records", "the floor with the contract's records"),
+            (
+                "awaited",
+                "the floor with the records and the awaits (what any awaitable table "
+                "keeping them could reach)",
+            ),
+        ):
+            floor = rates.get((row, mode))
+            if floor and cpprb:
+                mine = f"; aqueue of it {ours / floor:.2f}x" if ours else ""
+                print(f"  {mode}: {what} vs cpprb {floor / cpprb:.2f}x{mine}")
     if samples:
         ours_s = statistics.median(samples["aqueue"])
         bare_s = statistics.median(samples["gather"])

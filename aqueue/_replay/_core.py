@@ -151,16 +151,26 @@ class TableCore:
 
     # -- operations ---------------------------------------------------------------
 
-    def _add(self, comps: Sequence[Array], keys: Array, priorities: Array) -> None:
+    def _add(
+        self, comps: Sequence[Array], keys: Array, priorities: Array, default: float | None = None
+    ) -> None:
         slots = self.store.alloc(len(keys))
-        self.store.add(slots, keys, priorities, comps)
+        self.store.add(slots, keys, priorities, comps, default)
         self.sampler.insert(slots, priorities)
         self.remover.insert(slots, priorities)
 
-    def _replace(self, old: Array, comps: Sequence[Array], keys: Array, priorities: Array) -> None:
+    def _replace(
+        self,
+        old: Array,
+        comps: Sequence[Array],
+        keys: Array,
+        priorities: Array,
+        default: float | None = None,
+    ) -> None:
         """``_drop(old)`` then ``_add(...)``; a prioritized state does both in one pass
         over its tree. When as many leave as arrive (a full table), the new items take
-        the slots just freed, as the free stack would give them back (``reuse``)."""
+        the slots just freed, as the free stack would give them back (``reuse``).
+        ``default``: as ``ItemStore.add``'s."""
         store = self.store
         same = len(old) == len(keys)
         if same:
@@ -168,7 +178,7 @@ class TableCore:
         else:
             store.release(old)
             slots = store.alloc(len(keys))
-        store.add(slots, keys, priorities, comps)
+        store.add(slots, keys, priorities, comps, default)
         for state in (self.sampler, self.remover):
             if isinstance(state, PrioritizedState):
                 if same:
@@ -188,15 +198,17 @@ class TableCore:
     def insert(self, comps: Components, k: int, priorities: Array | None) -> Array:
         """Insert ``k`` items (one batch array per component): their keys."""
         store = self.store
+        default = None  # (every priority is the default: the store need not look)
         if priorities is None:
-            priorities = np.full(k, store.max_priority())
+            default = store.max_priority()
+            priorities = np.full(k, default)
         base = store.next_key
         keys = np.arange(base, base + k, dtype=np.int64)
         store.next_key = base + k
         excess = store.size + k - self.max_size
         remover = self.remover
         if excess <= 0:
-            self._add(comps, keys, priorities)
+            self._add(comps, keys, priorities, default)
         elif remover.deterministic:
             assert not isinstance(remover, (UniformState, PrioritizedState))
             old, gone = remover.evictions(excess, priorities)
@@ -207,7 +219,7 @@ class TableCore:
                 if keep.any():
                     self._add([c[keep] for c in comps], keys[keep], priorities[keep])
             else:
-                self._replace(old, comps, keys, priorities)
+                self._replace(old, comps, keys, priorities, default)
         else:
             assert isinstance(remover, (UniformState, PrioritizedState))
             room = self.max_size - store.size
@@ -323,11 +335,13 @@ class TableCore:
     def update(self, keys: Array, priorities: Array) -> Array:
         """New priorities for the items of ``keys``: which were held."""
         store = self.store
-        slots = store.lookup(keys)
-        found = slots >= 0
-        held = slots[found]
+        slots, complete = store.lookup(keys)
+        if complete:
+            found, held, values = np.ones(len(keys), dtype=bool), slots, priorities
+        else:
+            found = slots >= 0
+            held, values = slots[found], priorities[found]
         if held.size:
-            values = priorities[found]
             grouped = None if held.size == 1 else runs(held)
             if grouped is not None:  # a key given twice: its last value counts
                 order, _, last = grouped
@@ -340,7 +354,7 @@ class TableCore:
 
     def delete(self, keys: Array) -> Array:
         """Remove the items of ``keys``: which were held (a repeated key: its first)."""
-        slots = self.store.lookup(keys)
+        slots, _ = self.store.lookup(keys)
         found = slots >= 0
         if found.any():
             where = np.flatnonzero(found)

@@ -218,8 +218,8 @@ class OrderState:
         k = len(priorities)
         if self.newest_first:  # the arriving items are the newest: each evicts itself
             return _EMPTY, np.arange(k - excess, k)
-        old = self.store.oldest(excess)
-        return old, np.arange(excess - len(old))
+        old = self.store.oldest(excess, leaving=True)
+        return old, _EMPTY if len(old) == excess else np.arange(excess - len(old))
 
     def dump(self, index_of: Array) -> dict[str, Any]:
         return {}

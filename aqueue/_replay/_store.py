@@ -9,8 +9,9 @@ per component and batch, and read by one ``np.take`` per component and batch.
 Invariants (all changed under the table's lock, by the engine only):
 
 - ``size`` slots hold items; the other ``max_size - size`` are ``free[:nfree]``, a
-  stack: ``alloc`` pops from its end, ``release`` pushes, so allocation order is a
-  function of the history (snapshots keep the stack to restore it exactly).
+  stack: ``alloc`` pops from its end, ``release`` pushes (a batch reversed, so the
+  next ``alloc`` of as many gives them back in their order), so allocation order is
+  a function of the history (snapshots keep the stack to restore it exactly).
 - Keys start at 0, grow by one per inserted item (``next_key``) and are never reused,
   also for items evicted the moment they were inserted.
 - The *key log* ``log_keys[:log_n]``/``log_slots[:log_n]`` lists keys in insertion
@@ -115,9 +116,18 @@ class ItemStore:
         slots: Array = self.free[top - k : top][::-1].copy()
         return slots
 
-    def add(self, slots: Array, keys: Array, priorities: Array, comps: Sequence[Any]) -> None:
+    def add(
+        self,
+        slots: Array,
+        keys: Array,
+        priorities: Array,
+        comps: Sequence[Any],
+        default: float | None = None,
+    ) -> None:
         """Fill ``slots`` with new items: their keys (increasing, above every key held),
-        priorities and components (one batch array each, rows in slot order)."""
+        priorities and components (one batch array each, rows in slot order).
+        ``default``: every priority is this value (the default priority), known
+        without a look."""
         k = len(slots)
         if k == 1:
             s = int(slots[0])
@@ -130,7 +140,13 @@ class ItemStore:
         self.priority[slots] = priorities
         self.times[slots] = 0
         self.size += k
-        self._track_max(priorities)
+        if default is None:
+            self._track_max(priorities)
+        elif self._max_valid:
+            if default > self._max:
+                self._max, self._at_max = default, k
+            elif default == self._max:
+                self._at_max += k
         n = self.log_n
         if n + k > len(self.log_keys):
             self._compact()
@@ -148,16 +164,18 @@ class ItemStore:
         self._forget(slots)
         self.key[slots] = -1
         self.priority[slots] = -np.inf
-        self.free[self.nfree : self.nfree + k] = slots
+        self.free[self.nfree : self.nfree + k] = slots[::-1]  # (alloc gives them back in order)
         self.nfree += k
 
     def reuse(self, slots: Array) -> Array:
         """``release(slots)`` then ``alloc(len(slots))`` in one, for a batch arriving as
         the same number leave: the same slots, in the order ``alloc`` would give them
-        back (the last pushed first), with no round trip through the free stack.
-        ``add`` fills them next."""
+        back (their own: ``release`` pushes them reversed), with no round trip through
+        the free stack. ``add`` fills them next: a Fifo table's oldest items are mostly
+        a run of increasing slots, and rows written in increasing order are faster to
+        write (the hardware prefetches ahead) than the same rows backwards."""
         self._forget(slots)
-        reused: Array = slots[::-1].copy()
+        reused: Array = slots.copy()
         return reused
 
     def _forget(self, slots: Array) -> None:
@@ -216,13 +234,14 @@ class ItemStore:
         self.log_n = m
         self.head = 0
 
-    def lookup(self, keys: Array) -> Array:
-        """The slot of each key (int64 array), -1 where the table holds no such item."""
+    def lookup(self, keys: Array) -> tuple[Array, bool]:
+        """The slot of each key (int64 array), -1 where the table holds no such item,
+        and whether every key was found."""
         slots: Array = self.direct[keys & self.mask]
         ok = self.key[slots] == keys  # (slot -1 reads the last row: checked like any)
         n = len(keys)
         if np.count_nonzero(ok) == n and (not n or keys[keys.argmin()] >= 0):
-            return slots  # (count_nonzero and argmin: numpy's reductions cost more)
+            return slots, True  # (count_nonzero and argmin: numpy's reductions cost more)
         ok &= keys >= 0  # (a free slot's key is -1)
         found = np.where(ok, slots, -1)
         # a key whose direct entry a later key took may still be held: search the log
@@ -234,10 +253,11 @@ class ItemStore:
             logged = self.log_slots[idx]
             hit = (self.log_keys[idx] == keys[miss]) & (self.key[logged] == keys[miss])
             found[miss[hit]] = logged[hit]
-        return found
+        return found, False
 
-    def oldest(self, k: int) -> Array:
-        """The slots of the ``k`` oldest items, oldest first (fewer if fewer are held)."""
+    def oldest(self, k: int, *, leaving: bool = False) -> Array:
+        """The slots of the ``k`` oldest items, oldest first (fewer if fewer are held).
+        ``leaving``: the caller removes them now, so the head may pass them."""
         k = min(k, self.size)
         if k == 0:
             return _EMPTY
@@ -247,7 +267,7 @@ class ItemStore:
             window: Array = self.log_slots[pos : pos + k]  # dead (the k evicted last)
             alive = np.count_nonzero(self.key[window] == self.log_keys[pos : pos + k])
             if alive == k:
-                self.head = pos
+                self.head = pos + k if leaving else pos
                 found: Array = window.copy()
                 return found
             if alive:

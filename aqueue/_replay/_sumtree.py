@@ -62,7 +62,7 @@ class SumTree:
         self.capacity = 1 << depth
         self.top = min(depth, _TOP_LEVEL)
         self.tree = np.zeros(2 * self.capacity, dtype=np.float64)
-        self._pending: list[Array] = []  # leaf indices set, ancestors not yet recomputed
+        self._pending: list[Array] = []  # leaf nodes set, ancestors not yet recomputed
         self._waiting = 0  # how many, in all
 
     def leaves(self) -> Array:
@@ -74,12 +74,13 @@ class SumTree:
         the caller makes its values agree); their ancestors are recomputed before the
         next read (see the module docstring). ``also``: leaves the caller wrote
         directly (``leaves()[also] = ...``) before, pending likewise."""
-        self.tree[idx + self.capacity] = values
+        nodes = idx + self.capacity  # (a new array: the caller's may change after)
+        self.tree[nodes] = values
         if also is not None:
-            self._pending.append(also)
+            self._pending.append(also + self.capacity)
             self._waiting += len(also)
-        self._pending.append(idx)
-        self._waiting += len(idx)
+        self._pending.append(nodes)
+        self._waiting += len(nodes)
         if self._waiting >= _PENDING_MAX:
             self.propagate()
 
@@ -88,11 +89,10 @@ class SumTree:
         pending = self._pending
         if not pending:
             return
-        idx = pending[0] if len(pending) == 1 else np.concatenate(pending)
+        i = pending[0] if len(pending) == 1 else np.concatenate(pending)
         pending.clear()
         self._waiting = 0
         tree = self.tree
-        i = idx + self.capacity
         v = tree[i]  # (read back: where an index repeats, every copy sees the value kept)
         for _ in range(self.depth - self.top):
             # parent = this node + its sibling; the sibling is current whether or not it
