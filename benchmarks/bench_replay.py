@@ -756,9 +756,9 @@ def limiter_run(steps: int, src: np.ndarray) -> dict[str, Any]:
     async def learner() -> float:
         rng = np.random.default_rng(4)
         threads = [threading.Thread(target=actor, args=(a,)) for a in range(4)]
+        t0 = time.perf_counter()  # (before the actors start: their waits count from then)
         for t in threads:
             t.start()
-        t0 = time.perf_counter()
         try:
             for _ in range(steps):
                 s = await table.sample(SAMPLE)
@@ -1326,10 +1326,24 @@ def print_report(
     for mode in modes:
         ours = rates.get(("aqueue", mode))
         parts = []
-        for row, target in (("reverb", 2.0), ("torchrl", 1.0), ("cpprb", 1.0), ("floor", None)):
+        # (the TorchRL and cpprb targets name their prioritized buffers; their uniform
+        # buffers keep no priorities and skip the update, so they are compared only)
+        prioritized = mode == "prioritized"
+        for row, target in (
+            ("reverb", 2.0),
+            ("torchrl", 1.0 if prioritized else None),
+            ("cpprb", 1.0 if prioritized else None),
+            ("floor", None),
+        ):
             theirs = rates.get((row, mode))
             if ours and theirs:
-                goal = f" (target >= {target:g}x)" if target else " (of the floor)"
+                goal = (
+                    f" (target >= {target:g}x)"
+                    if target
+                    else " (of the floor)"
+                    if row == "floor"
+                    else " (no target: it skips the update)"
+                )
                 parts.append(f"vs {row} {ours / theirs:.2f}x{goal}")
         print(f"  {mode}: " + "; ".join(parts))
         cpprb = rates.get(("cpprb", mode))
