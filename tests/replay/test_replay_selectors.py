@@ -287,6 +287,25 @@ def test_sum_tree_maps_prefix_intervals_to_leaves(size: int) -> None:
     assert inside.all()
 
 
+def test_sum_tree_sets_between_searches_give_the_rebuilt_tree() -> None:
+    """Leaves set in many small batches (repeating leaves within and across batches,
+    and more in all than are ever left pending), searched now and then: every search
+    sees exactly the prefix sums of a tree rebuilt from the same leaves."""
+    rng = np.random.default_rng(7)
+    size = 5000
+    tree = SumTree(size)
+    for step in range(300):
+        idx = rng.integers(0, size, int(rng.integers(1, 80)))
+        idx = np.concatenate([idx, idx[:3]])  # (repeats agree on their value)
+        values = rng.random(size)[idx]
+        tree.set(idx, values)
+        if step % 37 == 0:
+            other = SumTree(size)
+            other.tree[other.capacity : other.capacity + size] = tree.leaves()
+            other.rebuild()
+            assert np.array_equal(tree.prefix(), other.prefix())
+
+
 def test_sum_tree_rounding_never_lands_on_an_empty_leaf() -> None:
     """A value at the very end of the total (where rounding can push the descent past
     the last item) still lands on an item of positive weight."""
