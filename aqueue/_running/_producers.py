@@ -38,7 +38,7 @@ from typing import Any, cast
 
 import anyio
 
-from .._queues._backend import Waker, make_waker
+from .._queues._backend import Waker, checkpoint, make_waker
 from . import _alive
 
 __all__ = [
@@ -53,6 +53,8 @@ __all__ = [
     "is_async_callable",
     "start_threads",
 ]
+
+_JOIN_S = 0.0005  # seconds a round of ThreadRecord.exited joins the thread, at most
 
 
 class Kind(enum.Enum):
@@ -182,13 +184,16 @@ class ThreadRecord:
         cancellable). Between the two, the thread still unwinds its frames, which hold
         the producer and the last value it produced: a coordinator's exit waits for
         this, so nothing a producer held outlives the block (a shared-memory view, a
-        file). The unwinding takes microseconds, so a short poll is enough (a thread
-        end wakes nothing)."""
+        file). A thread's end wakes nothing, and the unwinding takes microseconds once
+        the thread has the GIL: each round joins it for at most half a millisecond
+        (which hands it the GIL) and then checkpoints. (Not ``sleep``: on trio a sleep
+        ends by a caught cancellation, whose traceback keeps this frame, and so the
+        record and its producer, until the task's next checkpoint.)"""
         await self.wait()
-        thread, delay = self.thread, 0.0
+        thread = self.thread
         while thread is not None and thread.is_alive():
-            await anyio.sleep(delay)
-            delay = min(2 * delay + 0.0002, 0.01)
+            thread.join(_JOIN_S)
+            await checkpoint()
 
 
 NewThreads = list[tuple[threading.Thread, ThreadRecord]]
