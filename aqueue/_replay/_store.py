@@ -140,13 +140,7 @@ class ItemStore:
         self.priority[slots] = priorities
         self.times[slots] = 0
         self.size += k
-        if default is None:
-            self._track_max(priorities)
-        elif self._max_valid:
-            if default > self._max:
-                self._max, self._at_max = default, k
-            elif default == self._max:
-                self._at_max += k
+        self._track_max(priorities, default)
         n = self.log_n
         if n + k > len(self.log_keys):
             self._compact()
@@ -194,17 +188,20 @@ class ItemStore:
         self.priority[slots] = priorities
         self._track_max(priorities)
 
-    def _track_max(self, values: Array) -> None:
-        """``values`` are now held (the cached maximum follows)."""
+    def _track_max(self, values: Array, default: float | None = None) -> None:
+        """``values`` are now held (the cached maximum follows); ``default``: every
+        value is this one (known without a look)."""
         if not self._max_valid or not len(values):
             return
-        top = float(values[values.argmax()])  # (argmax: a fraction of max's cost)
+        # (argmax: a fraction of max's cost)
+        top = float(values[values.argmax()]) if default is None else default
+        if top < self._max:  # nothing changes (with no holder of the maximum left,
+            return  # max_priority recomputes it when asked)
+        count = len(values) if default is not None else int(np.count_nonzero(values == top))
         if top > self._max:
-            self._max, self._at_max = top, int(np.count_nonzero(values == top))
-        elif top == self._max:
-            self._at_max += int(np.count_nonzero(values == top))
-        # (below the maximum: nothing changes; with no holder left, max_priority
-        # recomputes it when asked)
+            self._max, self._at_max = top, count
+        else:
+            self._at_max += count
 
     def _untrack_max(self, values: Array) -> None:
         """``values`` are no longer held (or are about to change)."""
