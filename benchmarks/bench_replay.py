@@ -275,7 +275,9 @@ def records_parts(
     times_sampled counted (repeats of a slot in one batch in order), keys, priorities
     and probabilities returned, the largest priority held is the default (kept with
     a count of its holders, recomputed when the last one leaves), repeated keys in an
-    update resolved (the last value wins); aqueue's own sum tree. No locks, awaits,
+    update resolved (the last value wins); aqueue's own sum tree; numpy's cheapest calls
+    for each check (``count_nonzero`` and ``argmax`` where a reduction would do, an
+    in-place sort of a copy). No locks, awaits,
     argument checks, rate limiter or other selectors. Returns, the table filled,
     ``add`` (insert a batch), ``draw`` (sample 256: the sample's data and keys) and
     ``learn`` (update the keys' priorities with fake TD errors)."""
@@ -293,7 +295,7 @@ def records_parts(
         st["at"] -= int(np.count_nonzero(values == st["max"]))
 
     def track(values: np.ndarray) -> None:
-        top = float(values.max())
+        top = float(values[values.argmax()])
         if top > st["max"]:
             st["max"], st["at"] = top, int(np.count_nonzero(values == top))
         elif top == st["max"]:
@@ -303,7 +305,7 @@ def records_parts(
         if st["next"] == 0:
             return 1.0
         if st["at"] <= 0:
-            st["max"] = float(prio.max())
+            st["max"] = float(prio[prio.argmax()])
             st["at"] = int(np.count_nonzero(prio == st["max"]))
         return float(st["max"])
 
@@ -341,8 +343,9 @@ def records_parts(
             slots = rng.integers(0, held, n)
             probs = np.full(n, 1.0 / held)
         t = times[slots] + 1
-        check = np.sort(slots)
-        if (check[1:] == check[:-1]).any():  # repeats: t + 1, t + 2, ... in draw order
+        check = slots.copy()
+        check.sort()
+        if np.count_nonzero(check[1:] == check[:-1]):  # repeats: t + 1, t + 2, ... in order
             order = np.argsort(slots, kind="stable")
             ordered = slots[order]
             last = np.append(ordered[1:] != ordered[:-1], True)
@@ -361,9 +364,13 @@ def records_parts(
     def update(keys: np.ndarray, p: np.ndarray) -> np.ndarray:
         slots = keys % size
         found = key[slots] == keys
-        held, values = slots[found], p[found]
-        check = np.sort(held)
-        if (check[1:] == check[:-1]).any():  # a key given twice: its last value
+        if np.count_nonzero(found) == len(found):
+            held, values = slots, p
+        else:
+            held, values = slots[found], p[found]
+        check = held.copy()
+        check.sort()
+        if np.count_nonzero(check[1:] == check[:-1]):  # a key given twice: its last value
             order = np.argsort(held, kind="stable")
             ordered = held[order]
             keep = np.sort(order[np.append(ordered[1:] != ordered[:-1], True)])
@@ -382,7 +389,8 @@ def records_parts(
         return s[0], s[1]
 
     def learn(keys: np.ndarray) -> None:
-        if not update(keys, td_errors(rng)).all():
+        found = update(keys, td_errors(rng))
+        if np.count_nonzero(found) != len(found):
             raise AssertionError("a key just sampled was not found")
 
     return add, draw, learn
