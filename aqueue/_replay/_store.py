@@ -27,6 +27,18 @@ Invariants (all changed under the table's lock, by the engine only):
   (``searchsorted``). No Python object per item either way.
 - ``head`` is an index into the log before which every entry is dead: the oldest
   item (Fifo) is the first live entry at or after it.
+- ``dense``: every entry from ``head`` on is live (so ``log_n - head == size``) and
+  their keys are consecutive. It holds from the start, and for as long as items
+  arrive with consecutive keys and leave oldest first, which is a Fifo table's whole
+  life unless something is deleted or sampled out. While it holds, the oldest items
+  are the entries at ``head`` (no liveness check), and the item of key ``k`` is the
+  entry ``head + k - log_keys[head]`` (no ``direct`` index, no key check). Items
+  leave oldest first only through ``oldest(k, leaving=True)``, whose result is
+  handed straight back to ``release``/``reuse``; anything else leaving ends it, and
+  so does a batch whose keys have a gap (a newcomer evicted on arrival while there
+  was room for the others). A batch ending with newcomers evicted on arrival leaves
+  the table full, so the next key to go in follows something leaving: keys skipped
+  between batches never meet a dense table. It starts again when the table empties.
 - ``sampled_live`` is the sum of ``times`` over the items held (a table with
   ``max_times_sampled`` can serve ``size * max_times_sampled - sampled_live`` draws);
   kept only when ``track_sampled`` (a table without the limit never reads it).
@@ -59,7 +71,9 @@ class ItemStore:
         "_at_max",
         "_max",
         "_max_valid",
+        "_passing",
         "data",
+        "dense",
         "direct",
         "free",
         "head",
@@ -100,6 +114,8 @@ class ItemStore:
         self.log_slots = np.empty(2 * max_size, dtype=np.int64)
         self.log_n = 0
         self.head = 0
+        self.dense = True
+        self._passing: Array | None = None  # (what ``oldest(leaving=True)`` passed)
         self.mask = (1 << (2 * max_size - 1).bit_length()) - 1
         self.direct = np.full(self.mask + 1, -1, dtype=np.int64)
         self.sampled_live = 0
@@ -142,6 +158,8 @@ class ItemStore:
         self.size += k
         self._track_max(priorities, default)
         n = self.log_n
+        if self.dense and int(keys[-1]) - int(keys[0]) != k - 1:
+            self.dense = False  # (a newcomer was evicted on arrival, its neighbours not)
         if n + k > len(self.log_keys):
             self._compact()
             n = self.log_n
@@ -175,12 +193,16 @@ class ItemStore:
     def _forget(self, slots: Array) -> None:
         """The items of (distinct, held) ``slots`` leave the counts: the size, the
         largest priority's holders and ``sampled_live``."""
+        if slots is not self._passing:  # not the oldest, just passed by the head
+            self.dense = False
+        self._passing = None
         self._untrack_max(self.priority[slots])
         if self.track_sampled:
             self.sampled_live -= int(self.times[slots].sum())
         self.size -= len(slots)
         if self.size == 0:
             self._max, self._at_max, self._max_valid = -np.inf, 0, True
+            self.head, self.dense = self.log_n, True  # (every entry is dead)
 
     def set_priorities(self, slots: Array, priorities: Array) -> None:
         """New priorities for held, distinct ``slots``."""
@@ -234,9 +256,15 @@ class ItemStore:
     def lookup(self, keys: Array) -> tuple[Array, bool]:
         """The slot of each key (int64 array), -1 where the table holds no such item,
         and whether every key was found."""
+        n = len(keys)
+        if self.dense and n and self.size:
+            first = int(self.log_keys[self.head])
+            low, high = int(keys[keys.argmin()]), int(keys[keys.argmax()])
+            if low >= first and high < first + self.size:  # all held: no check needed
+                at: Array = self.log_slots[keys + (self.head - first)]
+                return at, True
         slots: Array = self.direct[keys & self.mask]
         ok = self.key[slots] == keys  # (slot -1 reads the last row: checked like any)
-        n = len(keys)
         if np.count_nonzero(ok) == n and (not n or keys[keys.argmin()] >= 0):
             return slots, True  # (count_nonzero and argmin: numpy's reductions cost more)
         ok &= keys >= 0  # (a free slot's key is -1)
@@ -259,6 +287,12 @@ class ItemStore:
         if k == 0:
             return _EMPTY
         pos = self.head
+        if self.dense:  # (the next k entries are live)
+            oldest: Array = self.log_slots[pos : pos + k].copy()
+            if leaving:
+                self.head = pos + k
+                self._passing = oldest
+            return oldest
         n = self.log_n
         while pos + k <= n:  # the usual cases: the next k entries are all live, or all
             window: Array = self.log_slots[pos : pos + k]  # dead (the k evicted last)
@@ -345,5 +379,6 @@ class ItemStore:
         self.log_n = len(keys)
         self.direct[keys & self.mask] = slots
         self.head = 0
+        self.dense = not len(keys) or int(keys[-1]) - int(keys[0]) == len(keys) - 1
         self.sampled_live = int(times.sum())
         self._max_valid = False

@@ -156,6 +156,25 @@ async def test_keys_held_through_many_later_inserts_are_found(make_table: MakeTa
     assert (await t.delete([1, 1, 17])).tolist() == [True, False, False]
 
 
+async def test_a_key_evicted_on_arrival_mid_batch_is_not_held(make_table: MakeTable) -> None:
+    """A newcomer evicted on arrival from the middle of a batch (a MinHeap remover,
+    room for all but one) is not held; the keys around it are."""
+    t = await make_table(4, np.float32, SHAPE, remover=aqueue.MinHeap())
+    await t.insert_many(items([0, 1]), priorities=[10.0, 10.0])
+    assert (await t.insert_many(items([2, 3, 4]), priorities=[5.0, 0.0, 5.0])).tolist() == [
+        2,
+        3,
+        4,
+    ]
+    assert (await t.update_priorities([3, 1], [7.0, 10.0])).tolist() == [False, True]
+    found = await t.update_priorities([0, 1, 2, 3, 4], [10.0, 10.0, 5.0, 7.0, 5.0])
+    assert found.tolist() == [True, True, True, False, True]
+    assert (await t.delete([3])).tolist() == [False]
+    assert (await t.statistics()).size == 4
+    assert (await t.delete([3, 4])).tolist() == [False, True]
+    assert sorted((await t.sample(50)).keys.tolist())[-1] == 2
+
+
 async def test_delete_reports_unknown_keys_and_counts(make_table: MakeTable) -> None:
     """delete returns one bool per key (a repeated key: True for its first), removes
     the items and counts them as deletes."""
