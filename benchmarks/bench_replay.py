@@ -275,9 +275,10 @@ def records_parts(
     times_sampled counted (repeats of a slot in one batch in order), keys, priorities
     and probabilities returned, the largest priority held is the default (kept with
     a count of its holders, recomputed when the last one leaves), repeated keys in an
-    update resolved (the last value wins); aqueue's own sum tree; numpy's cheapest calls
-    for each check (``count_nonzero`` and ``argmax`` where a reduction would do, an
-    in-place sort of a copy). No locks, awaits,
+    update resolved (the last value wins; a few repeats one by one, many by one stable
+    sort); aqueue's own sum tree; numpy's cheapest calls for each check
+    (``count_nonzero`` and ``argmax`` where a reduction would do, an in-place sort of a
+    copy). No locks, awaits,
     argument checks, rate limiter or other selectors. Returns, the table filled,
     ``add`` (insert a batch), ``draw`` (sample 256: the sample's data and keys) and
     ``learn`` (update the keys' priorities with fake TD errors)."""
@@ -345,7 +346,15 @@ def records_parts(
         t = times[slots] + 1
         check = slots.copy()
         check.sort()
-        if np.count_nonzero(check[1:] == check[:-1]):  # repeats: t + 1, t + 2, ... in order
+        at = np.flatnonzero(check[1:] == check[:-1])
+        if at.size and at.size <= 8:  # a few repeats: t + 1, t + 2, ... in order, one by one
+            times[slots] = t
+            for slot in set(check[at].tolist()):
+                where = np.flatnonzero(slots == slot)
+                counts = t[where[0]] + np.arange(len(where))
+                t[where] = counts
+                times[slot] = counts[-1]
+        elif at.size:  # many: one stable sort
             order = np.argsort(slots, kind="stable")
             ordered = slots[order]
             last = np.append(ordered[1:] != ordered[:-1], True)
@@ -370,7 +379,13 @@ def records_parts(
             held, values = slots[found], p[found]
         check = held.copy()
         check.sort()
-        if np.count_nonzero(check[1:] == check[:-1]):  # a key given twice: its last value
+        at = np.flatnonzero(check[1:] == check[:-1])
+        if at.size and at.size <= 8:  # a key given twice: its last value (a few, one by one)
+            keep = np.ones(len(held), dtype=bool)
+            for slot in set(check[at].tolist()):
+                keep[np.flatnonzero(held == slot)[:-1]] = False
+            held, values = held[keep], values[keep]
+        elif at.size:  # many: one stable sort
             order = np.argsort(held, kind="stable")
             ordered = held[order]
             keep = np.sort(order[np.append(ordered[1:] != ordered[:-1], True)])

@@ -45,12 +45,29 @@ from ._selection import PrioritizedState, UniformState, make_state
 from ._selectors import Selector
 from ._store import ItemStore
 
-__all__ = ["Sampled", "TableCore", "occurrences", "runs"]
+__all__ = ["Sampled", "TableCore", "occurrences", "repeated", "runs"]
 
 Array = npt.NDArray[Any]
 Sampled = tuple[tuple[Array, ...], Array, Array, Array, Array, int]
 """What ``sample`` returns: components, keys, priorities, probabilities,
 times_sampled, table size."""
+
+
+_FEW = 8  # repeated values handled one by one (more: one stable sort of the batch)
+
+
+def repeated(values: Array) -> list[int] | None:
+    """None if no value appears twice; else the values that do, each once, when there
+    are at most ``_FEW`` of them (a sampled batch of a large table: zero, one or two),
+    or an empty list when there are more. A plain sort of a copy, one comparison."""
+    check = values.copy()
+    check.sort()
+    at = np.flatnonzero(check[1:] == check[:-1])
+    if not at.size:
+        return None
+    if at.size > _FEW:  # (a value three times shows twice here: this may count it twice)
+        return []
+    return sorted(set(check[at].tolist()))
 
 
 def runs(values: Array) -> tuple[Array, Array, Array] | None:
@@ -267,11 +284,21 @@ class TableCore:
         # times_sampled, counting each draw in order (a repeated slot: t + 1, t + 2, ...)
         times = store.times[slots]
         times += 1
-        grouped = None if n == 1 else runs(slots)
-        if grouped is None:
+        again = None if n == 1 else repeated(slots)
+        if again is None:
             store.times[slots] = times
             distinct = slots
-        else:  # (about one batch of 256 in four, from 100,000 items)
+        elif again:  # (a few slots drawn more than once: about one batch of 256 in three
+            store.times[slots] = times  # from 100,000 prioritized items; each is set below)
+            for slot in again:
+                at = np.flatnonzero(slots == slot)  # its draws, in order: t + 1, t + 2, ...
+                counts = times[at[0]] + np.arange(len(at))
+                times[at] = counts
+                store.times[slot] = counts[-1]
+            distinct = slots if not mts else np.unique(slots)
+        else:  # (many repeats: a small table)
+            grouped = runs(slots)
+            assert grouped is not None
             order, ordered, last = grouped
             pos = np.arange(n)
             start = np.zeros(n, dtype=np.intp)  # where each draw's run starts
@@ -342,8 +369,15 @@ class TableCore:
             found = slots >= 0
             held, values = slots[found], priorities[found]
         if held.size:
-            grouped = None if held.size == 1 else runs(held)
-            if grouped is not None:  # a key given twice: its last value counts
+            again = None if held.size == 1 else repeated(held)
+            if again:  # a key given twice: its last value counts
+                keep = np.ones(len(held), dtype=bool)
+                for slot in again:
+                    keep[np.flatnonzero(held == slot)[:-1]] = False
+                held, values = held[keep], values[keep]
+            elif again is not None:  # (many)
+                grouped = runs(held)
+                assert grouped is not None
                 order, _, last = grouped
                 keep = np.sort(order[last])  # (stable: a run ends at its last occurrence)
                 held, values = held[keep], values[keep]

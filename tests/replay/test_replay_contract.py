@@ -94,6 +94,12 @@ async def test_default_priority_is_the_largest_held(make_table: MakeTable) -> No
     await t.delete([7])
     await t.insert(item(8))  # empty again: 1.0
     assert (await t.sample(1)).priorities.tolist() == [1.0]
+    await t.update_priorities([8, 8], [9.0, 9.0])  # (a key named twice holds it once)
+    await t.insert(item(9), priority=2.0)
+    await t.update_priorities([8], [1.0])
+    await t.insert(item(10))  # 2.0 (key 9)
+    await t.delete([8, 9])
+    assert (await t.sample(1)).priorities.tolist() == [2.0]
 
 
 async def test_fifo_remover_evicts_the_oldest_one_per_insert(make_table: MakeTable) -> None:
