@@ -255,7 +255,7 @@ def floor_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
             idx = rng.integers(0, size, SAMPLE)
         else:
             idx, _ = tree.sample(SAMPLE, rng)
-        out = np.take(ring, idx, axis=0)
+        out = ring.take(idx, axis=0)
         td = td_errors(rng)
         priority[idx] = td
         if tree is not None:
@@ -278,7 +278,8 @@ def records_parts(
     update resolved (the last value wins; a few repeats one by one, many by one stable
     sort); aqueue's own sum tree; numpy's cheapest calls for each check
     (``count_nonzero`` and ``argmax`` where a reduction would do, an in-place sort of a
-    copy). No locks, awaits,
+    copy, array methods and ``nonzero`` rather than numpy's Python-level wrappers such
+    as ``np.take``, ``np.full`` and ``np.flatnonzero``). No locks, awaits,
     argument checks, rate limiter or other selectors. Returns, the table filled,
     ``add`` (insert a batch), ``draw`` (sample 256: the sample's data and keys) and
     ``learn`` (update the keys' priorities with fake TD errors)."""
@@ -321,7 +322,8 @@ def records_parts(
         else:
             ring[start:] = batch[: size - start]
             ring[: start + k - size] = batch[size - start :]
-        p = np.full(k, largest())
+        p = np.empty(k)
+        p.fill(largest())
         if base >= size:
             untrack(prio[slots])  # the evicted items' priorities
         key[slots] = keys
@@ -346,11 +348,11 @@ def records_parts(
         t = times[slots] + 1
         check = slots.copy()
         check.sort()
-        at = np.flatnonzero(check[1:] == check[:-1])
+        at = (check[1:] == check[:-1]).nonzero()[0]
         if at.size and at.size <= 8:  # a few repeats: t + 1, t + 2, ... in order, one by one
             times[slots] = t
             for slot in set(check[at].tolist()):
-                where = np.flatnonzero(slots == slot)
+                where = (slots == slot).nonzero()[0]
                 counts = t[where[0]] + np.arange(len(where))
                 t[where] = counts
                 times[slot] = counts[-1]
@@ -367,7 +369,7 @@ def records_parts(
             times[ordered[ends]] = t[order[ends]]
         else:
             times[slots] = t
-        data = np.take(ring, slots, axis=0)
+        data = ring.take(slots, axis=0)
         return data, key[slots], prio[slots], probs, t
 
     def update(keys: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -379,11 +381,12 @@ def records_parts(
             held, values = slots[found], p[found]
         check = held.copy()
         check.sort()
-        at = np.flatnonzero(check[1:] == check[:-1])
+        at = (check[1:] == check[:-1]).nonzero()[0]
         if at.size and at.size <= 8:  # a key given twice: its last value (a few, one by one)
-            keep = np.ones(len(held), dtype=bool)
+            keep = np.empty(len(held), dtype=bool)
+            keep.fill(True)
             for slot in set(check[at].tolist()):
-                keep[np.flatnonzero(held == slot)[:-1]] = False
+                keep[(held == slot).nonzero()[0][:-1]] = False
             held, values = held[keep], values[keep]
         elif at.size:  # many: one stable sort
             order = np.argsort(held, kind="stable")

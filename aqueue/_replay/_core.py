@@ -62,7 +62,7 @@ def repeated(values: Array) -> list[int] | None:
     or an empty list when there are more. A plain sort of a copy, one comparison."""
     check = values.copy()
     check.sort()
-    at = np.flatnonzero(check[1:] == check[:-1])
+    at = (check[1:] == check[:-1]).nonzero()[0]  # (flatnonzero: three Python calls more)
     if not at.size:
         return None
     if at.size > _FEW:  # (a value three times shows twice here: this may count it twice)
@@ -218,7 +218,8 @@ class TableCore:
         default = None  # (every priority is the default: the store need not look)
         if priorities is None:
             default = store.max_priority()
-            priorities = np.full(k, default)
+            priorities = np.empty(k)
+            priorities.fill(default)  # (np.full: a Python function around these two)
         base = store.next_key
         keys = np.arange(base, base + k, dtype=np.int64)
         store.next_key = base + k
@@ -291,7 +292,7 @@ class TableCore:
         elif again:  # (a few slots drawn more than once: about one batch of 256 in three
             store.times[slots] = times  # from 100,000 prioritized items; each is set below)
             for slot in again:
-                at = np.flatnonzero(slots == slot)  # its draws, in order: t + 1, t + 2, ...
+                at = (slots == slot).nonzero()[0]  # its draws, in order: t + 1, t + 2, ...
                 counts = times[at[0]] + np.arange(len(at))
                 times[at] = counts
                 store.times[slot] = counts[-1]
@@ -311,7 +312,7 @@ class TableCore:
         if mts:
             store.sampled_live += n
         self.samples += n
-        data = tuple(np.take(d, slots, axis=0) for d in store.data)
+        data = tuple(d.take(slots, axis=0) for d in store.data)
         result = (data, store.key[slots], store.priority[slots], probabilities, times, size)
         if mts:
             used_up = distinct[store.times[distinct] >= mts]
@@ -364,16 +365,18 @@ class TableCore:
         store = self.store
         slots, complete = store.lookup(keys)
         if complete:
-            found, held, values = np.ones(len(keys), dtype=bool), slots, priorities
+            found, held, values = np.empty(len(keys), dtype=bool), slots, priorities
+            found.fill(True)
         else:
             found = slots >= 0
             held, values = slots[found], priorities[found]
         if held.size:
             again = None if held.size == 1 else repeated(held)
             if again:  # a key given twice: its last value counts
-                keep = np.ones(len(held), dtype=bool)
+                keep = np.empty(len(held), dtype=bool)
+                keep.fill(True)
                 for slot in again:
-                    keep[np.flatnonzero(held == slot)[:-1]] = False
+                    keep[(held == slot).nonzero()[0][:-1]] = False
                 held, values = held[keep], values[keep]
             elif again is not None:  # (many)
                 grouped = runs(held)

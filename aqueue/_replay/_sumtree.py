@@ -118,7 +118,7 @@ class SumTree:
         if self._pending:
             self.propagate()
         lo = 1 << self.top
-        return np.cumsum(self.tree[lo : 2 * lo])
+        return self.tree[lo : 2 * lo].cumsum()
 
     def find(self, u: Array, prefix: Array) -> tuple[Array, Array]:
         """The leaf index for each value of ``u`` (float64, ``0 <= u < prefix[-1]``,
@@ -127,7 +127,7 @@ class SumTree:
         to back, but out of cache that saves less than the sort and unsort cost.)"""
         tree = self.tree
         lo = 1 << self.top
-        j = np.searchsorted(prefix, u, side="right")
+        j = prefix.searchsorted(u, side="right")  # (the methods skip numpy's Python wrappers)
         np.minimum(j, lo - 1, out=j)  # (a value at the total: rounding; see below)
         np.subtract(u, prefix[j] - tree[lo + j], out=u)
         i = j + lo
