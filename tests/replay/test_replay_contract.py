@@ -162,6 +162,30 @@ async def test_keys_held_through_many_later_inserts_are_found(make_table: MakeTa
     assert (await t.delete([1, 1, 17])).tolist() == [True, False, False]
 
 
+async def test_keys_are_found_through_evictions_and_the_first_removal_out_of_order(
+    make_table: MakeTable,
+) -> None:
+    """A Fifo table that only evicted (many times its size, so its bookkeeping wrapped
+    around) finds every key it holds and none it evicted, before and after an item
+    leaves out of order (a delete), and hands back each key's own item."""
+    t = await make_table(4, np.float32, SHAPE)
+    for j in range(21):
+        assert await t.insert(item(j)) == j
+    found = await t.update_priorities([16, 17, 18, 19, 20, 21], [1.0] * 6)
+    assert found.tolist() == [False, True, True, True, True, False]
+    assert (await t.update_priorities([20, 17], [1.0, 1.0])).tolist() == [True, True]
+    assert (await t.delete([18])).tolist() == [True]
+    assert (await t.insert_many(items([21, 22]))).tolist() == [21, 22]  # evicts 17
+    found = await t.update_priorities([17, 18, 19, 20, 21, 22, 23], [2.0] * 7)
+    assert found.tolist() == [False, False, True, True, True, True, False]
+    for j in range(23, 30):
+        await t.insert(item(j))
+    assert (await t.update_priorities([25, 26, 29], [1.0] * 3)).tolist() == [False, True, True]
+    s = await t.sample(200)
+    assert set(s.keys.tolist()) == {26, 27, 28, 29}
+    assert values(s.data) == s.keys.tolist()
+
+
 async def test_a_key_evicted_on_arrival_mid_batch_is_not_held(make_table: MakeTable) -> None:
     """A newcomer evicted on arrival from the middle of a batch (a MinHeap remover,
     room for all but one) is not held; the keys around it are."""
