@@ -107,6 +107,7 @@ class TableCore:
         "deletes",
         "evictions",
         "inserts",
+        "keeping",
         "limiter",
         "max_size",
         "mts",
@@ -136,6 +137,9 @@ class TableCore:
         )
         self.sampler = make_state(sampler, store)
         self.remover = make_state(remover, store)
+        # the states with records of their own to keep as items come, go and change
+        # priority (Fifo and Lifo read the store's key log and keep none)
+        self.keeping = tuple(s for s in (self.sampler, self.remover) if not s.reads_store)
         self.limiter = limiter
         self.mts = max_times_sampled
         # (scratch of _draw_with_budget, only with max_times_sampled)
@@ -173,8 +177,8 @@ class TableCore:
     ) -> None:
         slots = self.store.alloc(len(keys))
         self.store.add(slots, keys, priorities, comps, default)
-        self.sampler.insert(slots, priorities)
-        self.remover.insert(slots, priorities)
+        for state in self.keeping:
+            state.insert(slots, priorities)
 
     def _replace(
         self,
@@ -196,7 +200,7 @@ class TableCore:
             store.release(old)
             slots = store.alloc(len(keys))
         store.add(slots, keys, priorities, comps, default)
-        for state in (self.sampler, self.remover):
+        for state in self.keeping:
             if isinstance(state, PrioritizedState):
                 if same:
                     state.update(slots, priorities)  # (the same slots, held again)
@@ -312,7 +316,7 @@ class TableCore:
         if mts:
             store.sampled_live += n
         self.samples += n
-        data = tuple(d.take(slots, axis=0) for d in store.data)
+        data = tuple([d.take(slots, axis=0) for d in store.data])
         result = (data, store.key[slots], store.priority[slots], probabilities, times, size)
         if mts:
             used_up = distinct[store.times[distinct] >= mts]
@@ -385,8 +389,8 @@ class TableCore:
                 keep = np.sort(order[last])  # (stable: a run ends at its last occurrence)
                 held, values = held[keep], values[keep]
             store.set_priorities(held, values)
-            self.sampler.update(held, values)
-            self.remover.update(held, values)
+            for state in self.keeping:
+                state.update(held, values)
         return found
 
     def delete(self, keys: Array) -> Array:

@@ -91,7 +91,7 @@ class ReplayEngine:
 
     def start(
         self,
-        req: ReplayRequest,
+        req: InsertRequest | SampleRequest,
         arm: Callable[[], Any],
         deferred: list[Any] | None = None,
     ) -> Any:
@@ -101,7 +101,11 @@ class ReplayEngine:
             with self.lock:
                 self.deferred = deferred
                 try:
-                    result = self._step(req)
+                    result = (
+                        self._try_sample(req)
+                        if isinstance(req, SampleRequest)
+                        else self._try_insert(req)
+                    )
                     if result is WAIT:
                         req.waker = arm()
                         self._park(req)
@@ -118,7 +122,11 @@ class ReplayEngine:
             with self.lock:
                 self.deferred = deferred
                 try:
-                    result = self._step(req)
+                    result = (
+                        self._try_sample(req)
+                        if isinstance(req, SampleRequest)
+                        else self._try_insert(req)
+                    )
                     if result is WAIT:
                         req.notified = False
                         req.waker = arm()
@@ -136,12 +144,6 @@ class ReplayEngine:
             if req.registered:
                 self._remove(req)
                 self._notify()
-
-    def _step(self, req: ReplayRequest) -> Any:
-        if isinstance(req, SampleRequest):
-            return self._try_sample(req)
-        assert isinstance(req, InsertRequest)
-        return self._try_insert(req)
 
     def _try_insert(self, req: InsertRequest) -> Any:
         if req.registered:

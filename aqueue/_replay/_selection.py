@@ -68,6 +68,7 @@ class UniformState:
 
     __slots__ = ("dense", "n", "pos")
     deterministic = False
+    reads_store = False
 
     def __init__(self, max_size: int) -> None:
         self.dense = np.empty(max_size, dtype=np.int64)
@@ -124,6 +125,7 @@ class PrioritizedState:
 
     __slots__ = ("count", "exponent", "live", "tree")
     deterministic = False
+    reads_store = False
 
     def __init__(self, max_size: int, exponent: float) -> None:
         self.exponent = exponent
@@ -193,10 +195,12 @@ class PrioritizedState:
 
 
 class OrderState:
-    """Fifo (oldest first) or Lifo (newest first), read from the store's key log."""
+    """Fifo (oldest first) or Lifo (newest first), read from the store's key log (it
+    keeps nothing of its own: ``insert``, ``update`` and ``remove`` do nothing)."""
 
     __slots__ = ("newest_first", "store")
     deterministic = True
+    reads_store = True
 
     def __init__(self, store: ItemStore, newest_first: bool) -> None:
         self.store = store
@@ -233,6 +237,7 @@ class HeapState:
 
     __slots__ = ("heap", "largest_first", "live", "next_seq", "seq", "store")
     deterministic = True
+    reads_store = False
 
     def __init__(self, store: ItemStore, largest_first: bool) -> None:
         self.store = store

@@ -140,7 +140,7 @@ class SumTree:
         leaf = i - self.capacity
         value = tree[i]
         bad = value <= 0.0  # rounding ran past the last item of a subtree
-        if np.count_nonzero(bad):
+        if bad[bad.argmax()]:  # (any: one C call, where count_nonzero is two Python calls)
             leaf[bad] = self._guarded(i[bad], prefix)
             value[bad] = tree[leaf[bad] + self.capacity]
         return leaf, value

@@ -31,7 +31,7 @@ from .._queues._backend import in_event_loop
 from .._queues._requests import WAIT
 from .._queues._waiting import wait_thread
 from ._checks import timeout_arg
-from ._requests import ReplayRequest
+from ._requests import InsertRequest, SampleRequest
 from ._results import ReplaySample, ReplayStatistics
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ class BlockingReplayTable(Generic[T]):
                 f"`await table.{what}(...)` there"
             )
 
-    def _run(self, req: ReplayRequest, timeout: Any, what: str) -> Any:
+    def _run(self, req: InsertRequest | SampleRequest, timeout: Any, what: str) -> Any:
         t = timeout_arg(timeout, f"{self._ops.owner}.{what}")
         engine = self._ops.engine
         result = engine.start(req, threading.Event, [])
