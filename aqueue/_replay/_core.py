@@ -201,11 +201,10 @@ class TableCore:
             slots = store.alloc(len(keys))
         store.add(slots, keys, priorities, comps, default)
         for state in self.keeping:
-            if isinstance(state, PrioritizedState):
-                if same:
-                    state.update(slots, priorities)  # (the same slots, held again)
-                else:
-                    state.replace(old, slots, priorities)
+            if same:
+                state.refill(slots, priorities)  # (the same slots, held again)
+            elif isinstance(state, PrioritizedState):
+                state.replace(old, slots, priorities)
             else:
                 state.remove(old)
                 state.insert(slots, priorities)

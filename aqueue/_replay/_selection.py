@@ -3,8 +3,10 @@
 One state object per role (a table whose sampler and remover are both Uniform keeps
 two), built by ``make_state`` from the public configuration (``_selectors.py``). Every
 state sees every item: ``insert`` (new slots, distinct, with their priorities),
-``update`` (distinct held slots, new priorities) and ``remove`` (distinct held
-slots), always in batches and under the table's lock. Then:
+``update`` (distinct held slots, new priorities), ``remove`` (distinct held slots)
+and ``refill`` (distinct held slots whose items were just replaced by new ones with
+these priorities: an insert at max_size whose evictions freed as many slots as it
+fills), always in batches and under the table's lock. Then:
 
 - random states (Uniform, Prioritized) ``draw(m, rng)``: ``m`` slots drawn
   independently, with replacement, each with its weight and the total weight
@@ -23,18 +25,21 @@ The states (invariants):
 - ``UniformState``: ``dense[:n]`` lists the held slots; ``pos[slot]`` is each one's
   index there. A batch removal of k fills the holes below the new ``n`` with the
   survivors among the last k positions (ascending with ascending), so draws index a
-  dense array in O(1) and a removal costs O(k). When the table is full every slot
-  holds an item, and draws are slots themselves (one random read fewer per draw).
+  dense array in O(1) and a removal costs O(k). A refill keeps the slots where they
+  are (nothing to do). When the table is full every slot holds an item, and draws
+  are slots themselves (one random read fewer per draw).
 - ``PrioritizedState``: a ``SumTree`` whose leaf ``slot`` holds ``priority**exponent``
   (0 for priority 0 and for free slots). When the total is 0, every held item is
   equally likely (draws then index ``flatnonzero(live)``, O(max_size)). ``replace``
-  removes and inserts in one pass over the tree (an insert at max_size).
+  removes and inserts in one pass over the tree (an insert at max_size); a refill is
+  an update.
 - ``OrderState``: nothing of its own: the store's key log is the order by key.
 - ``HeapState``: a binary heap (``heapq``) of ``(priority or -priority, seq, slot)``
   with lazy deletion: an entry is valid while ``seq[slot]`` equals its seq. Every
   insert and update takes the next ``seq``, so among equal priorities the smallest seq
   (set longest ago) comes first; ``seq`` is the tie order snapshots keep. The heap is
-  rebuilt when stale entries outnumber valid ones. Unlike the others it holds one
+  rebuilt when stale entries outnumber valid ones. A refill is a removal and an
+  insert (the new items take new seqs). Unlike the others it holds one
   Python tuple per item and update: a heap selector costs about a microsecond per
   item, where the numpy states cost a few per batch.
 
@@ -83,6 +88,9 @@ class UniformState:
 
     def update(self, slots: Array, priorities: Array) -> None:
         pass
+
+    def refill(self, slots: Array, priorities: Array) -> None:
+        pass  # (the slots stay held, at their positions)
 
     def remove(self, slots: Array) -> None:
         k = len(slots)
@@ -150,6 +158,9 @@ class PrioritizedState:
     def update(self, slots: Array, priorities: Array) -> None:
         self.tree.set(slots, self.weights(priorities))
 
+    def refill(self, slots: Array, priorities: Array) -> None:
+        self.tree.set(slots, self.weights(priorities))
+
     def remove(self, slots: Array) -> None:
         self.tree.set(slots, np.zeros(len(slots)))
         self.live[slots] = False
@@ -210,6 +221,9 @@ class OrderState:
         pass
 
     def update(self, slots: Array, priorities: Array) -> None:
+        pass
+
+    def refill(self, slots: Array, priorities: Array) -> None:
         pass
 
     def remove(self, slots: Array) -> None:
@@ -276,6 +290,10 @@ class HeapState:
     def remove(self, slots: Array) -> None:
         self.seq[slots] = -1
         self.live -= len(slots)
+
+    def refill(self, slots: Array, priorities: Array) -> None:
+        self.remove(slots)
+        self.insert(slots, priorities)
 
     def _first_entries(self, k: int) -> list[tuple[float, int, int]]:
         heap, seq = self.heap, self.seq
