@@ -344,7 +344,8 @@ def records_parts(
             probs = w / total
         else:
             slots = rng.integers(0, held, n)
-            probs = np.full(n, 1.0 / held)
+            probs = np.empty(n)
+            probs.fill(1.0 / held)
         t = times[slots] + 1
         check = slots.copy()
         check.sort()

@@ -281,7 +281,11 @@ class TableCore:
         elif not mts:
             assert isinstance(sampler, (UniformState, PrioritizedState))
             slots, weights, total = sampler.draw(n, self.rng)
-            probabilities = weights / total if len(weights) else np.full(n, 1.0 / total)
+            if len(weights):
+                probabilities = weights / total
+            else:  # (every weight 1)
+                probabilities = np.empty(n)
+                probabilities.fill(1.0 / total)
         else:
             assert isinstance(sampler, (UniformState, PrioritizedState))
             slots, probabilities, out_of_sampler = self._draw_with_budget(n, sampler)
