@@ -1,6 +1,6 @@
 """Selectors, as samplers and as removers: their distributions (chi-square with a fixed
 seed), the probabilities they report, the deterministic orders and heap ties, what a
-batch means with max_times_sampled, and the sum tree underneath.
+batch means with max_times_sampled, and the sum tree and key lookups underneath.
 
 Chi-square: with counts O_i over k categories and expected counts E_i, the statistic
 sum (O_i - E_i)^2 / E_i is compared with the tabulated critical value of the
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from replay_support import SHAPE, items
+from replay_support import SHAPE, items, values
 
 import aqueue
 from aqueue._replay._selection import PrioritizedState, UniformState
@@ -347,3 +347,59 @@ def test_default_priority_tracks_the_largest_held_through_churn() -> None:
             view.delete(rng.choice(held.keys, size=1))
         else:
             view.sample(1)
+
+
+@pytest.mark.parametrize(
+    "remover", [aqueue.Fifo(), aqueue.Lifo(), aqueue.MinHeap(), aqueue.Uniform()], ids=repr
+)
+@pytest.mark.parametrize("mts", [0, 2])
+def test_keys_find_their_items_through_random_histories(remover: Any, mts: int) -> None:
+    """Random batches (some larger than the table), deletes, samples that may use items
+    up and updates (of keys around those held, or of keys held), on a small table, three
+    histories each. After every step, update_priorities and delete find exactly the keys
+    the table holds (its snapshot's), an update changes the priorities of the keys it
+    names and no other (the last value of a key named twice), and every sample hands
+    back each key's own item."""
+    for seed in range(3):
+        history(remover, mts, seed)
+
+
+def history(remover: Any, mts: int, seed: int) -> None:
+    """One random history of ``test_keys_find_their_items_through_random_histories``."""
+    rng = np.random.default_rng(31 + seed)
+    t = aqueue.ReplayTable(6, np.float32, SHAPE, remover=remover, max_times_sampled=mts, seed=seed)
+    view = t.blocking()
+    issued = 0
+    for _ in range(400):
+        op = int(rng.choice(5, p=[0.3, 0.05, 0.2, 0.15, 0.3]))
+        snap = t.snapshot()
+        held = set(snap.keys.tolist())
+        if op == 0 or not held:
+            k = int(rng.integers(1, 9))
+            keys = view.insert_many(
+                items(range(issued, issued + k)), priorities=rng.integers(0, 4, k).astype(float)
+            )
+            assert keys.tolist() == list(range(issued, issued + k))
+            issued += k
+        elif op == 1:
+            probe = rng.integers(-1, issued + 2, 3)
+            expected = []
+            for key in probe.tolist():
+                expected.append(key in held)
+                held.discard(key)  # (a key given twice: True for its first)
+            assert view.delete(probe).tolist() == expected
+        elif op == 2:
+            left = int((mts - snap.times_sampled).sum()) if mts else 3
+            s = view.sample(int(rng.integers(1, min(3, left) + 1)))
+            assert values(s.data) == s.keys.tolist()
+            assert set(s.keys.tolist()) <= held
+        else:  # keys around those held, or only keys held
+            low, high = min(held) - 2, max(held) + 3
+            probe = rng.integers(low, high, 3) if op == 3 else rng.choice(snap.keys, 8)
+            given = rng.integers(0, 4, len(probe)).astype(float)
+            found = view.update_priorities(probe, given)
+            assert found.tolist() == [key in held for key in probe.tolist()]
+            expected = dict(zip(snap.keys.tolist(), snap.priorities.tolist()))
+            expected.update((k, v) for k, v in zip(probe.tolist(), given.tolist()) if k in held)
+            after = t.snapshot()
+            assert dict(zip(after.keys.tolist(), after.priorities.tolist())) == expected
