@@ -266,18 +266,15 @@ class TableArgs:
     """The checks and conversions of one table's operations (nothing here touches a
     table, so a refused call changes nothing)."""
 
-    __slots__ = ("_most_at_once", "limit", "limiter", "max_size", "mts", "owner", "spec")
+    __slots__ = ("limit", "limiter", "max_size", "mts", "owner", "spec")
 
     def __init__(self, settings: TableSettings) -> None:
         self.spec = settings.spec
         self.owner = settings.owner
         self.max_size = settings.max_size
-        self.limiter = limiter = settings.rate_limiter
+        self.limiter = settings.rate_limiter
         self.mts = settings.max_times_sampled
         self.limit = settings.limit
-        # the largest sample(n) the limiter can ever allow at once (the settings are
-        # fixed: checked once here, not at every sample)
-        self._most_at_once = limiter.most_samples_at_once()
 
     def element(
         self, element: Any, priority: Any
@@ -294,16 +291,14 @@ class TableArgs:
         """``insert_many(batch, priorities)``'s arguments: components, count and
         priorities; refused if the limiter could never admit that many at once."""
         comps, k = self.spec.batch(batch)
-        prios = None
-        if priorities is not None:
-            prios = priorities_arg(priorities, k, self.owner, self.limit)
+        prios = priorities_arg(priorities, k, self.owner, self.limit)
         if k:
             self.limiter.check_insert_count(k, self.owner)
         return comps, k, prios
 
     def sample_count(self, n: Any) -> int:
         """``n`` checked for ``sample(n)``, refused if it could never be served."""
-        count = n if type(n) is int and n >= 1 else sample_count_arg(n, self.owner)
+        count = sample_count_arg(n, self.owner)
         mts = self.mts
         if mts and count > self.max_size * mts:
             raise ElementSpecError(
@@ -311,8 +306,7 @@ class TableArgs:
                 f"max_times_sampled={mts} draws, so {self.max_size} items give at most "
                 f"{self.max_size * mts} draws; sample at most that many at a time"
             )
-        if count > self._most_at_once:
-            self.limiter.check_sample_count(count, self.owner)  # (raises)
+        self.limiter.check_sample_count(count, self.owner)
         return count
 
     def keys_and_priorities(

@@ -101,11 +101,7 @@ class ReplayEngine:
             with self.lock:
                 self.deferred = deferred
                 try:
-                    result = (
-                        self._try_sample(req)
-                        if isinstance(req, SampleRequest)
-                        else self._try_insert(req)
-                    )
+                    result = self._step(req)
                     if result is WAIT:
                         req.waker = arm()
                         self._park(req)
@@ -122,11 +118,7 @@ class ReplayEngine:
             with self.lock:
                 self.deferred = deferred
                 try:
-                    result = (
-                        self._try_sample(req)
-                        if isinstance(req, SampleRequest)
-                        else self._try_insert(req)
-                    )
+                    result = self._step(req)
                     if result is WAIT:
                         req.notified = False
                         req.waker = arm()
@@ -144,6 +136,11 @@ class ReplayEngine:
             if req.registered:
                 self._remove(req)
                 self._notify()
+
+    def _step(self, req: InsertRequest | SampleRequest) -> Any:
+        if isinstance(req, SampleRequest):
+            return self._try_sample(req)
+        return self._try_insert(req)
 
     def _try_insert(self, req: InsertRequest) -> Any:
         if req.registered:

@@ -158,8 +158,7 @@ class PrioritizedState:
     def update(self, slots: Array, priorities: Array) -> None:
         self.tree.set(slots, self.weights(priorities))
 
-    def refill(self, slots: Array, priorities: Array) -> None:
-        self.tree.set(slots, self.weights(priorities))
+    refill = update  # (new weights for the same leaves)
 
     def remove(self, slots: Array) -> None:
         self.tree.set(slots, np.zeros(len(slots)))
