@@ -9,6 +9,7 @@ file                     what it holds
 ``_limiter.py``          the public rate limiters (RateLimiter, MinSize, SampleToInsertRatio):
                          Reverb's arithmetic, the never-satisfiable rules, their JSON form
 ``_sumtree.py``          SumTree: a float64 sum tree, set and searched in batches
+``_repeats.py``          values repeated within a batch: finding them, ordering their draws
 ``_checks.py``           argument checks of the operations (priorities, keys, counts)
 ``_results.py``          ReplaySample (one sample) and ReplayStatistics (the counters)
 ``_protocol.py``         AsyncReplayTable and BlockingReplayView: the table interfaces the
@@ -30,8 +31,8 @@ file                     what it holds
                          ``enqueue_many``, producer accounting)
 =======================  ========================================================================
 
-Dependencies point down the table: the settings, the sum tree, the checks, the results
-and the protocols know nothing of the engine (another backend reuses them: the same
+Dependencies point down the table: the settings, the sum tree, the repeats, the checks,
+the results and the protocols know nothing of the engine (another backend reuses them: the same
 arithmetic, the same messages, the same records, the same interface); the store knows
 the specs' shapes; the states know the store; the core knows both; the engine knows the
 core and the waiting of ``_queues``; the table knows all of them. The layer imports the

@@ -41,63 +41,17 @@ import numpy.typing as npt
 
 from .._queues._declare import Components, FixedShape
 from ._limiter import RateLimiter
+from ._repeats import occurrences, repeated, runs
 from ._selection import PrioritizedState, UniformState, make_state
 from ._selectors import Selector
 from ._store import ItemStore
 
-__all__ = ["Sampled", "TableCore", "occurrences", "repeated", "runs"]
+__all__ = ["Sampled", "TableCore"]
 
 Array = npt.NDArray[Any]
 Sampled = tuple[tuple[Array, ...], Array, Array, Array, Array, int]
 """What ``sample`` returns: components, keys, priorities, probabilities,
 times_sampled, table size."""
-
-
-_FEW = 8  # repeated values handled one by one (more: one stable sort of the batch)
-
-
-def repeated(values: Array) -> list[int] | None:
-    """None if no value appears twice; else the values that do, each once, when there
-    are at most ``_FEW`` of them (a sampled batch of a large table: zero, one or two),
-    or an empty list when there are more. A plain sort of a copy, one comparison."""
-    check = values.copy()
-    check.sort()
-    at = (check[1:] == check[:-1]).nonzero()[0]  # (flatnonzero: three Python calls more)
-    if not at.size:
-        return None
-    if at.size > _FEW:  # (a value three times shows twice here: this may count it twice)
-        return []
-    return sorted(set(check[at].tolist()))
-
-
-def runs(values: Array) -> tuple[Array, Array, Array] | None:
-    """None if no value appears twice; else ``(order, ordered, last)``: a stable
-    argsort of ``values``, ``values[order]``, and where each run of equal values in
-    ``ordered`` ends (a bool mask). It sorts the batch rather than mark slots in a
-    table-sized array: out of cache, random access to such an array costs more than
-    sorting a few hundred ints."""
-    check = values.copy()  # (a plain sort first: most batches have no repeat)
-    check.sort()
-    if not np.count_nonzero(check[1:] == check[:-1]):
-        return None
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    last = np.empty(len(values), dtype=bool)
-    np.not_equal(ordered[1:], ordered[:-1], out=last[:-1])
-    last[-1] = True
-    return order, ordered, last
-
-
-def occurrences(values: Array) -> Array:
-    """For each entry, how many equal entries come before it (0 for the first)."""
-    n = len(values)
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-    sizes = np.diff(np.append(starts, n))
-    occ = np.empty(n, dtype=np.int64)
-    occ[order] = np.arange(n) - np.repeat(starts, sizes)
-    return occ
 
 
 class TableCore:
@@ -305,9 +259,7 @@ class TableCore:
                 store.times[slot] = counts[-1]
             distinct = slots if not mts else np.unique(slots)
         else:  # (many repeats: a small table)
-            grouped = runs(slots)
-            assert grouped is not None
-            order, ordered, last = grouped
+            order, ordered, last = runs(slots)
             pos = np.arange(n)
             start = np.zeros(n, dtype=np.intp)  # where each draw's run starts
             np.multiply(pos[1:], last[:-1], out=start[1:])
@@ -386,9 +338,7 @@ class TableCore:
                     keep[(held == slot).nonzero()[0][:-1]] = False
                 held, values = held[keep], values[keep]
             elif again is not None:  # (many)
-                grouped = runs(held)
-                assert grouped is not None
-                order, _, last = grouped
+                order, _, last = runs(held)
                 keep = np.sort(order[last])  # (stable: a run ends at its last occurrence)
                 held, values = held[keep], values[keep]
             store.set_priorities(held, values)

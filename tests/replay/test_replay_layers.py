@@ -1,5 +1,5 @@
-"""The pure parts of the replay layer (settings, limiter and sum-tree arithmetic,
-argument checks, result records, the snapshot record and its file form, the table
+"""The pure parts of the replay layer (settings, limiter, sum-tree and batch-repeat
+arithmetic, argument checks, result records, the snapshot record and its file form, the table
 protocols) import nothing of the in-process engine, so another backend can build on
 them alone."""
 
@@ -13,7 +13,16 @@ import pytest
 import aqueue
 
 LAYER = Path(aqueue.__file__).parent / "_replay"
-PURE = ["_selectors", "_limiter", "_sumtree", "_checks", "_results", "_snapshot", "_protocol"]
+PURE = [
+    "_selectors",
+    "_limiter",
+    "_sumtree",
+    "_repeats",
+    "_checks",
+    "_results",
+    "_snapshot",
+    "_protocol",
+]
 ENGINE = {"_store", "_selection", "_core", "_requests", "_engine", "_ops", "_views", "_table"}
 
 
