@@ -275,14 +275,16 @@ def records_parts(
     times_sampled counted (repeats of a slot in one batch in order), keys, priorities
     and probabilities returned, the largest priority held is the default (kept with
     a count of its holders, recomputed when the last one leaves), repeated keys in an
-    update resolved (the last value wins; a few repeats one by one, many by one stable
-    sort); aqueue's own sum tree; numpy's cheapest calls for each check
+    update resolved (the last value wins); aqueue's own sum tree and repeat handling
+    (``_repeats.py``: a few repeats one by one, many by one stable sort); numpy's
+    cheapest calls for each check
     (``count_nonzero`` and ``argmax`` where a reduction would do, an in-place sort of a
     copy, array methods and ``nonzero`` rather than numpy's Python-level wrappers such
     as ``np.take``, ``np.full`` and ``np.flatnonzero``). No locks, awaits,
     argument checks, rate limiter or other selectors. Returns, the table filled,
     ``add`` (insert a batch), ``draw`` (sample 256: the sample's data and keys) and
     ``learn`` (update the keys' priorities with fake TD errors)."""
+    from aqueue._replay._repeats import count_draws, last_of_each
     from aqueue._replay._sumtree import SumTree
 
     ring = np.empty((size, *SHAPE), dtype=np.float32)
@@ -346,30 +348,7 @@ def records_parts(
             slots = rng.integers(0, held, n)
             probs = np.empty(n)
             probs.fill(1.0 / held)
-        t = times[slots] + 1
-        check = slots.copy()
-        check.sort()
-        at = (check[1:] == check[:-1]).nonzero()[0]
-        if at.size and at.size <= 8:  # a few repeats: t + 1, t + 2, ... in order, one by one
-            times[slots] = t
-            for slot in set(check[at].tolist()):
-                where = (slots == slot).nonzero()[0]
-                counts = t[where[0]] + np.arange(len(where))
-                t[where] = counts
-                times[slot] = counts[-1]
-        elif at.size:  # many: one stable sort
-            order = np.argsort(slots, kind="stable")
-            ordered = slots[order]
-            last = np.append(ordered[1:] != ordered[:-1], True)
-            pos = np.arange(n)
-            first = np.zeros(n, dtype=np.intp)
-            np.multiply(pos[1:], last[:-1], out=first[1:])
-            np.maximum.accumulate(first, out=first)
-            t[order] += pos - first
-            ends = np.flatnonzero(last)
-            times[ordered[ends]] = t[order[ends]]
-        else:
-            times[slots] = t
+        t, _ = count_draws(times, slots)  # (repeats of a slot: t + 1, t + 2, ... in order)
         data = ring.take(slots, axis=0)
         return data, key[slots], prio[slots], probs, t
 
@@ -380,19 +359,8 @@ def records_parts(
             held, values = slots, p
         else:
             held, values = slots[found], p[found]
-        check = held.copy()
-        check.sort()
-        at = (check[1:] == check[:-1]).nonzero()[0]
-        if at.size and at.size <= 8:  # a key given twice: its last value (a few, one by one)
-            keep = np.empty(len(held), dtype=bool)
-            keep.fill(True)
-            for slot in set(check[at].tolist()):
-                keep[(held == slot).nonzero()[0][:-1]] = False
-            held, values = held[keep], values[keep]
-        elif at.size:  # many: one stable sort
-            order = np.argsort(held, kind="stable")
-            ordered = held[order]
-            keep = np.sort(order[np.append(ordered[1:] != ordered[:-1], True)])
+        keep = last_of_each(held)
+        if keep is not None:  # a key given twice: its last value
             held, values = held[keep], values[keep]
         untrack(prio[held])
         prio[held] = values

@@ -41,7 +41,7 @@ import numpy.typing as npt
 
 from .._queues._declare import Components, FixedShape
 from ._limiter import RateLimiter
-from ._repeats import occurrences, repeated, runs
+from ._repeats import count_draws, last_of_each, occurrences
 from ._selection import PrioritizedState, UniformState, make_state
 from ._selectors import Selector
 from ._store import ItemStore
@@ -244,36 +244,14 @@ class TableCore:
             assert isinstance(sampler, (UniformState, PrioritizedState))
             slots, probabilities, out_of_sampler = self._draw_with_budget(n, sampler)
         # times_sampled, counting each draw in order (a repeated slot: t + 1, t + 2, ...)
-        times = store.times[slots]
-        times += 1
-        again = None if n == 1 else repeated(slots)
-        if again is None:
-            store.times[slots] = times
-            distinct = slots
-        elif again:  # (a few slots drawn more than once: about one batch of 256 in three
-            store.times[slots] = times  # from 100,000 prioritized items; each is set below)
-            for slot in again:
-                at = (slots == slot).nonzero()[0]  # its draws, in order: t + 1, t + 2, ...
-                counts = times[at[0]] + np.arange(len(at))
-                times[at] = counts
-                store.times[slot] = counts[-1]
-            distinct = slots if not mts else np.unique(slots)
-        else:  # (many repeats: a small table)
-            order, ordered, last = runs(slots)
-            pos = np.arange(n)
-            start = np.zeros(n, dtype=np.intp)  # where each draw's run starts
-            np.multiply(pos[1:], last[:-1], out=start[1:])
-            np.maximum.accumulate(start, out=start)
-            times[order] += pos - start  # each draw's rank among the draws of its slot
-            ends = np.flatnonzero(last)
-            distinct = ordered[ends]
-            store.times[distinct] = times[order[ends]]
+        times, twice = count_draws(store.times, slots)
         if mts:
             store.sampled_live += n
         self.samples += n
         data = tuple([d.take(slots, axis=0) for d in store.data])
         result = (data, store.key[slots], store.priority[slots], probabilities, times, size)
         if mts:
+            distinct = np.unique(slots) if twice else slots
             used_up = distinct[store.times[distinct] >= mts]
             if used_up.size:
                 if out_of_sampler is not None:
@@ -330,16 +308,8 @@ class TableCore:
             found = slots >= 0
             held, values = slots[found], priorities[found]
         if held.size:
-            again = None if held.size == 1 else repeated(held)
-            if again:  # a key given twice: its last value counts
-                keep = np.empty(len(held), dtype=bool)
-                keep.fill(True)
-                for slot in again:
-                    keep[(held == slot).nonzero()[0][:-1]] = False
-                held, values = held[keep], values[keep]
-            elif again is not None:  # (many)
-                order, _, last = runs(held)
-                keep = np.sort(order[last])  # (stable: a run ends at its last occurrence)
+            keep = None if held.size == 1 else last_of_each(held)
+            if keep is not None:  # a key given twice: its last value counts
                 held, values = held[keep], values[keep]
             store.set_priorities(held, values)
             for state in self.keeping:

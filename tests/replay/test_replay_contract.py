@@ -149,6 +149,28 @@ async def test_update_priorities_reports_unknown_keys(make_table: MakeTable) -> 
     assert (await t.update_priorities([], [])).tolist() == []
 
 
+async def test_update_naming_many_keys_twice_takes_each_ones_last_value(
+    make_table: MakeTable,
+) -> None:
+    """An update that names twenty keys twice each sets each to the value given last,
+    counts it as updated at its last mention (heap ties), and holds a largest priority
+    named twice once (the default priority follows it down)."""
+    t = await make_table(32, np.float32, SHAPE, sampler=aqueue.MaxHeap())
+    await t.insert_many(items(range(20)), priorities=[1.0] * 20)
+    keys = list(range(20)) + list(range(19, -1, -1))  # key 19 last named first
+    found = await t.update_priorities(keys, [50.0] * 20 + [5.0] * 20)
+    assert found.tolist() == [True] * 40
+    s = await t.sample(1)  # all at 5.0: the tie goes to the one updated longest ago
+    assert (s.keys.tolist(), s.priorities.tolist()) == ([19], [5.0])
+    given = [99.0 if k == 7 else 6.0 for k in range(20)] * 2
+    await t.update_priorities(list(range(20)) * 2, given)
+    assert (await t.sample(1)).keys.tolist() == [7]
+    await t.update_priorities([7], [0.5])
+    assert await t.insert(item(20)) == 20  # the largest held is 6.0 now
+    s = await t.sample(1)
+    assert (s.keys.tolist(), s.priorities.tolist()) == ([0], [6.0])
+
+
 async def test_keys_held_through_many_later_inserts_are_found(make_table: MakeTable) -> None:
     """Items that outlive many later inserts (a MinHeap remover keeps the high
     priorities while low ones come and go) are still found by their keys; keys
