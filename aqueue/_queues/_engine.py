@@ -230,7 +230,8 @@ class Engine:
     ) -> Any:
         """A dequeue's first step: its components (None for a batch of 0), else the
         GetRequest it parked with a waker from ``arm``. With ``park`` (a batch dequeue
-        that has not checkpointed yet) it takes nothing and parks in any case.
+        of ``n >= 1`` that has not checkpointed yet: ``parks_first``) it takes nothing
+        and parks in any case.
 
         Raises:
             OutOfRangeError: The queue is final and cannot supply it; nothing consumed.
@@ -301,9 +302,14 @@ class Engine:
     def parks_first(self, n: int) -> bool:
         """Whether a batch dequeue of ``n`` will have to wait, guessed without the lock:
         it then parks before its checkpoint (see QueueBase). Either guess is safe: its
-        step under the lock decides, and takes nothing before the checkpoint."""
+        step under the lock decides, and takes nothing before the checkpoint. A batch of
+        0 never waits, so it never parks first: it checkpoints like every call."""
         rules = self.rules
-        return not rules.closed and (bool(self.getters) or self.storage.size - rules.floor < n)
+        return (
+            n > 0
+            and not rules.closed
+            and (bool(self.getters) or self.storage.size - rules.floor < n)
+        )
 
     # -- parked requests -----------------------------------------------------------------
 

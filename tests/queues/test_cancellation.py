@@ -251,6 +251,66 @@ async def test_op_in_an_already_cancelled_scope_raises_and_changes_nothing(
         assert kind.values(q.dequeue_many_nowait(1), 1) == [7]  # still there
 
 
+async def _call(q: Any, kind: Kind, op_name: str, count: int) -> Any:
+    """``op_name`` on ``q`` with ``count`` elements (1 for the single-element ops)."""
+    if op_name == "dequeue":
+        return await q.dequeue()
+    if op_name == "enqueue":
+        return await q.enqueue(kind.elem(7))
+    if op_name == "enqueue_many":
+        return await q.enqueue_many(kind.batch(range(100, 100 + count)))
+    return await getattr(q, op_name)(count)
+
+
+def _counts(op_name: str, capacity: int) -> list[int]:
+    """The edge counts an operation takes: 0, 1 and the capacity (1 for single ones)."""
+    return [1] if op_name in ("dequeue", "enqueue") else [0, 1, capacity]
+
+
+def _state(q: Any) -> tuple[Any, ...]:
+    s = q.statistics()
+    return (
+        s.size,
+        s.enqueued_total,
+        s.dequeued_total,
+        s.tasks_waiting_enqueue,
+        s.tasks_waiting_dequeue,
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.label)
+@pytest.mark.parametrize("op_name", _OPS_IN_A_CANCELLED_SCOPE)
+async def test_every_count_checkpoints_in_a_cancelled_scope(kind: Kind, op_name: str) -> None:
+    """Counts 0, 1 and the capacity, with and without another call of the same
+    direction parked: in a scope already cancelled the operation raises at its
+    checkpoint and changes nothing, like every async operation (a batch dequeue of 0
+    behind a parked dequeue once returned an empty batch without checkpointing). The
+    queue could serve the call at once when nothing is parked: the checkpoint comes
+    before the step."""
+    capacity = 3
+    dequeues = op_name.startswith("dequeue")
+    for count in _counts(op_name, capacity):
+        for parked in (False, True):
+            q = kind.make(capacity)
+            if dequeues != parked:  # a dequeue finds data, an enqueue finds room
+                q.enqueue_many_nowait(kind.batch(range(capacity)))
+            async with anyio.create_task_group() as tg:
+                if parked:
+                    if dequeues:
+                        spawn(tg, q.dequeue_many, capacity)
+                    else:
+                        spawn(tg, q.enqueue, kind.elem(99))
+                    await settle()
+                before = _state(q)
+                with anyio.CancelScope() as scope:
+                    scope.cancel()
+                    await _call(q, kind, op_name, count)
+                assert scope.cancelled_caught, f"{op_name}({count}), parked: {parked}"
+                assert _state(q) == before
+                tg.cancel_scope.cancel()
+
+
 @pytest.mark.anyio
 async def test_scope_cancelled_waiter_before_wakeup_is_skipped() -> None:
     """Cancel one of two waiting dequeuers, then enqueue: the live one gets the element."""
@@ -384,6 +444,47 @@ async def test_task_cancel_at_the_checkpoint_changes_nothing() -> None:
         assert await task_outcome(task) == "cancelled"
         assert q.size() == 2
     assert ints(q.dequeue_many_nowait(2)) == [0, 1]
+
+
+# pytest-asyncio: a native cancellation pending when the call starts is the subject.
+@pytest.mark.asyncio
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.label)
+@pytest.mark.parametrize("op_name", _OPS_IN_A_CANCELLED_SCOPE)
+async def test_every_count_checkpoints_with_a_pending_task_cancel(kind: Kind, op_name: str) -> None:
+    """``task.cancel()`` pending when an operation starts (the task cancelled itself, as
+    a cancellation that arrives while it runs): counts 0, 1 and the capacity, with and
+    without another call of the same direction parked, each raise CancelledError at the
+    checkpoint and change nothing."""
+    capacity = 3
+    dequeues = op_name.startswith("dequeue")
+    for count in _counts(op_name, capacity):
+        for parked in (False, True):
+            q = kind.make(capacity)
+            if dequeues != parked:
+                q.enqueue_many_nowait(kind.batch(range(capacity)))
+            other = None
+            if parked:
+                other = await blocked_task(
+                    q.dequeue_many(capacity) if dequeues else q.enqueue(kind.elem(99))
+                )
+            before = _state(q)
+            returned: list[int] = []
+
+            async def victim(
+                q: Any = q, count: int = count, returned: list[int] = returned
+            ) -> None:
+                task = asyncio.current_task()
+                assert task is not None
+                task.cancel()
+                await _call(q, kind, op_name, count)
+                returned.append(count)  # (a task that returns is still marked cancelled)
+
+            outcome = await task_outcome(asyncio.ensure_future(victim()))
+            assert (outcome, returned) == ("cancelled", []), f"{op_name}({count}), {parked}"
+            assert _state(q) == before
+            if other is not None:
+                other.cancel()
+                assert await task_outcome(other) == "cancelled"
 
 
 # pytest-asyncio: asyncio.timeout is the subject.

@@ -1,10 +1,15 @@
 """Conservation under concurrency and random cancellation.
 
 Hypothesis draws a queue kind and capacity, several producers (random batch sizes, some
-larger than the capacity) and consumers (random dequeue / dequeue_many / dequeue_up_to),
-and for each operation a cancellation: none, a cancel scope cancelled after k checkpoints,
-and on asyncio also native ``task.cancel()`` after k checkpoints or ``asyncio.timeout(0)``.
-Some runs close with ``cancel_pending_enqueues=True`` half way. Then:
+larger than the capacity) and consumers (random dequeue / dequeue_many / dequeue_up_to /
+dequeue_burst); counts are often 0, 1 or the capacity, the edges. For each operation it
+draws a cancellation: none, a cancel scope cancelled after k checkpoints or before the
+call, and on asyncio also native ``task.cancel()`` after k checkpoints or before the
+call (pending when it starts), or ``asyncio.timeout(0)``. Some runs close with
+``cancel_pending_enqueues=True`` half way. Then:
+
+- an operation whose cancellation was pending when it started raised it at its
+  checkpoint, whatever its count, and changed nothing (no element taken or admitted);
 
 - produced == consumed + remaining, with ``produced`` the admitted elements;
 - nothing is duplicated; a cancelled or closed-out enqueue_many admitted exactly a prefix
@@ -34,8 +39,16 @@ import aqueue
 
 pytestmark = pytest.mark.timeout(60)
 
-CANCELS_BOTH = ["none", "none", "scope"]
-CANCELS_ASYNCIO = [*CANCELS_BOTH, "task"] + (["timeout0"] if sys.version_info >= (3, 11) else [])
+CANCELS_BOTH = ["none", "none", "scope", "scope-before"]
+CANCELS_ASYNCIO = [*CANCELS_BOTH, "task", "task-before"] + (
+    ["timeout0"] if sys.version_info >= (3, 11) else []
+)
+BEFORE = ("scope-before", "task-before")  # cancelled before the call: it must not run
+
+
+def counts(capacity: int) -> st.SearchStrategy[int]:
+    """A batch count: often an edge (0, 1, the capacity), else any up to 2 * capacity + 1."""
+    return st.one_of(st.sampled_from([0, 1, capacity]), st.integers(0, 2 * capacity + 1))
 
 
 @dataclass
@@ -65,15 +78,15 @@ def scenarios(cancels: list[str]) -> st.SearchStrategy[Scenario]:
         delay = st.integers(0, 4)
         producers = draw(
             st.lists(
-                st.lists(st.tuples(st.integers(0, 2 * capacity + 1), pmode, delay), max_size=6),
+                st.lists(st.tuples(counts(capacity), pmode, delay), max_size=6),
                 min_size=1,
                 max_size=3,
             )
         )
-        op = st.sampled_from(["dequeue", "dequeue_many", "dequeue_up_to"])
+        op = st.sampled_from(["dequeue", "dequeue_many", "dequeue_up_to", "dequeue_burst"])
         consumers = draw(
             st.lists(
-                st.lists(st.tuples(op, st.integers(0, 2 * capacity + 1), mode, delay), max_size=8),
+                st.lists(st.tuples(op, counts(capacity), mode, delay), max_size=8),
                 min_size=1,
                 max_size=3,
             )
@@ -115,6 +128,8 @@ async def _run_cancellable(
             return "done", await fn()
         except aqueue.QueueError as exc:
             return "error", exc
+    if mode in BEFORE:
+        return await _run_cancelled_before(fn, mode)
     if mode == "scope":
         outcome: list[tuple[str, Any]] = []
 
@@ -156,6 +171,33 @@ async def _run_cancellable(
         raise
     except aqueue.QueueError as exc:
         return "error", exc
+
+
+async def _run_cancelled_before(fn: Callable[[], Awaitable[Any]], mode: str) -> tuple[str, Any]:
+    """Run ``fn()`` with its cancellation already pending: in a cancel scope cancelled
+    beforehand, or (native asyncio) in a task that cancelled itself. Every operation
+    checkpoints before its step, so it must raise there, whatever it was asked to do:
+    ('cancelled', None), or the test fails."""
+    ran: list[Any] = []
+    if mode == "scope-before":
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            ran.append(await fn())
+        assert not ran, f"{fn} ran in a cancelled scope: {ran}"
+        assert scope.cancelled_caught
+        return "cancelled", None
+
+    async def victim() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        ran.append(await fn())  # (the task would end cancelled even if this returned)
+
+    task = asyncio.ensure_future(victim())
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not ran, f"{fn} ran with a cancellation pending: {ran}"
+    return "cancelled", None
 
 
 def _values(kind: str, result: Any) -> list[int]:
@@ -229,7 +271,9 @@ async def _scenario(s: Scenario) -> None:
                 ledger.cancelled_dequeues += 1
             if status == "done":
                 got = _values(s.kind, res)
-                if op != "dequeue_up_to" or not q.closed:
+                if op == "dequeue_burst":
+                    assert 1 <= len(got) <= n or n == 0 == len(got)
+                elif op != "dequeue_up_to" or not q.closed:
                     assert len(got) == (1 if op == "dequeue" else n)
                 ledger.consumed += got
                 ledger.per_consumer[c] += got

@@ -4,7 +4,8 @@ Hypothesis draws a capacity, ``whole_rest`` and a list of steps, and a driver be
 takes them on an Engine over each storage kind (a FIFO ring that fills waiting batches,
 a ring without filling, a shuffle pool with a floor, a heap, a deque of per-element
 tuples): new enqueues (ONE/MANY, atomic or not, nowait, parked, or a thread's step with
-deferred wake-ups), new dequeues (ONE/MANY/UP_TO/SOME, nowait, parked, parked first),
+deferred wake-ups), new dequeues (ONE/MANY/UP_TO/SOME, nowait, parked, parked first,
+or a batch dequeue's route: parked first when ``parks_first`` guesses it must wait),
 retries of woken requests (one, or all of them in turn as their tasks would: "settle",
 and spurious ones), leaves of random parked requests, close with and without
 cancelling pending enqueues, snapshots (``dump``) and loads. Every element carries a
@@ -19,6 +20,10 @@ unique value. After every step:
   waker under the lock;
 - a step that raised QueueFull/QueueEmpty, or OutOfRangeError on its first step,
   changed nothing; only the head progresses; results have the sizes their mode allows;
+- a batch dequeue that parks first (it has not checkpointed) always parks: its wait is
+  its checkpoint, so it may never complete in its first step (a batch of 0 included:
+  it must not park first, and checkpoints instead);
+- counts are often the edges: 0, 1 and the capacity;
 - FIFO kinds: what came out followed by what is held only ever grows at the end (takes
   and give-backs keep the order), and the admitted rows of one enqueue_many are
   contiguous in it; a pool never goes below its floor by a take while open; a heap
@@ -101,9 +106,10 @@ def decode(raw: tuple[str, int, int, int]) -> Op:
     """A drawn step: its name and the arguments of the Driver method of that name."""
     name, a, n, c = raw
     if name == "put":  # (mode, count, atomic, how)
-        return ("put", (ONE, MANY)[a % 2], n, a >= 2, ("nowait", "arm", "arm", "thread")[c])
+        return ("put", (ONE, MANY)[a % 2], n, a >= 2, ("nowait", "arm", "arm", "thread")[c % 4])
     if name == "get":  # (mode, n, how)
-        return ("get", (ONE, MANY, UP_TO, SOME)[a], n, ("nowait", "arm", "park", "thread")[c])
+        how = ("nowait", "arm", "park", "thread", "route")[c]
+        return ("get", (ONE, MANY, UP_TO, SOME)[a], n, how)
     if name in ("retry", "spurious retry"):  # (pick, spurious, thread)
         return ("retry", n, name != "retry", c % 2 == 1)
     if name == "leave":  # (pick,)
@@ -125,8 +131,8 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     op = st.tuples(
         st.sampled_from(STEPS),
         st.integers(0, 3),
-        st.integers(0, 2 * capacity + 1),
-        st.integers(0, 3),
+        st.one_of(st.sampled_from([0, 1, capacity]), st.integers(0, 2 * capacity + 1)),
+        st.integers(0, 4),
     ).map(decode)
     ops = draw(st.lists(op, min_size=10, max_size=50))
     # One close at most, somewhere (or none until the end, where the queue is drained).
@@ -267,7 +273,10 @@ class Driver:
         e = self.engine
         if mode == ONE:
             n = 1
-        park = how == "park" and mode in (MANY, UP_TO)  # (only those park first)
+        if how == "route":  # QueueBase's route: park first if it guesses it must wait
+            park = mode in (MANY, UP_TO) and e.parks_first(n)
+        else:  # (only batches of n >= 1 park first)
+            park = how == "park" and mode in (MANY, UP_TO) and n > 0
         arm = None if how == "nowait" else self.arm
         deferred: list[Request] | None = [] if how == "thread" else None
         before = self.state()
@@ -288,6 +297,7 @@ class Driver:
             assert how != "nowait"
             self.getters.append(got)
             return
+        assert not park, f"a dequeue of {n} that parked first completed before its checkpoint"
         assert not waiting or n == 0, "a new dequeue passed the waiting ones"
         self.check_result(mode, n, self.result_values(got), final, how == "nowait")
         self.check_floor(size, opened)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -119,12 +120,23 @@ async def test_timed_out_changes_nothing(op: str) -> None:
     assert contents(t) == before
 
 
+# Every operation, with the edge counts it takes: 0 (batches may be empty), 1, and the
+# largest the table (max_size 8) and its limiter (RateLimiter(1.0, 1, -8.0, 2.0): a
+# sample of at most 10, an insert_many of at most 10) accept.
 ALL_OPS: dict[str, Callable[[Any], Awaitable[Any]]] = {
     "insert": lambda t: t.insert(item(7)),
-    "insert_many": lambda t: t.insert_many(items([7, 8])),
-    "sample": lambda t: t.sample(1),
-    "update_priorities": lambda t: t.update_priorities([0, 1], [5.0, 5.0]),
-    "delete": lambda t: t.delete([0]),
+    "insert_many-0": lambda t: t.insert_many(items([])),
+    "insert_many-1": lambda t: t.insert_many(items([7])),
+    "insert_many-2": lambda t: t.insert_many(items([7, 8])),
+    "insert_many-8": lambda t: t.insert_many(items(range(8))),
+    "enqueue_many-0": lambda t: t.enqueue_many(items([])),
+    "enqueue_many-8": lambda t: t.enqueue_many(items(range(8))),
+    "sample-1": lambda t: t.sample(1),
+    "sample-8": lambda t: t.sample(8),
+    "update_priorities-0": lambda t: t.update_priorities([], []),
+    "update_priorities-2": lambda t: t.update_priorities([0, 1], [5.0, 5.0]),
+    "delete-0": lambda t: t.delete([]),
+    "delete-1": lambda t: t.delete([0]),
 }
 
 
@@ -148,8 +160,10 @@ async def test_cancelled_at_the_checkpoint_changes_nothing(op: str) -> None:
         if scope.cancelled_caught:
             outcome.append("cancelled")
 
+    inserts = op.startswith(("insert", "enqueue"))
+
     async def helper() -> None:
-        if op.startswith("insert"):
+        if inserts:
             await t.sample(1)
 
     async with anyio.create_task_group() as tg:
@@ -157,10 +171,37 @@ async def test_cancelled_at_the_checkpoint_changes_nothing(op: str) -> None:
         tg.start_soon(helper)
     assert outcome == ["cancelled"]
     after = await t.statistics()
-    if op.startswith("insert"):
+    if inserts:
         assert (after.inserts, after.samples) == (before.inserts, before.samples + 1)
     else:
         assert contents(t) == reference
+
+
+# pytest-asyncio: a native cancellation pending when the call starts is the subject.
+@pytest.mark.asyncio
+@pytest.mark.parametrize("op", sorted(ALL_OPS))
+async def test_pending_task_cancel_at_the_checkpoint_changes_nothing(op: str) -> None:
+    """Any operation, at every edge count, started by a task whose ``task.cancel()`` is
+    pending (it cancelled itself) raises CancelledError at its checkpoint and changes
+    nothing, even with another insert waiting."""
+    t = blocked_insert_table()
+    await t.insert_many(items([0, 1]))
+    parked = await blocked_task(t.insert(item(5)))
+    reference = contents(t)
+    ran: list[str] = []
+
+    async def victim() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        await ALL_OPS[op](t)
+        ran.append(op)  # (a task that returns is still marked cancelled)
+
+    assert await task_outcome(asyncio.ensure_future(victim())) == "cancelled"
+    assert ran == []
+    assert contents(t) == reference
+    parked.cancel()
+    assert await task_outcome(parked) == "cancelled"
 
 
 @pytest.mark.anyio
@@ -195,10 +236,58 @@ async def test_woken_then_cancelled_completes_whole_or_passes_the_wakeup_on(op: 
     assert (after.inserts_waiting, after.samples_waiting) == (0, 0)
 
 
+# The randomized run's table: SampleToInsertRatio(2.0, 5, 6.0) keeps inserts * 2 -
+# samples in [4, 16] once 5 items are in, so an insert_many takes at most 6 items of a
+# band 12 wide and a sample at most 12 at once: with 0 and 1 these are the counts drawn
+# most.
+INSERT_COUNTS = [0, 1, 6, 2, 3]
+SAMPLE_COUNTS = [1, 12, 2, 4]
+# How each call is cancelled: a timeout (0: at the checkpoint), a scope cancelled before
+# the call, and on asyncio a task.cancel() pending before the call or sent after k loop
+# turns.
+CANCELS = ["timeout", "timeout", "before"]
+CANCELS_ASYNCIO = [*CANCELS, "task-before", "task"]
+
+
+async def _cancellable(call: Callable[[], Awaitable[Any]], how: str, r: Any) -> Any:
+    """Run ``call()`` cancelled as ``how`` says: its result, or None if it was cancelled
+    (a call whose cancellation was pending when it started must not have run)."""
+    if how == "timeout":
+        with anyio.move_on_after(float(r.choice([0.0, 0.001, 0.05]))):
+            return await call()
+        return None
+    if how == "before":
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await call()
+            raise AssertionError("a call in a cancelled scope ran")
+        assert scope.cancelled_caught
+        return None
+    ran: list[Any] = []
+
+    async def victim() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        if how == "task-before":
+            task.cancel()
+        ran.append(await call())
+
+    task = asyncio.ensure_future(victim())
+    if how == "task":
+        for _ in range(int(r.integers(0, 4))):
+            await asyncio.sleep(0)
+        task.cancel()
+    if await task_outcome(task) == "cancelled":
+        assert how == "task" or not ran, "a call with a cancellation pending ran"
+        return ran[0] if ran else None  # (cancelled right after it returned)
+    return ran[0]
+
+
 @pytest.mark.anyio
-async def test_many_cancellations_and_timeouts_conserve_everything() -> None:
-    """Actors and learners with random cancellations and timeouts, tasks and threads:
-    the counters equal exactly what the calls that returned did."""
+async def test_many_cancellations_and_timeouts_conserve_everything(anyio_backend: str) -> None:
+    """Actors and learners with random cancellations (timeouts, scopes cancelled before
+    the call, and on asyncio native task.cancel() before or during it) and edge counts,
+    tasks and threads: the counters equal exactly what the calls that returned did."""
     t = aqueue.ReplayTable(
         40,
         np.float32,
@@ -209,33 +298,42 @@ async def test_many_cancellations_and_timeouts_conserve_everything() -> None:
     )
     inserted = sampled = 0
     rng = np.random.default_rng(9)
+    cancels = CANCELS_ASYNCIO if anyio_backend == "asyncio" else CANCELS
 
     async def actor(seed: int) -> None:
         nonlocal inserted
         r = np.random.default_rng(seed)
         for j in range(60):
-            k = int(r.integers(1, 4))
-            with anyio.move_on_after(float(r.choice([0.0, 0.001, 0.05]))):
-                await t.insert_many(items(range(j, j + k)))
+            k = int(r.choice(INSERT_COUNTS))
+            how = str(r.choice(cancels))
+            batch = items(range(j, j + k))
+            keys = await _cancellable(partial(t.insert_many, batch), how, r)
+            if keys is not None:
+                assert len(keys) == k
                 inserted += k
 
     async def learner(seed: int) -> None:
         nonlocal sampled
         r = np.random.default_rng(seed)
         for _ in range(60):
-            n = int(r.integers(1, 5))
-            with anyio.move_on_after(float(r.choice([0.0, 0.001, 0.05]))):
-                s = await t.sample(n)
+            n = int(r.choice(SAMPLE_COUNTS))
+            s = await _cancellable(partial(t.sample, n), str(r.choice(cancels)), r)
+            if s is not None:
                 assert len(s) == n
                 sampled += n
 
     def thread_actor() -> int:
         view = t.blocking()
         done = 0
+        r = np.random.default_rng(11)
         for j in range(40):
+            k = int(r.choice(INSERT_COUNTS))
             try:
-                view.insert(item(j), timeout=0.002)
-                done += 1
+                if k == 1:
+                    view.insert(item(j), timeout=0.002)
+                else:
+                    view.insert_many(items(range(j, j + k)), timeout=0.002)
+                done += k
             except TimeoutError:
                 pass
         return done
