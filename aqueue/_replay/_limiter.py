@@ -33,8 +33,12 @@ for ever (``check_sample_count``, ``check_insert_count``):
   below ``min_size_to_sample`` could, in principle, let it climb further; a table
   that depends on that is stalled in practice, so the rule ignores it.)
 - ``insert_many(k)`` when ``k > min_size_to_sample`` and ``k * spi > max_diff -
-  min_diff``: ``k`` items never fit the filling stage, and samples cannot lower the
-  difference below ``min_diff``, so they never fit the band either.
+  min(0, min_diff)``: exactly when no state of the counters admits ``k`` at once.
+  ``k`` items never fit the filling stage (``size + k <= min_size_to_sample``, at best
+  from an empty table), and the band needs ``inserts * spi - samples + k * spi <=
+  max_diff``, where the difference ``inserts * spi - samples`` starts at 0 and samples
+  never take it below ``min_diff`` (so its lowest value is ``min(0, min_diff)``: a
+  table with ``min_diff > 0`` admits, while it fills, batches as wide as ``max_diff``).
 
 Nothing here depends on the in-process engine: another backend applies the same
 arithmetic to its own counters. ``limiter_config``/``limiter_from_config`` give a
@@ -215,14 +219,15 @@ class RateLimiter:
         Raises:
             ElementSpecError: It names ``k``, the limit and the numbers behind it.
         """
-        band = self.max_diff - self.min_diff
-        if k > self.min_size_to_sample and k * self.samples_per_insert > band:
-            most = max(self.min_size_to_sample, math.floor(band / self.samples_per_insert))
+        # (the lowest the difference inserts * spi - samples ever is: see the module)
+        room = self.max_diff - min(0.0, self.min_diff)
+        if k > self.min_size_to_sample and k * self.samples_per_insert > room:
+            most = max(self.min_size_to_sample, math.floor(room / self.samples_per_insert))
             raise ElementSpecError(
                 f"{owner}: insert_many of {k} items could never be admitted at once by "
                 f"{self!r}: {k} > min_size_to_sample and {k} * "
                 f"{_fmt(self.samples_per_insert)} = {_fmt(k * self.samples_per_insert)} > "
-                f"max_diff - min_diff = {_fmt(band)}; insert at most {most} at a time"
+                f"max_diff - min(0, min_diff) = {_fmt(room)}; insert at most {most} at a time"
             )
 
 

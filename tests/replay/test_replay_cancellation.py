@@ -237,10 +237,10 @@ async def test_woken_then_cancelled_completes_whole_or_passes_the_wakeup_on(op: 
 
 
 # The randomized run's table: SampleToInsertRatio(2.0, 5, 6.0) keeps inserts * 2 -
-# samples in [4, 16] once 5 items are in, so an insert_many takes at most 6 items of a
-# band 12 wide and a sample at most 12 at once: with 0 and 1 these are the counts drawn
-# most.
-INSERT_COUNTS = [0, 1, 6, 2, 3]
+# samples in [4, 16] once 5 items are in; the difference starts at 0, so an
+# insert_many takes at most 8 items at once (16 / 2), and a sample at most 12: with 0
+# and 1 these are the counts drawn most.
+INSERT_COUNTS = [0, 1, 8, 2, 3]
 SAMPLE_COUNTS = [1, 12, 2, 4]
 # How each call is cancelled: a timeout (0: at the checkpoint), a scope cancelled before
 # the call, and on asyncio a task.cancel() pending before the call or sent after k loop

@@ -419,6 +419,29 @@ async def test_requests_that_could_never_pass_are_refused_at_the_call(
     assert await counters(limited) == (0, 0, 0, 0, 0)
 
 
+async def test_insert_many_the_limiter_admits_now_goes_in(make_table: MakeTable) -> None:
+    """An insert_many is refused only if no state of the table could ever admit it: a
+    batch Reverb's ``CanInsert(k)`` (``(inserts + k) * spi - samples <= max_diff``)
+    admits now goes in at once, one that fits later waits for samples, and only one
+    wider than ``max_diff - min(0, min_diff)`` is refused (README's limiter, whose
+    ``min_diff`` is above 0: the difference starts at 0, below the band)."""
+    ratio = aqueue.SampleToInsertRatio(4.0, 1000, 2000.0)  # band [2000, 6000]
+    t = await make_table(2000, np.float32, SHAPE, rate_limiter=ratio)
+    assert len(await t.insert_many(items(range(1200)))) == 1200  # 4800 <= 6000 now
+    with pytest.raises(aqueue.ElementSpecError, match=r"of 1501 items.*6004 > .* = 6000"):
+        await t.insert_many(items(range(1501)))
+    async with anyio.create_task_group() as tg:
+        later = spawn(tg, t.insert_many, items(range(500)))  # 6800 > 6000: it waits
+        await waiting(t, inserts=1)
+        assert later.pending
+        await t.sample(800)  # 4800 - 800 = 4000, and 4000 + 2000 fits
+        await finished(later)
+    assert len(later.result()) == 500
+    assert await counters(t) == (1700, 1700, 800, 0, 0)
+    fresh = await make_table(2000, np.float32, SHAPE, rate_limiter=ratio)
+    assert len(await fresh.insert_many(items(range(1500)))) == 1500  # 6000: the widest
+
+
 async def test_weights_follow_the_probabilities(make_table: MakeTable) -> None:
     """weights(beta) = (N * P) ** -beta over its largest; all 1 for a uniform sample."""
     t = await make_table(8, np.float32, SHAPE, sampler=aqueue.Prioritized(1.0), seed=0)

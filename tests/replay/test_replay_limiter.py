@@ -60,6 +60,54 @@ def test_arithmetic_matches_the_reference() -> None:
         )
 
 
+def reachable_counters(limiter: aqueue.RateLimiter, steps: int) -> set[tuple[int, int, int]]:
+    """Every (inserts, samples, deletes) a table can reach in up to ``steps`` single
+    inserts, samples and deletes, each taken only when the limiter allows it (and an
+    item is held, for a sample or a delete)."""
+    seen = {(0, 0, 0)}
+    frontier = [(0, 0, 0)]
+    for _ in range(steps):
+        nxt = []
+        for i, s, d in frontier:
+            moves = []
+            if limiter.can_insert(i, s, d, 1):
+                moves.append((i + 1, s, d))
+            if i - d > 0:
+                moves.append((i, s, d + 1))
+                if limiter.can_sample(i, s, d, 1):
+                    moves.append((i, s + 1, d))
+            for m in moves:
+                if m not in seen:
+                    seen.add(m)
+                    nxt.append(m)
+        frontier = nxt
+    return seen
+
+
+@pytest.mark.parametrize(
+    "limiter",
+    [
+        aqueue.RateLimiter(1.0, 2, 0.0, 6.0),
+        aqueue.RateLimiter(2.0, 1, 3.0, 9.0),  # min_diff > 0: an empty table starts below
+        aqueue.RateLimiter(1.0, 3, -4.0, 2.0),  # min_diff < 0: samples reach below 0
+        aqueue.RateLimiter(3.0, 2, 2.0, 4.0),
+        aqueue.SampleToInsertRatio(2.0, 3, 2.0),  # band [4, 8]
+    ],
+    ids=repr,
+)
+def test_insert_many_is_refused_exactly_when_no_state_admits_it(limiter: Any) -> None:
+    """``insert_many(k)`` is refused at the call exactly when no counters a table can
+    reach (by single inserts, samples and deletes the limiter allows) admit k items at
+    once (Reverb's ``CanInsert(k)``): never a batch the limiter admits now or later."""
+    states = reachable_counters(limiter, 40)
+    for k in range(1, 16):
+        if any(limiter.can_insert(i, s, d, k) for i, s, d in states):
+            limiter.check_insert_count(k, "t")  # admissible: never refused
+        else:
+            with pytest.raises(aqueue.ElementSpecError, match=f"insert_many of {k} items"):
+                limiter.check_insert_count(k, "t")
+
+
 def test_min_size_and_ratio_are_rate_limiters_with_reverbs_numbers() -> None:
     """MinSize(m) = spi 1, band (-inf, inf); SampleToInsertRatio's band is offset +- eb
     with offset = spi * min_size, or the pair given."""
