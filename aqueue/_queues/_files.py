@@ -11,7 +11,9 @@ Queue snapshots and pipeline states are saved in this container (no pickle anywh
 
 ``write_state_file`` is atomic: it writes a temporary file in the target's folder,
 flushes and syncs it, then renames it over the target, so a crash during a save never
-leaves a half-written file under ``path``. ``read_state_file`` checks the container,
+leaves a half-written file under ``path``; a save that fails (a missing or unwritable
+folder, a full disk, a directory in the way) removes its temporary file and raises
+CheckpointError naming ``path``, never the temporary name. ``read_state_file`` checks the container,
 the format and the version before returning anything, and raises CheckpointError
 naming the file and what is wrong (truncated, not an aqueue file, another format, a
 newer version, an unreadable array); anything but a zip archive is refused before
@@ -51,7 +53,9 @@ def write_state_file(
     ``path`` atomically.
 
     Raises:
-        CheckpointError: The header is not JSON-able or an array holds Python objects.
+        CheckpointError: The header is not JSON-able, an array holds Python objects, or
+            the file cannot be written (the message names ``path`` and the reason; no
+            temporary file is left behind and ``path`` is as it was).
     """
     target = Path(path)
     try:
@@ -69,19 +73,35 @@ def write_state_file(
         entries[key] = arr
     entries[_HEADER] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
     folder = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise _unwritable(target, exc) from exc
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez(f, allow_pickle=False, **entries)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            raise _unwritable(target, exc) from exc
         raise
+
+
+def _unwritable(target: Path, exc: OSError) -> CheckpointError:
+    """The error of a save to ``target`` that the system refused (the temporary file's
+    name, which ``exc`` may carry, is not the user's business)."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    if not target.parent.is_dir():
+        reason = f"its folder {target.parent} does not exist"
+    elif target.is_dir():
+        reason = "it is a directory"
+    return CheckpointError(f"cannot save {target}: {reason}")
 
 
 def read_state_file(

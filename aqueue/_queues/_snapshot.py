@@ -116,7 +116,8 @@ class QueueSnapshot(Generic[T]):
         Raises:
             CheckpointError: An object component holds something other than str, bytes,
                 int, float, bool, None or tuples and lists of these (the message names
-                the component, the element and the type), or a dtype has no file form.
+                the component, the element and the type), a dtype has no file form,
+                or the system refused the file (the message names ``path`` and why).
         """
         header, arrays = encode(self, str(path))
         write_state_file(path, header, arrays)

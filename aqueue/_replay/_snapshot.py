@@ -146,7 +146,8 @@ class ReplaySnapshot(Generic[T]):
         ``path`` as it was.
 
         Raises:
-            CheckpointError: The snapshot cannot be written (the message says why).
+            CheckpointError: The snapshot cannot be written (the message names ``path``
+                and says why).
         """
         header, arrays = _encode(self)
         write_state_file(path, header, arrays)

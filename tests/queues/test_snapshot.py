@@ -594,16 +594,56 @@ def test_save_is_atomic(existing: bool, tmp_path: Path, monkeypatch: pytest.Monk
     snap = q.snapshot()
 
     def fail(src: Any, dst: Any) -> None:
-        raise OSError("disk full")
+        raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", fail)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(aqueue.CheckpointError, match="No space left") as info:
         snap.save(path)
     monkeypatch.undo()
+    assert str(info.value) == f"cannot save {path}: No space left on device"
     assert os.listdir(tmp_path) == (["queue.snap"] if existing else [])
     if existing:
         assert path.read_bytes() == before
         assert len(aqueue.QueueSnapshot.load(path)) == 7
+
+
+async def _three_states() -> dict[str, Any]:
+    """A queue snapshot, a replay snapshot and a pipeline state: every kind of state
+    file aqueue saves."""
+    q = aqueue.FIFOQueue(4, np.int64, ())
+    q.enqueue_nowait(1)
+    table = aqueue.ReplayTable(4, np.float32, ())
+    await table.insert(1.0)
+    async with aqueue.Pipeline(range(8)).batch(2).open() as items:
+        await items.get()
+        state = await items.checkpoint()
+    return {"queue": q.snapshot(), "replay": table.snapshot(), "pipeline": state}
+
+
+@pytest.mark.parametrize("place", ["missing folder", "a directory", "file as folder"])
+def test_a_save_the_system_refuses_names_the_path_and_leaves_nothing(
+    place: str, tmp_path: Path
+) -> None:
+    """Saving where no file can be written raises CheckpointError naming the path the
+    user gave (never the hidden temporary file), for queue snapshots, replay snapshots
+    and pipeline states alike, and leaves no temporary file behind."""
+    (tmp_path / "plain").write_bytes(b"x")
+    target = {
+        "missing folder": tmp_path / "nope" / "x.npz",
+        "a directory": tmp_path,
+        "file as folder": tmp_path / "plain" / "x.npz",
+    }[place]
+    reason = {
+        "missing folder": f"its folder {target.parent} does not exist",
+        "a directory": "it is a directory",
+        "file as folder": f"its folder {target.parent} does not exist",
+    }[place]
+    for what, state in anyio.run(_three_states).items():
+        with pytest.raises(aqueue.CheckpointError) as info:
+            state.save(target)
+        assert str(info.value) == f"cannot save {target}: {reason}", what
+        assert ".tmp" not in str(info.value)
+        assert sorted(os.listdir(tmp_path)) == ["plain"], what
 
 
 # -- the file's size ---------------------------------------------------------------------
