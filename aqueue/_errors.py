@@ -191,11 +191,18 @@ def seed_arg(seed: Any, owner: str) -> int | None:
 
 
 def name_arg(name: Any, default: str, what: str = "name") -> str:
-    """``default`` when ``name`` is None, else ``name``, which must be a str."""
+    """``default`` when ``name`` is None, else ``name``, which must be a non-empty str
+    (a name is what messages and reports call the object: an empty one names nothing).
+    ``what`` starts the message (``"FIFOQueue: name"``)."""
     if name is None:
         return default
     if not isinstance(name, str):
         raise ElementSpecError(f"{what} must be a str, got {type(name).__name__}")
+    if not name:
+        raise ElementSpecError(
+            f"{what} must not be empty (messages and reports name it); pass None for "
+            f"the default, {default!r}"
+        )
     return name
 
 

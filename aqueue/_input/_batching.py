@@ -270,7 +270,7 @@ def plan_batches(
     allow_smaller_final_batch: bool,
     name: Any,
 ) -> Batches[Any]:
-    qname = name_arg(name, kind)
+    qname = name_arg(name, kind, f"{kind}: name")
     owner = f"{kind} '{qname}'"
     size = int_arg(batch_size, "batch_size", owner, 1)
     plan = _BatchPlan(qname, owner)

@@ -166,7 +166,7 @@ class _ProducerArgs:
 def _producer_args(
     kind: str, name: Any, num_epochs: Any, shuffle: Any, seed: Any, capacity: Any
 ) -> _ProducerArgs:
-    qname = name_arg(name, kind)
+    qname = name_arg(name, kind, f"{kind}: name")
     owner = f"{kind} '{qname}'"
     return _ProducerArgs(
         qname,

@@ -149,6 +149,6 @@ def normalize_names(names: Any, count: int, owner: str) -> tuple[str, ...] | Non
 
 def identity(queue: Any, name: Any, capacity: Any) -> tuple[str, str, int]:
     """The queue's name, its description for messages, and its checked capacity."""
-    qname = name_arg(name, type(queue).default_name, "queue name")
+    qname = name_arg(name, type(queue).default_name, f"{type(queue).__name__}: name")
     owner = f"{type(queue).__name__} '{qname}'"
     return qname, owner, int_arg(capacity, "capacity", owner, 1)

@@ -47,7 +47,7 @@ from ._declare import Components
 from ._engine import Engine
 from ._protocol import QueueStatistics
 from ._requests import MANY, ONE, SOME, UP_TO, GetRequest
-from ._snapshot import QueueSnapshot, checked_contents, frozen_elements
+from ._snapshot import QueueSnapshot, checked_contents, frozen_elements, snapshot_expected
 from ._spec import ElementSpec
 from ._storage import FillableStorage, Storage
 from ._views import BatchIterator, BlockingQueue, ElementIterator
@@ -428,7 +428,7 @@ class QueueBase(Generic[T]):
     def _restore(cls, snap: QueueSnapshot[Any]) -> Any:
         where = f"{cls.__name__}.from_snapshot"
         if not isinstance(snap, QueueSnapshot):
-            raise ElementSpecError(f"{where}: expected a QueueSnapshot, got {type(snap).__name__}")
+            raise ElementSpecError(snapshot_expected(where, QueueSnapshot, snap))
         target = QueueBase._by_kind.get(snap.kind) if cls._kind is None else cls
         if target is None:
             raise ElementSpecError(f"{where}: unknown queue kind {snap.kind!r}")

@@ -37,7 +37,7 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
@@ -47,7 +47,7 @@ from ._files import read_state_file, write_state_file
 from ._snapshot_file import FORMAT, VERSION, decode, encode
 from ._spec import ElementSpec
 
-__all__ = ["QueueSnapshot", "checked_contents", "frozen_elements"]
+__all__ = ["QueueSnapshot", "checked_contents", "frozen_elements", "snapshot_expected"]
 
 if TYPE_CHECKING:  # a snapshot whose element type is not known (a loaded one) holds Any
     from typing_extensions import TypeVar as _DefaultTypeVar
@@ -99,6 +99,9 @@ class QueueSnapshot(Generic[T]):
     """A RandomShuffleQueue's ``generator.bit_generator.state`` (plain JSON data), else
     None. A restored queue's generator continues from it."""
 
+    restored_by: ClassVar[str] = "aqueue.QueueBase.from_snapshot"
+    """What builds an object from a snapshot of this class (for messages)."""
+
     def __len__(self) -> int:
         return len(self.elements)
 
@@ -136,6 +139,19 @@ class QueueSnapshot(Generic[T]):
         fields["elements"] = frozen_elements(fields["elements"])
         snap: QueueSnapshot[Any] = QueueSnapshot(**fields)
         return snap
+
+
+def snapshot_expected(where: str, expected: type, got: Any) -> str:
+    """The message of a ``from_snapshot`` given something other than an ``expected``
+    snapshot: what it got, and what to do with it (load a path first; restore another
+    object's snapshot with what its class names in ``restored_by``)."""
+    message = f"{where}: expected a {expected.__name__}, got {type(got).__name__}"
+    if isinstance(got, (str, os.PathLike)):
+        return f"{message} {str(got)!r}; load a file first: aqueue.{expected.__name__}.load(path)"
+    restored_by = getattr(type(got), "restored_by", None)
+    if isinstance(restored_by, str):
+        return f"{message}; restore that snapshot with {restored_by}"
+    return message
 
 
 def frozen_elements(elements: list[Components]) -> tuple[Components, ...]:

@@ -18,13 +18,19 @@ with fully defined shapes, the selectors, the limiter, ``max_times_sampled``, th
 the priority limit), and ``TableArgs`` checks each operation's arguments against them,
 including the requests that could never be served (``sample_count``, ``batch``): with
 ``max_times_sampled = m > 0`` a table holds at most ``max_size * m`` draws, so a
-``sample(n)`` with more is refused; the limiter refuses the rest (``_limiter.py``).
+``sample(n)`` with more is refused; so is one whose result alone could not fit in the
+machine's memory (``n`` times an item and its key, priority, probability and times
+sampled: its physical memory, ``physical_memory``), which would otherwise fail in numpy
+("Unable to allocate") after the table had been asked; the limiter refuses the rest
+(``_limiter.py``).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +45,7 @@ from ._selectors import Prioritized, Selector, selector_arg
 
 __all__ = [
     "PriorityLimit",
+    "physical_memory",
     "TableArgs",
     "TableSettings",
     "keys_arg",
@@ -168,6 +175,25 @@ def sample_count_arg(n: Any, owner: str) -> int:
     return int_arg(n, "n", f"{owner}.sample", 1)
 
 
+def physical_memory() -> int:
+    """The machine's physical memory in bytes (``sys.maxsize`` where the system does
+    not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):  # (no sysconf, or not these names)
+        return sys.maxsize
+
+
+def _bytes(n: int) -> str:
+    """``n`` bytes as a message reads them: 7.3 TiB."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if size < 1024 or unit == "PiB":
+            return f"{size:.1f} {unit}" if unit != "B" else f"{n} B"
+        size /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def timeout_arg(timeout: Any, owner: str) -> float | None:
     """A thread view's ``timeout=`` checked: seconds >= 0, or None (no limit).
 
@@ -266,7 +292,7 @@ class TableArgs:
     """The checks and conversions of one table's operations (nothing here touches a
     table, so a refused call changes nothing)."""
 
-    __slots__ = ("limit", "limiter", "max_size", "mts", "owner", "spec")
+    __slots__ = ("draw_bytes", "limit", "limiter", "max_size", "memory", "mts", "owner", "spec")
 
     def __init__(self, settings: TableSettings) -> None:
         self.spec = settings.spec
@@ -275,6 +301,13 @@ class TableArgs:
         self.limiter = settings.rate_limiter
         self.mts = settings.max_times_sampled
         self.limit = settings.limit
+        # What one draw of a sample's result takes: the item, its key, priority,
+        # probability and times sampled, and the slot it was read from.
+        self.draw_bytes = 5 * 8 + sum(
+            dt.itemsize * math.prod(shape)
+            for dt, shape in zip(settings.spec.dtypes, settings.shapes)
+        )
+        self.memory = physical_memory()
 
     def element(
         self, element: Any, priority: Any
@@ -307,6 +340,14 @@ class TableArgs:
                 f"{self.max_size * mts} draws; sample at most that many at a time"
             )
         self.limiter.check_sample_count(count, self.owner)
+        if count * self.draw_bytes > self.memory:
+            raise ElementSpecError(
+                f"{self.owner}: sample({count}) could never be served: its result alone "
+                f"needs {_bytes(count * self.draw_bytes)} ({count} draws of "
+                f"{self.draw_bytes} bytes: an item with its key, priority, probability and "
+                f"times sampled), more than this machine's memory, "
+                f"{_bytes(self.memory)}; sample fewer at a time"
+            )
         return count
 
     def keys_and_priorities(

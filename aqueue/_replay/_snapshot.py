@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -130,6 +130,9 @@ class ReplaySnapshot(Generic[T]):
         for value in self.layout.values():
             if isinstance(value, np.ndarray):
                 value.flags.writeable = False
+
+    restored_by: ClassVar[str] = "aqueue.ReplayTable.from_snapshot"
+    """What builds a table from a snapshot of this class (for messages)."""
 
     def __len__(self) -> int:
         return len(self.keys)

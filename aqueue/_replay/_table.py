@@ -33,6 +33,7 @@ from .._queues._accounting import Producers
 from .._queues._backend import checkpoint, in_event_loop, make_waker
 from .._queues._declare import Array, FixedShape, NumericDType, T, U
 from .._queues._requests import WAIT
+from .._queues._snapshot import snapshot_expected
 from .._queues._waiting import wait_task
 from ._checks import table_settings
 from ._core import TableCore
@@ -189,7 +190,7 @@ class ReplayTable(Generic[T]):
         seed: int | None = None,
         name: str | None = None,
     ) -> None:
-        tname = name_arg(name, self.default_name, "table name")
+        tname = name_arg(name, self.default_name, "ReplayTable: name")
         settings = table_settings(
             f"ReplayTable '{tname}'",
             max_size,
@@ -707,8 +708,15 @@ class ReplayTable(Generic[T]):
         """A table equal to the one ``snap`` was taken from, going on exactly as it would.
 
         Raises:
+            ElementSpecError: ``snap`` is not a ReplaySnapshot (a path: load it first
+                with ``aqueue.ReplaySnapshot.load``; a queue's snapshot: restore it with
+                ``aqueue.QueueBase.from_snapshot``).
             CheckpointError: The snapshot is inconsistent (the message names what).
         """
+        if not isinstance(snap, ReplaySnapshot):
+            raise ElementSpecError(
+                snapshot_expected("ReplayTable.from_snapshot", ReplaySnapshot, snap)
+            )
         where = f"snapshot of replay table '{snap.name}'"
         check_snapshot(snap, where)
         try:

@@ -70,7 +70,7 @@ from typing import Any
 
 import anyio
 
-from .._errors import OutOfRangeError
+from .._errors import OutOfRangeError, name_arg
 from .._queues._protocol import AsyncQueue
 from .._replay._protocol import AsyncReplayTable
 from . import _alive
@@ -273,7 +273,9 @@ class Coordinator:
         ``clean_stop_exception_types`` requests a clean stop); the coordinator waits for
         it, as for producers, within the grace period when the block is left.
         """
-        label = name if name is not None else getattr(fn, "__qualname__", repr(fn))
+        label = name_arg(
+            name, getattr(fn, "__qualname__", repr(fn)), "Coordinator.start_soon: name"
+        )
         self._supervision.start_soon(fn, args, label)
 
     def should_stop(self) -> bool:

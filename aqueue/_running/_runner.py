@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from .._errors import OutOfRangeError, QueueClosedError
+from .._errors import OutOfRangeError, QueueClosedError, name_arg
 from .._queues._protocol import AsyncQueue, Sink
 from . import _alive
 from ._launch import Launch, ProducerSupervisor
@@ -83,7 +83,8 @@ class QueueRunner(Generic[S]):
     Raises:
         TypeError: A producer is none of the four kinds, ``queue`` is not a sink, or
             ``queue_closed_exception_types`` is not a tuple of exception classes.
-        ValueError: ``producers`` is empty.
+        ValueError: ``producers`` is empty, or ``name`` is empty (ElementSpecError, a
+            ValueError; a name that is not a str too).
     """
 
     def __init__(
@@ -123,7 +124,7 @@ class QueueRunner(Generic[S]):
         self._queue = queue
         self._producers = [ProducerSlot(i, p, classify(i, p)) for i, p in enumerate(producers)]
         self._enqueue_many = bool(enqueue_many)
-        self._name = queue.name if name is None else str(name)
+        self._name = name_arg(name, queue.name, f"QueueRunner for queue '{queue.name}': name")
         self._closed_types = types
         self._clean_types: tuple[type[BaseException], ...] = (
             StopIteration,

@@ -415,6 +415,27 @@ def test_from_snapshot_of_another_kind_is_refused() -> None:
         aqueue.FIFOQueue.from_snapshot({})
 
 
+def test_from_snapshot_of_a_path_or_a_table_snapshot_says_what_to_do(tmp_path: Path) -> None:
+    """A path (loaded first by QueueSnapshot.load) or a replay table's snapshot (restored
+    by ReplayTable.from_snapshot) is refused with a message naming what was expected,
+    what was given, and the call that takes it."""
+    path = saved(tmp_path)
+    for given in (path, str(path)):
+        with pytest.raises(aqueue.ElementSpecError) as info:
+            aqueue.QueueBase.from_snapshot(given)  # type: ignore[arg-type]
+        assert str(info.value) == (
+            f"QueueBase.from_snapshot: expected a QueueSnapshot, got {type(given).__name__} "
+            f"{str(path)!r}; load a file first: aqueue.QueueSnapshot.load(path)"
+        )
+    table = aqueue.ReplayTable(4, np.float32, ())
+    with pytest.raises(aqueue.ElementSpecError) as info:
+        aqueue.FIFOQueue.from_snapshot(table.snapshot())  # type: ignore[arg-type]
+    assert str(info.value) == (
+        "FIFOQueue.from_snapshot: expected a QueueSnapshot, got ReplaySnapshot; restore "
+        "that snapshot with aqueue.ReplayTable.from_snapshot"
+    )
+
+
 def test_from_snapshot_checks_what_a_hand_made_snapshot_holds() -> None:
     """Elements that do not fit the spec, an unknown kind, a bad generator state."""
     snap = aqueue.FIFOQueue(4, np.int64, (2,)).snapshot()

@@ -419,6 +419,27 @@ async def test_requests_that_could_never_pass_are_refused_at_the_call(
     assert await counters(limited) == (0, 0, 0, 0, 0)
 
 
+async def test_a_sample_larger_than_memory_is_refused_at_the_call(make_table: MakeTable) -> None:
+    """sample(10**12) of a table whose limiter and max_times_sampled allow any count:
+    its result alone could never fit in memory, so the call (and samples(n), and the
+    thread view's sample) raises ElementSpecError naming the numbers, not numpy's
+    "Unable to allocate", and the table is as it was."""
+    t = await make_table(4, np.float32, SHAPE)
+    await t.insert_many(items(range(2)))
+    before = await counters(t)
+    n = 10**12
+    message = rf"sample\({n}\) could never be served: its result alone needs .* \({n} draws"
+    with pytest.raises(aqueue.ElementSpecError, match=message):
+        await t.sample(n)
+    with pytest.raises(aqueue.ElementSpecError, match=message):
+        t.samples(n)
+    view = t.blocking()
+    with pytest.raises(aqueue.ElementSpecError, match=message):
+        await anyio.to_thread.run_sync(lambda: view.sample(n))
+    assert await counters(t) == before
+    assert len(await t.sample(1_000)) == 1_000  # with replacement: beyond max_size is fine
+
+
 async def test_insert_many_the_limiter_admits_now_goes_in(make_table: MakeTable) -> None:
     """An insert_many is refused only if no state of the table could ever admit it: a
     batch Reverb's ``CanInsert(k)`` (``(inserts + k) * spi - samples <= max_diff``)

@@ -304,6 +304,29 @@ def test_the_file_holds_no_pickle(tmp_path: Path) -> None:
             assert data[key].dtype.kind != "O"
 
 
+def test_from_snapshot_of_a_path_or_a_queue_snapshot_says_what_to_do(tmp_path: Path) -> None:
+    """A path (loaded first by ReplaySnapshot.load) or a queue's snapshot (restored by
+    QueueBase.from_snapshot) is refused with a message naming what was expected, what
+    was given, and the call that takes it; so is anything else."""
+    path = tmp_path / "table.npz"
+    aqueue.ReplayTable(4, np.float32, SHAPE).snapshot().save(path)
+    with pytest.raises(aqueue.ElementSpecError) as info:
+        aqueue.ReplayTable.from_snapshot(path)  # type: ignore[arg-type]
+    assert str(info.value) == (
+        f"ReplayTable.from_snapshot: expected a ReplaySnapshot, got {type(path).__name__} "
+        f"{str(path)!r}; load a file first: aqueue.ReplaySnapshot.load(path)"
+    )
+    queue_snap = aqueue.FIFOQueue(4, np.int64, ()).snapshot()
+    with pytest.raises(aqueue.ElementSpecError) as info:
+        aqueue.ReplayTable.from_snapshot(queue_snap)  # type: ignore[arg-type]
+    assert str(info.value) == (
+        "ReplayTable.from_snapshot: expected a ReplaySnapshot, got QueueSnapshot; restore "
+        "that snapshot with aqueue.QueueBase.from_snapshot"
+    )
+    with pytest.raises(aqueue.ElementSpecError, match=r"expected a ReplaySnapshot, got dict$"):
+        aqueue.ReplayTable.from_snapshot({})  # type: ignore[arg-type]
+
+
 @pytest.mark.anyio
 async def test_inconsistent_snapshot_objects_are_refused() -> None:
     """from_snapshot checks a snapshot built by hand as a loaded file is checked."""
