@@ -220,7 +220,7 @@ class QueueBase(Generic[T]):
         await checkpoint()
         got = self._engine.get(ONE, 1, make_waker)
         if type(got) is GetRequest:
-            got = await wait_task(self._engine, got)
+            got = await wait_task(self._engine, got, self)
         result: T = got[0] if self._single else self._spec.pack(got)
         return result
 
@@ -262,7 +262,7 @@ class QueueBase(Generic[T]):
         await checkpoint()
         got = self._engine.get(SOME, n, make_waker)
         if type(got) is GetRequest:
-            got = await wait_task(self._engine, got)
+            got = await wait_task(self._engine, got, self)
         return self._batch(got)
 
     async def _get_batch(self, mode: int, n: int) -> T:
@@ -274,7 +274,7 @@ class QueueBase(Generic[T]):
             await checkpoint()
         got = engine.get(mode, n, make_waker, park=first)
         if type(got) is GetRequest:
-            got = await wait_task(engine, got, checkpointed=not first)
+            got = await wait_task(engine, got, self, checkpointed=not first)
         return self._batch(got)
 
     def _batch(self, comps: Any) -> T:

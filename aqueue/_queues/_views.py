@@ -134,15 +134,18 @@ class BlockingQueue(Generic[T]):
             n = spec.batch_count(n, name)
         got = self._engine.get(mode, n, threading.Event, deferred=[])
         if type(got) is GetRequest:
-            got = self._wait(got, timeout, what, name)
+            got = self._wait(got, timeout, what, name, self._queue)
         result: T = spec.empty_batch() if got is None else spec.pack(got)
         return result
 
-    def _wait(self, req: Request, timeout: float | None, what: str, name: str) -> Any:
-        """Wait for parked request ``req``, listed as a blocked call meanwhile."""
+    def _wait(
+        self, req: Request, timeout: float | None, what: str, name: str, consumed: Any = None
+    ) -> Any:
+        """Wait for parked request ``req``, listed as a blocked call meanwhile
+        (``consumed``: see ``wait_thread``)."""
         call = enter(self._queue, name)  # (for aqueue.testing's leak check)
         try:
-            return wait_thread(self._engine, req, timeout, what)
+            return wait_thread(self._engine, req, timeout, what, consumed)
         finally:
             leave(call)
 

@@ -522,7 +522,7 @@ class ReplayTable(Generic[T]):
         await checkpoint()
         raw = engine.start(req, make_waker)
         if raw is WAIT:
-            raw = await wait_task(engine, cast("Any", req))
+            raw = await wait_task(engine, cast("Any", req), self)
         return ops.to_sample(raw)
 
     async def update_priorities(self, keys: Any, priorities: Any) -> Found:

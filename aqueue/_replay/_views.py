@@ -84,6 +84,7 @@ class BlockingReplayTable(Generic[T]):
                 cast("Any", req),
                 t,
                 f"BlockingReplayTable.{what}() on replay table '{self._table.name}'",
+                self._table if isinstance(req, SampleRequest) else None,
             )
         return result
 

@@ -14,8 +14,9 @@ file                 what it holds
                      them, starting their tasks and threads, the producer loops, each end
                      reported to the queue; ``ProducerSupervisor``: what it needs
 ``_registry.py``     ``add_queue_runner`` (TF's QUEUE_RUNNERS collection; only registers)
-                     and ``UnstartedWatch``: a coordinator's task warning about
-                     registered runners never started
+``_unstarted.py``    the warning for a consumer blocked on the queue of a runner
+                     registered and never started (a watch on slow first waits, with
+                     or without a coordinator)
 ``_coordinator.py``  Coordinator: the block (entry, exit, the grace period), ``watch``,
                      ``report()``, ``input_bound``; it holds a ``Supervision`` and a
                      ``QueueMonitor`` and calls them

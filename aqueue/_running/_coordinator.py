@@ -10,9 +10,7 @@ holds, each in its own module:
   methods of that kind are one-line calls to it;
 - its ``QueueMonitor`` (``_watchdog.py``): the queues and replay tables it has seen,
   the stall watchdog; ``report()`` reads it (``_report.py``);
-- while the block runs, a ``Sampler`` (``_sampler.py``) for ``monitor=``, and an
-  ``UnstartedWatch`` (``_registry.py``) when its context has registered runners not
-  yet started.
+- while the block runs, a ``Sampler`` (``_sampler.py``) for ``monitor=``.
 
 This module holds the block itself (entry, exit, the grace period), ``watch`` and the
 report; which exception leaves the block is decided by ``block_outcome``
@@ -32,11 +30,10 @@ callback's exception, is reported like a supervised task's) and takes its final 
 when the body ends, before the stop: its samples cover the body's time, as
 ``report()`` does.
 
-Runners registered with ``add_queue_runner`` and never started: when the block is
-entered and its context's registry holds some, an ``UnstartedWatch`` runs in the task
-group until the block is left (cancelled, as the watchdog) and warns, on the "aqueue"
-logger, about a consumer blocked for about a second on the queue of one (TF's silent
-hang of a forgotten ``start_queue_runners()``).
+Runners registered with ``add_queue_runner`` and never started (a forgotten
+``start_queue_runners()``) are warned about by the consumer that waits on their queue,
+inside a coordinator's block or not (``_unstarted.py``); the coordinator runs nothing
+for it.
 
 Shared queues (``aqueue.redis``) are read the same way for ``report()``: a task reads
 each one's baseline statistics when the coordinator first sees it, and their final
@@ -50,8 +47,8 @@ Invariants:
 - The state (the supervision's) only moves forward: new, running (entered), exiting
   (``__aexit__`` began), done (the task group has exited and the threads were waited
   for). A coordinator is entered once.
-- Tasks that only watch (the stall watchdog, the monitor's sampling, the never-started
-  warning, shared queues' statistics) run in the task group as background tasks: not
+- Tasks that only watch (the stall watchdog, the monitor's sampling, shared queues'
+  statistics) run in the task group as background tasks: not
   waited for at exit, cancelled with the scope.
 - The body's time, which ``report()`` and ``input_bound`` divide by, runs from entry to
   the start of ``__aexit__`` (until then, to now).
@@ -76,7 +73,6 @@ from .._replay._protocol import AsyncReplayTable
 from . import _alive
 from ._monitor import Monitor, begin_monitor
 from ._outcome import block_outcome
-from ._registry import UnstartedWatch
 from ._report import input_wait, report
 from ._runner import QueueRunner
 from ._sampler import Sampler
@@ -175,8 +171,6 @@ class Coordinator:
             sup.background(self._monitor.run, self._watchdog, name="aqueue Coordinator watchdog")
         if self._monitor_run is not None:
             sup.background(self._monitor_run.loop, sup.failed, name="aqueue Monitor")
-        if UnstartedWatch.needed():
-            sup.background(UnstartedWatch().run, name="aqueue Coordinator: runners never started")
         self._monitor.read_shared_with(self._read_baseline)
         return self
 

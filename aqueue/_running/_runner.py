@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .._errors import OutOfRangeError, QueueClosedError, name_arg
 from .._queues._protocol import AsyncQueue, Sink
-from . import _alive
+from . import _alive, _unstarted
 from ._launch import Launch, ProducerSupervisor
 from ._producers import ProducerSlot, classify
 
@@ -214,6 +214,7 @@ class QueueRunner(Generic[S]):
         if self.running:
             raise RuntimeError(f"QueueRunner '{self._name}' is already running")
         self._started = True
+        _unstarted.started(self)
         _alive.runner_launched(self)
         self.exceptions_raised = []
         self._launch = Launch(

@@ -28,9 +28,8 @@ Invariants:
   first threaded runner's start until ``close_group``.
 - ``live_tasks`` counts the tasks started through ``spawn`` (producers, supervised
   tasks) that have not ended; the idle event is set when it drops to zero. Background
-  tasks (``background``: the watchdog, the monitor, the never-started warning,
-  statistics reads) are not counted: nobody waits for them, the scope's cancellation
-  ends them.
+  tasks (``background``: the watchdog, the monitor, statistics reads) are not
+  counted: nobody waits for them, the scope's cancellation ends them.
 
 Thread safety: ``should_stop()`` and ``request_stop()`` may be called from any thread
 (another thread only records under the lock and hands the rest to the event loop);

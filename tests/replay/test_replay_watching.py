@@ -37,6 +37,7 @@ from aqueue import (
     SampleToInsertRatio,
     add_queue_runner,
 )
+from aqueue._running._registry import take_registered_runners
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -264,15 +265,19 @@ async def test_a_never_started_runner_of_a_table_is_named(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A learner waiting on a table whose registered runner was never started gets the
-    coordinator's warning naming the table."""
+    warning naming the table, inside a coordinator's block too."""
     table = ReplayTable(10, np.float32, (3,), name="never-fed")
     with caplog.at_level(logging.WARNING, logger="aqueue"):
-        add_queue_runner(QueueRunner(table, [[item(0)]]))
-        async with Coordinator(), anyio.create_task_group() as tg:
-            tg.start_soon(table.sample, 1)
-            await poll(lambda: "never-fed" in caplog.text)
-            tg.cancel_scope.cancel()
-    assert "replay table 'never-fed' has 1 consumer(s) waiting" in caplog.text
+        add_queue_runner(QueueRunner(table, [[item(0)]], name="actors"))
+        try:
+            async with Coordinator(), anyio.create_task_group() as tg:
+                tg.start_soon(table.sample, 1)
+                await poll(lambda: "never-fed" in caplog.text)
+                tg.cancel_scope.cancel()
+        finally:
+            take_registered_runners()  # (the test's context outlives it)
+    assert "replay table 'never-fed': a consumer has waited 1 s" in caplog.text
+    assert "QueueRunner 'actors' that feeds it was registered" in caplog.text
     assert "never started" in caplog.text
 
 

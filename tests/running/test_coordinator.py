@@ -25,6 +25,7 @@ from support import aqueue_warnings, int_queue, poll, raised
 
 import aqueue
 from aqueue import Coordinator, OutOfRangeError, QueueRunner, add_queue_runner
+from aqueue._running._registry import take_registered_runners
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -192,11 +193,14 @@ async def drill_runner_never_started() -> None:
     q = int_queue(name="never-fed")
     with aqueue_warnings() as logged, anyio.fail_after(GUARD):
         add_queue_runner(QueueRunner(q, [range(3)]))
-        # ... and no coord.start_queue_runners():
-        async with Coordinator(), anyio.create_task_group() as tg:
-            tg.start_soon(q.dequeue)
-            await poll(lambda: any("never-fed" in m for m in logged))
-            tg.cancel_scope.cancel()
+        try:
+            # ... and no coord.start_queue_runners():
+            async with Coordinator(), anyio.create_task_group() as tg:
+                tg.start_soon(q.dequeue)
+                await poll(lambda: any("never-fed" in m for m in logged))
+                tg.cancel_scope.cancel()
+        finally:
+            take_registered_runners()  # (the test's context outlives it)
     [message] = [m for m in logged if "never-fed" in m]
     assert "queue 'never-fed'" in message
     assert "never started" in message

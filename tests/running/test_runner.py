@@ -20,10 +20,11 @@ import anyio
 import anyio.lowlevel
 import numpy as np
 import pytest
-from support import int_queue, poll, raised
+from support import aqueue_warnings, int_queue, poll, raised, settle, spawn
 
 import aqueue
 from aqueue import Coordinator, OutOfRangeError, QueueRunner, add_queue_runner
+from aqueue._queues import _waiting
 from aqueue._running._producers import ThreadRecord
 from aqueue.testing import stall_guard
 
@@ -781,6 +782,157 @@ def test_empty_registry_logs_a_warning(backend: str, caplog: pytest.LogCaptureFi
     with caplog.at_level(logging.WARNING, logger="aqueue"):
         run_isolated(body, backend)
     assert "no QueueRunner was registered" in caplog.text
+
+
+# -- the warning for a runner registered and never started ------------------------------
+#
+# A consumer waiting on the queue of such a runner warns after its first sleep's
+# deadline, _waiting.SLOW_WAIT_S (a second), shortened here so the tests do not wait.
+
+CONSUMERS = ["dequeue", "dequeue_many", "thread", "sample", "thread-sample"]
+
+
+def _never_started_warning(what: str, name: str, runner: str) -> str:
+    return (
+        f"{what} '{name}': a consumer has waited 0.05 s, but QueueRunner '{runner}' that "
+        "feeds it was registered with add_queue_runner() and never started; call "
+        "coord.start_queue_runners() (or coord.start(runner)) inside `async with "
+        "Coordinator() as coord:`"
+    )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("consumer", CONSUMERS)
+def test_a_consumer_of_a_never_started_runner_is_warned_without_a_coordinator(
+    backend: str, consumer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TF's most common silent hang, without any Coordinator: a consumer (a task's
+    dequeue or sample, or a thread's) blocked on the queue (or table) of a runner
+    registered and never started gets one warning naming the queue, the runner and the
+    fix after its first sleep's deadline, and goes on waiting: data enqueued later is
+    what it returns. Two consumers of the same queue give one warning."""
+    monkeypatch.setattr(_waiting, "SLOW_WAIT_S", 0.05)
+    table = consumer.endswith("sample")
+
+    async def body() -> list[str]:
+        q: Any
+        if table:
+            q = aqueue.ReplayTable(8, np.int64, (), name="never-fed")
+        else:
+            q = int_queue(name="never-fed")
+        add_queue_runner(QueueRunner(q, [range(3)], name="feeder"))
+
+        async def consume() -> Any:
+            if consumer == "dequeue":
+                return int(await q.dequeue())
+            if consumer == "dequeue_many":
+                [v] = await q.dequeue_many(1)
+                return int(v)
+            if consumer == "sample":
+                return int((await q.sample(1)).data[0])
+            view = q.blocking()
+            call = (lambda: view.sample(1).data[0]) if table else view.dequeue
+            return int(await anyio.to_thread.run_sync(call))
+
+        with aqueue_warnings() as logged:
+            async with anyio.create_task_group() as tg:
+                first, second = spawn(tg, consume), spawn(tg, consume)
+                await poll(lambda: len(logged) == 1)
+                await anyio.sleep(0.1)  # (a second warning would come meanwhile)
+                assert first.pending  # they go on waiting
+                assert second.pending
+                for v in (5, 6):
+                    if table:
+                        await q.insert(v)
+                    else:
+                        q.enqueue_nowait(v)
+                await poll(lambda: first.finished and second.finished)
+            got = sorted([first.result(), second.result()])
+            if table:  # (samples draw with replacement from the two items)
+                assert set(got) <= {5, 6}
+            else:
+                assert got == [5, 6]
+        return logged
+
+    logged = run_isolated(body, backend)
+    what = "replay table" if table else "queue"
+    assert logged == [_never_started_warning(what, "never-fed", "feeder")]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_started_runner_or_none_registered_gives_no_warning(
+    backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A consumer that waits long on the queue of a runner that was started (whose
+    producer has nothing yet), or of a queue no runner feeds, is not warned about."""
+    monkeypatch.setattr(_waiting, "SLOW_WAIT_S", 0.05)
+    release = threading.Event()
+
+    def slow_producer() -> int:
+        release.wait(20)
+        return 9
+
+    async def body() -> list[str]:
+        fed, alone = int_queue(name="fed"), int_queue(name="alone")
+        runner = QueueRunner(fed, [slow_producer])
+        add_queue_runner(runner)
+        with aqueue_warnings() as logged:
+            async with Coordinator() as coord:
+                coord.start_queue_runners()
+                async with anyio.create_task_group() as tg:
+                    waiting = [spawn(tg, fed.dequeue), spawn(tg, alone.dequeue)]
+                    await settle()
+                    await anyio.sleep(0.3)  # six deadlines
+                    assert all(op.pending for op in waiting)
+                    release.set()
+                    alone.enqueue_nowait(1)
+                    await poll(lambda: all(op.finished for op in waiting))
+                assert [int(op.result()) for op in waiting] == [9, 1]
+                coord.request_stop()
+        return logged
+
+    try:
+        assert run_isolated(body, backend) == []
+    finally:
+        release.set()
+
+
+def test_waits_pay_nothing_unless_a_runner_waits_to_be_started() -> None:
+    """The watch is registered with the waiting code only while a registered runner has
+    not started: none before, one from add_queue_runner until that runner starts, none
+    after (and none once an unstarted runner is garbage-collected). Checked in a fresh
+    interpreter: runners other tests left registered do not count there."""
+    script = """
+import gc
+import anyio, numpy as np, aqueue
+from aqueue._queues import _waiting
+
+async def main():
+    q = aqueue.FIFOQueue(4, np.int64, (), name="q")
+    assert _waiting._watch is None
+    runner = aqueue.QueueRunner(q, [range(2)])
+    aqueue.add_queue_runner(runner)
+    assert _waiting._watch is not None
+    async with aqueue.Coordinator() as coord:
+        coord.start_queue_runners()
+        assert _waiting._watch is None
+        assert [int(await q.dequeue()) for _ in range(2)] == [0, 1]
+    lost = aqueue.FIFOQueue(4, np.int64, (), name="lost")
+    aqueue.add_queue_runner(aqueue.QueueRunner(lost, [range(2)]))
+    assert _waiting._watch is not None
+    aqueue._running._registry.take_registered_runners()
+    gc.collect()
+    with anyio.move_on_after(0.01):  # a watched wait notices nobody is left
+        await aqueue.FIFOQueue(4, np.int64, ()).dequeue()
+    assert _waiting._watch is None
+    print("ok")
+
+anyio.run(main)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "ok", done.stderr
 
 
 def test_add_queue_runner_rejects_other_objects() -> None:
