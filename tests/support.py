@@ -2,7 +2,7 @@
 
 - background operations: ``spawn`` and ``Op``, ``settle``, ``poll`` (for conditions
   that threads set), ``raised``; for native asyncio tests, ``blocked_task`` and
-  ``task_outcome``;
+  ``task_outcome``; for engine property tests, the waker ``Flag`` and ``engine_step``;
 - queues and batches: ``int_queue``, ``ints``, the queue kinds of the contract suite
   (``Kind``, ``KINDS``, ``drain_nowait``), and the storage tests' elements (``Token``,
   ``int_batch``, ``multi_batch``, ``multi_values``, ``alive``);
@@ -37,6 +37,7 @@ import numpy as np
 import pytest
 
 import aqueue
+from aqueue._waiting._wait import thread_step
 
 # --------------------------------------------------------------------------------------
 # Background operations
@@ -142,6 +143,34 @@ async def task_outcome(task: asyncio.Task[Any]) -> str:
     except TimeoutError:
         return "timeout"
     return "returned"
+
+
+class Flag:
+    """A waker for engine property tests (an engine's steps driven directly): it records
+    when it is set, and counts the times it was set with ``driver.engine.lock`` held in
+    ``driver.set_under_lock`` (a thread's step must send its wake-ups after the lock)."""
+
+    __slots__ = ("driver", "fired")
+
+    def __init__(self, driver: Any) -> None:
+        self.driver = driver
+        self.fired = False
+
+    def set(self) -> None:
+        self.fired = True
+        if self.driver.engine.lock.locked():
+            self.driver.set_under_lock += 1
+
+
+def engine_step(driver: Any, fn: Callable[[], Any], thread: bool) -> Any:
+    """``fn()``, one step of ``driver.engine``, as the event loop takes it or (``thread``)
+    as a thread does (``thread_step``), which must set no ``Flag`` under the lock."""
+    before = driver.set_under_lock
+    try:
+        return thread_step(fn) if thread else fn()
+    finally:
+        if thread:
+            assert driver.set_under_lock == before, "a thread's step woke under the lock"
 
 
 # --------------------------------------------------------------------------------------

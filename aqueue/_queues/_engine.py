@@ -1,22 +1,40 @@
-"""Engine: one queue's state and the synchronous steps that change it.
+"""Engine: one queue's state, its rules, and the synchronous steps that change it.
 
-Every queue holds one engine, which holds the parts (each in its own file):
+One concept in one file on purpose (the queue's state machine, as Reverb's ``Table`` is
+one class): the admission state and the rules that read it, the steps that change it,
+its contents and counters, and its invariants, checked by ``check_invariants``. It
+holds two parts that are concepts of their own: the ``storage`` (``_storage.py``,
+``_pool.py``, ``_tuples.py``: the stored elements) and the ``claims``
+(``_requests.py``: the elements waiting dequeues hold, and where enqueued elements go,
+a filling head getter's batch first); its parked requests wait in two ``Waiters`` of
+the waiting kernel (``aqueue/_waiting/_wait.py``), ``putters`` and ``getters``.
 
-- ``storage`` (``_storage.py``, ``_pool.py``, ``_tuples.py``): the stored elements;
-- ``rules`` (``_rules.py``): capacity, floor and closed flag, the take rule and the
-  put rule, and who can progress;
-- ``claims`` (``_claims.py``): the elements waiting dequeues hold, and where enqueued
-  elements go (a filling head getter's batch first);
-- ``putters`` and ``getters`` (``_waiters.py``): the parked requests, oldest first.
+Nothing here awaits or blocks. An operation is one first step (``put``/``get``) that
+completes it or parks a request armed with the caller's waker and returns it; a parked
+request takes further steps (``retry``) when woken, and ``leave`` when it gives up
+(the kernel's ``wait_task``/``wait_thread`` drive them). The ``_nowait`` twins are the
+first step without a waker. Every step takes the queue's ``lock`` (a
+``threading.Lock``, so threads and the event loop both take steps) and nothing else:
+the wake-ups a thread's step decides are sent after it by the kernel's
+``thread_step``.
 
-Nothing here awaits or blocks. An operation is one step (``put``/``get``) that
-completes it or parks a request armed with the caller's waker; a parked request takes
-further steps (``retry``) when woken, and ``leave`` when it gives up. The ``_nowait``
-twins are the first step without a waker. Wait loops are in ``_waiting.py``.
+The rules (the admission state ``capacity``, ``floor`` = ``min_after_dequeue`` and
+``closed``, and the decisions read from it; aqueue.redis's server-side functions keep
+their own copy, in Lua, and a test runs one table of cases through both):
 
-Invariants (``check_invariants`` tests them; all state is guarded by ``lock``, a
-``threading.Lock``, so threads and the event loop can both take steps, and nothing
-awaits or blocks while holding it):
+- Free room is ``capacity - size``; an enqueue admits while there is room
+  (``put_count``).
+- A dequeue may take while ``size - floor`` stays >= 0, with the floor 0 once the
+  queue is closed (``available``, ``take_count``).
+- The queue is *final* when it is closed and no enqueue is pending: nothing can arrive
+  any more.
+
+``take_count`` and ``put_count`` decide for a first step and a parked request alike;
+their first clause ("all of it is there", "all of it fits") is also written into
+``get`` and ``put``, the steps every element takes, to spare them a call.
+
+Invariants (``check_invariants`` tests them; all state is guarded by ``lock``, and
+nothing awaits or blocks while holding it):
 
 1. Conservation: ``enqueued_total + loaded_total == dequeued_total + storage.size +``
    the elements the head getter holds. Elements claimed by a waiting dequeue have left
@@ -24,11 +42,13 @@ awaits or blocks while holding it):
 2. Head of line: only the head of each list progresses; only the head getter holds
    claims; only the head putter may have admitted part of its batch. A new dequeue
    never passes the getters; a new enqueue passes the putters only under
-   ``Rules.may_pass``.
+   ``may_pass``.
 3. No lost wake-up: after every step, a head that can progress has been notified.
-   Notifying never hands data over (the woken side takes or admits in its own step)
-   and a request leaving for any reason first puts back what it held, then notifies
-   the new heads, so an element is never lost or duplicated.
+   Notifying never hands data over (the woken side takes or admits in its own step;
+   for a filling head getter, enqueues copy rows into its batch, which it owns, and
+   notify it once the batch is complete), and a request leaving for any reason first
+   puts back what it held, then notifies the new heads, so an element is never lost
+   or duplicated.
 4. A filling head getter that is not complete has emptied the ring: enqueues copy
    straight into its batch.
 5. ``peak >= size``: raised wherever the size can grow (admission, restored claims,
@@ -36,26 +56,31 @@ awaits or blocks while holding it):
    the head getter makes room for, snapshots loaded whole).
 6. Final (closed, no putters): a dequeue that cannot be satisfied raises
    OutOfRangeError without consuming anything; ``dequeue_up_to`` returns what is left.
-
-While a thread takes a step, ``deferred`` is a list: wake-ups are collected there and
-sent by that thread once it has released the lock (``fire_all``).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from .._errors import OutOfRangeError, QueueClosedError, QueueEmpty, QueueFull
-from ._claims import Claims, fill_rows, pending_elements
+from .._waiting._wait import WAIT, Request, Waiters, wake
 from ._declare import Components
 from ._protocol import QueueStatistics
-from ._requests import MANY, ONE, UP_TO, WAIT, GetRequest, PutRequest, Request, fire_all
-from ._rules import Rules
+from ._requests import (
+    MANY,
+    ONE,
+    SOME,
+    UP_TO,
+    Claims,
+    GetRequest,
+    PutRequest,
+    fill_rows,
+    pending_elements,
+)
 from ._storage import FillableStorage, Storage
-from ._waiters import Waiters
 
 __all__ = ["Engine"]
 
@@ -65,21 +90,24 @@ Arm = Callable[[], Any]
 
 
 class Engine:
-    """The state of one queue and the synchronous steps that change it."""
+    """The state of one queue, its rules and the synchronous steps that change it."""
 
     __slots__ = (
+        "capacity",
         "claims",
-        "deferred",
+        "closed",
         "dequeued_total",
         "enqueued_total",
+        "floor",
         "getters",
         "loaded_total",
         "lock",
         "name",
+        "one_copy_limit",
         "peak",
         "putters",
-        "rules",
         "storage",
+        "whole_rest",
     )
 
     def __init__(
@@ -94,7 +122,19 @@ class Engine:
         self.name = name
         self.lock = threading.Lock()
         self.storage = storage
-        self.rules = Rules(capacity, min_after_dequeue)
+        self.capacity = capacity
+        self.floor = min_after_dequeue
+        self.closed = False
+        # Batch dequeues larger than this claim progressively: they could never be
+        # served in one take.
+        self.one_copy_limit = capacity - min_after_dequeue
+        # A parked enqueue_many whose rest is at most this many rows waits until all of
+        # the rest fits (one wake-up for it, not one per freed row), and a longer one
+        # parked by a thread, while no dequeue waits, until at least this many fit (a
+        # thread's wake-up costs a system call and a GIL hand-off; a task's, one loop
+        # turn). 0: rows go in one by one as room frees, as TF does; queues between
+        # pipeline stages set it.
+        self.whole_rest = 0
         self.claims = Claims(storage, fill if min_after_dequeue == 0 else None)
         self.putters: Waiters[PutRequest] = Waiters()
         self.getters: Waiters[GetRequest] = Waiters()
@@ -102,11 +142,6 @@ class Engine:
         self.dequeued_total = 0
         self.loaded_total = 0  # loaded whole from snapshots, not enqueued
         self.peak = 0
-        self.deferred: list[Request] | None = None
-
-    @property
-    def closed(self) -> bool:
-        return self.rules.closed
 
     # -- enqueue -------------------------------------------------------------------------
 
@@ -117,7 +152,6 @@ class Engine:
         count: int,
         arm: Arm | None = None,
         atomic: bool = False,
-        deferred: list[Request] | None = None,
     ) -> PutRequest | None:
         """An enqueue's first step: None when it is done, else the PutRequest it parked
         with a waker from ``arm`` (having admitted what fit, unless ``atomic``).
@@ -127,17 +161,11 @@ class Engine:
             QueueFull: ``arm`` is None (a ``_nowait`` twin: all or nothing) and the
                 elements do not all fit now; nothing changed.
         """
-        lock = self.lock
-        lock.acquire()
-        if deferred is not None:
-            self.deferred = deferred
-        try:
-            rules = self.rules
+        with self.lock:
             st = self.storage
             size = st.size
-            if not self.putters and size + count <= rules.capacity and not rules.closed:
-                # All of it fits (Rules.put_count's first clause, inlined: this runs
-                # for every element).
+            if not self.putters and size + count <= self.capacity and not self.closed:
+                # All of it fits (put_count's first clause: see the module docstring).
                 if mode == ONE and not self.getters:  # nobody to serve or wake
                     st.put_one(comps)
                     self.enqueued_total += 1
@@ -146,50 +174,36 @@ class Engine:
                 else:
                     self._admit(mode, comps, 0, count)
                 return None
-            return self._put_rest(mode, comps, count, arm, atomic or arm is None)
-        finally:
-            if deferred is not None:
-                self.deferred = None
-                lock.release()
-                fire_all(deferred)
-            else:
-                lock.release()
-
-    def _put_rest(
-        self, mode: int, comps: Components, count: int, arm: Arm | None, atomic: bool
-    ) -> PutRequest | None:
-        """``put`` where the elements do not simply fit (lock held)."""
-        rules = self.rules
-        if rules.closed:
-            raise QueueClosedError(f"queue '{self.name}' is closed")
-        putters = self.putters
-        size = self.storage.size
-        k = 0
-        if not putters or rules.may_pass(count, putters, size):
-            getters = self.getters
-            k = rules.put_count(count, size, atomic, getters[0] if getters else None)
-            if k == count:
-                self._admit(mode, comps, 0, count)
-                return None
-        if arm is None:
-            reason = (
-                "earlier enqueues are waiting"
-                if putters
-                else f"needs room for {count}, has {max(0, rules.capacity - size)}"
-            )
-            raise QueueFull(f"queue '{self.name}': {reason}")
-        req = PutRequest(mode, comps, count, atomic)
-        if k:
-            self._admit(mode, comps, 0, k)
-            req.pos = k
-        if mode == MANY and count - req.pos <= rules.whole_rest:
-            req.atomic = True  # the rest goes in whole (see Rules.whole_rest)
-        req.waker = waker = arm()
-        if mode == MANY and isinstance(waker, threading.Event):
-            req.least = rules.whole_rest  # (a thread: see Rules.whole_rest)
-        putters.park(req)
-        self._notify()
-        return req
+            if self.closed:
+                raise QueueClosedError(f"queue '{self.name}' is closed")
+            putters = self.putters
+            atomic = atomic or arm is None
+            k = 0
+            if not putters or self.may_pass(count, putters, size):
+                getters = self.getters
+                k = self.put_count(count, size, atomic, getters[0] if getters else None)
+                if k == count:
+                    self._admit(mode, comps, 0, count)
+                    return None
+            if arm is None:
+                reason = (
+                    "earlier enqueues are waiting"
+                    if putters
+                    else f"needs room for {count}, has {max(0, self.capacity - size)}"
+                )
+                raise QueueFull(f"queue '{self.name}': {reason}")
+            req = PutRequest(mode, comps, count, atomic)
+            if k:
+                self._admit(mode, comps, 0, k)
+                req.pos = k
+            if mode == MANY and count - req.pos <= self.whole_rest:
+                req.atomic = True  # the rest goes in whole (see whole_rest)
+            req.waker = waker = arm()
+            if mode == MANY and isinstance(waker, threading.Event):
+                req.least = self.whole_rest  # (a thread: see whole_rest)
+            putters.park(req)
+            self._notify()
+            return req
 
     def _admit(self, mode: int, comps: Components, start: int, stop: int) -> None:
         """Admit rows ``start:stop`` (an element for ONE), count them, notify."""
@@ -207,7 +221,7 @@ class Engine:
             fill_rows(head, comps, start, stop)
             self.enqueued_total += stop - start
             if head.claimed == head.n and not head.notified:
-                self._wake(head)
+                wake(head)
             return
         else:
             self.claims.admit_rows(head, comps, start, stop)
@@ -220,14 +234,7 @@ class Engine:
 
     # -- dequeue -------------------------------------------------------------------------
 
-    def get(
-        self,
-        mode: int,
-        n: int,
-        arm: Arm | None = None,
-        park: bool = False,
-        deferred: list[Request] | None = None,
-    ) -> Any:
+    def get(self, mode: int, n: int, arm: Arm | None = None, park: bool = False) -> Any:
         """A dequeue's first step: its components (None for a batch of 0), else the
         GetRequest it parked with a waker from ``arm``. With ``park`` (a batch dequeue
         of ``n >= 1`` that has not checkpointed yet: ``parks_first``) it takes nothing
@@ -237,83 +244,63 @@ class Engine:
             OutOfRangeError: The queue is final and cannot supply it; nothing consumed.
             QueueEmpty: ``arm`` is None (a ``_nowait`` twin) and it cannot complete now.
         """
-        lock = self.lock
-        lock.acquire()
-        if deferred is not None:
-            self.deferred = deferred
-        try:
+        with self.lock:
             st = self.storage
-            if not self.getters and not park:
-                rules = self.rules
-                if st.size - (0 if rules.closed else rules.floor) >= n > 0:
-                    # All of it is there (Rules.take_count's first clause, inlined: this
-                    # runs for every element).
-                    result = st.take_one() if mode == ONE else st.take_batch(n)
-                    self.dequeued_total += n
-                    if self.putters:
-                        self._notify()
-                    return result
-            return self._get_rest(mode, n, arm, park)
-        finally:
-            if deferred is not None:
-                self.deferred = None
-                lock.release()
-                fire_all(deferred)
-            else:
-                lock.release()
-
-    def _get_rest(self, mode: int, n: int, arm: Arm | None, park: bool) -> Any:
-        """``get`` where the elements are not simply there (lock held)."""
-        if n == 0:
-            return None
-        getters = self.getters
-        rules = self.rules
-        st = self.storage
-        size = st.size
-        if not getters and not park:
-            final = rules.closed and not self.putters
-            take = rules.take_count(mode, n, 0, rules.available(size), final, arm is None)
-            if take > 0:
-                result = st.take_batch(take)  # (only batch modes take fewer than n)
-                self.dequeued_total += take
+            getters = self.getters
+            size = st.size
+            avail = size - (0 if self.closed else self.floor)
+            if not getters and not park and avail >= n > 0:
+                # All of it is there (take_count's first clause: see the module docstring).
+                result = st.take_one() if mode == ONE else st.take_batch(n)
+                self.dequeued_total += n
                 if self.putters:
                     self._notify()
                 return result
-            if final:
-                raise OutOfRangeError(queue_name=self.name, requested=n, size=size)
-        if arm is None:
-            if getters:
-                message = f"queue '{self.name}': earlier dequeues are waiting"
-            else:
-                message = (
-                    f"queue '{self.name}' cannot supply {n} element(s) now "
-                    f"(size {size}, floor {0 if rules.closed else rules.floor})"
-                )
-            raise QueueEmpty(message)
-        req = GetRequest(mode, n, mode in (MANY, UP_TO) and n > rules.one_copy_limit)
-        req.waker = arm()
-        getters.park(req)
-        self.claims.start(req)
-        if len(getters) == 1:
-            self.claims.claim_for_head(req)
-        self._notify()
-        return req
+            if n == 0:
+                return None
+            if not getters and not park:
+                final = self.closed and not self.putters
+                take = self.take_count(mode, n, 0, avail, final, arm is None)
+                if take > 0:
+                    result = st.take_batch(take)  # (only batch modes take fewer than n)
+                    self.dequeued_total += take
+                    if self.putters:
+                        self._notify()
+                    return result
+                if final:
+                    raise OutOfRangeError(queue_name=self.name, requested=n, size=size)
+            if arm is None:
+                if getters:
+                    message = f"queue '{self.name}': earlier dequeues are waiting"
+                else:
+                    message = (
+                        f"queue '{self.name}' cannot supply {n} element(s) now "
+                        f"(size {size}, floor {0 if self.closed else self.floor})"
+                    )
+                raise QueueEmpty(message)
+            req = GetRequest(mode, n, mode in (MANY, UP_TO) and n > self.one_copy_limit)
+            req.waker = arm()
+            getters.park(req)
+            claims = self.claims
+            if claims.fill is not None:  # (only a filling request holds from the start)
+                claims.start(req)
+                if len(getters) == 1:
+                    claims.claim_for_head(req)
+            self._notify()
+            return req
 
     def parks_first(self, n: int) -> bool:
         """Whether a batch dequeue of ``n`` will have to wait, guessed without the lock:
         it then parks before its checkpoint (see QueueBase). Either guess is safe: its
         step under the lock decides, and takes nothing before the checkpoint. A batch of
         0 never waits, so it never parks first: it checkpoints like every call."""
-        rules = self.rules
         return (
-            n > 0
-            and not rules.closed
-            and (bool(self.getters) or self.storage.size - rules.floor < n)
+            n > 0 and not self.closed and (bool(self.getters) or self.storage.size - self.floor < n)
         )
 
     # -- parked requests -----------------------------------------------------------------
 
-    def retry(self, req: Request, arm: Arm, deferred: list[Request] | None = None) -> Any:
+    def retry(self, req: Request, arm: Arm) -> Any:
         """One more step of parked request ``req`` (after a wake-up): a dequeue's
         components or an enqueue's None, or ``WAIT`` after re-arming it from ``arm``.
 
@@ -323,11 +310,7 @@ class Engine:
             QueueClosedError: (an enqueue) The queue was closed with
                 ``cancel_pending_enqueues``; it keeps what it admitted and has left.
         """
-        lock = self.lock
-        lock.acquire()
-        if deferred is not None:
-            self.deferred = deferred
-        try:
+        with self.lock:
             if type(req) is GetRequest:
                 result = self._retry_get(req)
             else:
@@ -337,27 +320,23 @@ class Engine:
                 req.notified = False
                 req.waker = arm()
             return result
-        finally:
-            if deferred is not None:
-                self.deferred = None
-                lock.release()
-                fire_all(deferred)
-            else:
-                lock.release()
 
     def _retry_get(self, g: GetRequest) -> Any:
         getters = self.getters
         if getters[0] is not g:
             return WAIT
-        rules = self.rules
-        size = self.storage.size
-        final = rules.closed and not self.putters
-        avail = rules.available(size)
-        take = rules.take_count(g.mode, g.n - g.claimed, g.claimed, avail, final, False)
+        st = self.storage
+        size = st.size
+        final = self.closed and not self.putters
+        avail = size - (0 if self.closed else self.floor)
+        take = self.take_count(g.mode, g.n - g.claimed, g.claimed, avail, final, False)
         if take >= 0:
             total = g.claimed + take
             try:
-                result = self.claims.finish(g, take)
+                if g.out is None and not g.claimed:  # it holds nothing: as a first step
+                    result = st.take_one() if g.mode == ONE else st.take_batch(take)
+                else:
+                    result = self.claims.finish(g, take)
             except BaseException:
                 self._leave_get(g)
                 raise
@@ -365,8 +344,9 @@ class Engine:
             self._leave_get(g)
             return result
         if final:
-            self._give_back(g)
-            size = self.storage.size
+            if g.claimed:
+                self._give_back(g)
+            size = st.size
             self._leave_get(g)
             raise OutOfRangeError(queue_name=self.name, requested=g.n, size=size)
         if g.progressive and avail > 0:
@@ -385,12 +365,10 @@ class Engine:
         if self.putters[0] is not p:
             return False
         getters = self.getters
-        put_count = self.rules.put_count
         while True:
             rest = p.count - p.pos
-            k = put_count(
-                rest, self.storage.size, p.atomic, getters[0] if getters else None, p.least
-            )
+            head = getters[0] if getters else None
+            k = self.put_count(rest, self.storage.size, p.atomic, head, p.least)
             if k == 0:
                 return False
             self._admit(p.mode, p.comps, p.pos, p.pos + k)
@@ -412,16 +390,17 @@ class Engine:
                 self._leave_put(req)
 
     def _give_back(self, g: GetRequest) -> None:
-        if g.claimed:
-            self.claims.give_back(g)
-            size = self.storage.size
-            if size > self.peak:  # restores may exceed the capacity
-                self.peak = size
+        self.claims.give_back(g)
+        size = self.storage.size
+        if size > self.peak:  # restores may exceed the capacity
+            self.peak = size
 
     def _leave_get(self, g: GetRequest) -> None:
-        self._give_back(g)
+        """``g`` leaves its list (done, failed or gone): what it holds goes back first."""
+        if g.claimed:
+            self._give_back(g)
         getters = self.getters
-        if getters.leave(g) and getters:
+        if getters.leave(g) and getters and self.claims.fill is not None:
             self.claims.claim_for_head(getters[0])
         self._notify()
 
@@ -432,38 +411,112 @@ class Engine:
     def close(self, cancel_pending_enqueues: bool) -> None:
         """Close for new enqueues (idempotent); reject pending ones if asked; wake."""
         with self.lock:
-            self.rules.closed = True
+            self.closed = True
             if cancel_pending_enqueues:
                 for p in self.putters:
                     if not p.rejected:
                         p.rejected = True
-                        self._wake(p)
+                        wake(p)
             self._notify()
 
-    # -- wake-ups --------------------------------------------------------------------------
-
     def _notify(self) -> None:
-        """Wake the head of each list if it can progress now."""
+        """Wake the head of each list if it can progress now (invariant 3)."""
         size = self.storage.size
         getters = self.getters
         putters = self.putters
-        rules = self.rules
         if getters:
             g = getters[0]
-            if not g.notified and rules.getter_ready(g, size, rules.closed and not putters):
-                self._wake(g)
+            if not g.notified and self.getter_ready(g, size, self.closed and not putters):
+                wake(g)
         if putters:
             p = putters[0]
-            if not p.notified and rules.putter_ready(p, size, getters[0] if getters else None):
-                self._wake(p)
+            if not p.notified and self.putter_ready(p, size, getters[0] if getters else None):
+                wake(p)
 
-    def _wake(self, req: Request) -> None:
-        req.notified = True
-        deferred = self.deferred
-        if deferred is None:
-            req.fire()
-        else:  # a thread's step: sent once it has released the lock
-            deferred.append(req)
+    # -- the rules (see the module docstring) --------------------------------------------
+
+    def take_count(
+        self, mode: int, need: int, claimed: int, avail: int, final: bool, nowait: bool
+    ) -> int:
+        """The take rule: how many elements a dequeue takes now; -1 if it cannot.
+
+        ``need`` more are wanted (``claimed`` held already), ``avail`` may be taken.
+        All of ``need`` when they are there; what is there for a SOME dequeue (and
+        ``dequeue_up_to_nowait``); once the queue is final, what is left for an UP_TO
+        dequeue that gets anything at all.
+        """
+        if avail >= need or need == 0:
+            return need
+        if avail > 0 and (mode == SOME or (nowait and mode == UP_TO)):
+            return avail
+        if final and mode == UP_TO and claimed + max(avail, 0) > 0:
+            return max(avail, 0)
+        return -1
+
+    def put_count(
+        self, rest: int, size: int, atomic: bool, head: GetRequest | None, least: int = 0
+    ) -> int:
+        """The put rule: how many of ``rest`` elements an enqueue admits now (0: none).
+
+        As many as there is room for; an atomic one (``_nowait``, a timed thread
+        ``enqueue_many``) all or nothing: all when they fit, or when the waiting head
+        dequeue ``head`` will then take enough to bring the size back within capacity
+        (``makes_room``). None while fewer than ``least`` fit and no dequeue waits (a
+        waiting thread's ``PutRequest.least``: see ``whole_rest``).
+        """
+        free = self.capacity - size
+        if free >= rest:
+            return rest
+        if atomic:
+            return rest if self.makes_room(rest, size, head) else 0
+        if free < least and head is None:
+            return 0  # (a stage queue's waiting thread: see whole_rest)
+        return free if free > 0 else 0
+
+    def makes_room(self, k: int, size: int, head: GetRequest | None) -> bool:
+        """Whether an all-or-nothing batch of ``k`` may go in although it does not fit.
+
+        It may when the waiting head dequeue will then take enough to bring the size
+        back within capacity. Otherwise a timed thread enqueue_many (all-or-nothing) and
+        a batch dequeue that waits for its ``n`` would each wait for the other until the
+        timeout. If that dequeue leaves before taking (cancelled, timed out), the size
+        stays above capacity for a while, as after restored claims.
+        """
+        if head is None:
+            return False
+        need = head.n - head.claimed
+        # (rows a filling getter takes never reach the storage, so this holds for it too)
+        avail = size - (0 if self.closed else self.floor)
+        return size + k - need <= self.capacity and avail + k >= need
+
+    def may_pass(self, count: int, putters: Iterable[PutRequest], size: int) -> bool:
+        """Whether a new enqueue of ``count`` may be admitted ahead of the queued ones.
+
+        Only when the queue has room for it *and* for everything the queued enqueues
+        still need, and none of them has started (so a pending enqueue_many's elements
+        stay contiguous). The queued requests keep their room, so none of them waits
+        longer; without this, producer threads that find the queue full form a convoy
+        in which every element waits for a thread wake-up and a GIL hand-off.
+        """
+        reserved = 0
+        for p in putters:
+            if p.pos:
+                return False
+            reserved += p.count
+        return self.capacity - size - reserved >= count
+
+    def getter_ready(self, g: GetRequest, size: int, final: bool) -> bool:
+        """Whether parked dequeue ``g`` can progress now (complete, claim, or fail)."""
+        if final:
+            return True
+        avail = size - (0 if self.closed else self.floor)
+        return avail >= g.n - g.claimed or (g.eager and avail > 0)
+
+    def putter_ready(self, p: PutRequest, size: int, head: GetRequest | None) -> bool:
+        """Whether parked enqueue ``p`` can progress now (admit, or fail)."""
+        if p.rejected:
+            return True
+        return self.put_count(p.count - p.pos, size, p.atomic, head, p.least) > 0
 
     # -- contents and counters -----------------------------------------------------------
 
@@ -488,7 +541,7 @@ class Engine:
         """``dump()``, the closed flag and ``read()`` (state the storage's takes change,
         such as a random generator's), all under one acquisition of the lock."""
         with self.lock:
-            return self._dump(), self.rules.closed, read()
+            return self._dump(), self.closed, read()
 
     def load(self, elements: list[Components]) -> None:
         """Store ``elements`` after the queue's, in order, whatever the capacity."""
@@ -529,8 +582,8 @@ class Engine:
             now = _monotonic()
             return QueueStatistics(
                 size=self.storage.size,
-                capacity=self.rules.capacity,
-                closed=self.rules.closed,
+                capacity=self.capacity,
+                closed=self.closed,
                 enqueued_total=self.enqueued_total,
                 dequeued_total=self.dequeued_total,
                 peak_size=self.peak,
@@ -545,7 +598,6 @@ class Engine:
         not hold now (for tests; takes the lock)."""
         with self.lock:
             size = self.storage.size
-            rules = self.rules
             getters, putters = self.getters, self.putters
             head = getters[0] if getters else None
             held = head.claimed if head is not None else 0
@@ -563,12 +615,12 @@ class Engine:
             for i, p in enumerate(putters):
                 if not p.registered or (i and p.pos):
                     raise AssertionError(f"{self.name}: putter {i} started behind the head")
-            final = rules.closed and not putters
-            if head is not None and not head.notified and rules.getter_ready(head, size, final):
+            final = self.closed and not putters
+            if head is not None and not head.notified and self.getter_ready(head, size, final):
                 raise AssertionError(f"{self.name}: the head getter can progress, not woken")
             if putters:
                 p = putters[0]
-                if not p.notified and rules.putter_ready(p, size, head):
+                if not p.notified and self.putter_ready(p, size, head):
                     raise AssertionError(f"{self.name}: the head putter can progress, not woken")
             if head is not None and head.out is not None and head.claimed < head.n and size:
                 raise AssertionError(f"{self.name}: a filling head getter left {size} in the ring")

@@ -256,7 +256,7 @@ class StageQueue(FIFOQueue[Any]):
         super().__init__(capacity, object, (), name=name)
         # A burst that waits for room goes in whole once half the queue is free at most:
         # a full queue then wakes its producer once per burst, not once per item taken.
-        self._engine.rules.whole_rest = capacity // 2
+        self._engine.whole_rest = capacity // 2
 
     def quiet_takers(self) -> int:
         """Dequeues waiting on this queue that cannot progress now (a checkpoint's

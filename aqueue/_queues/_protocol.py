@@ -31,7 +31,8 @@ lock, no waiting), and the record is awaitable: awaiting it gives itself back wi
 suspending. On a shared queue ``statistics`` is a coroutine function (it needs the
 server). Code that must not wait (a watchdog tick, a thread) uses
 ``local_statistics``, which gives the record when the call returned one and None
-otherwise.
+otherwise; replay tables (``aqueue/_replay/_protocol.py``) follow the same convention
+with their own record, read by the same function.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ __all__ = [
 ]
 
 T_co = TypeVar("T_co", covariant=True)
+S = TypeVar("S")
 
 
 @dataclass(frozen=True)
@@ -280,12 +282,13 @@ class AsyncQueue(Sink, Protocol[T_co]):
         ...
 
 
-def local_statistics(queue: AsyncQueue[Any]) -> QueueStatistics | None:
-    """``queue.statistics()`` when the call returns the record itself (an in-process
-    queue); None when it returns something to await (a shared queue: it needs its
-    server), which is closed unawaited."""
-    stats = queue.statistics()
-    if isinstance(stats, QueueStatistics):
+def local_statistics(source: Any, record: type[S]) -> S | None:
+    """``source.statistics()`` when the call returns a ``record`` itself (an in-process
+    queue's ``QueueStatistics``, an in-process table's ``ReplayStatistics``); None when
+    it returns something to await (a shared one: it needs its server), which is closed
+    unawaited."""
+    stats = source.statistics()
+    if isinstance(stats, record):
         return stats
     close = getattr(stats, "close", None)  # a coroutine not awaited: no warning
     if close is not None:

@@ -1,11 +1,13 @@
 """QueueBase: the public operations of every in-process queue.
 
-Every operation has one shape (``_waiting.py``): check the arguments with the queue's
-``ElementSpec``; checkpoint (the async operations, once per call); one step of its
-``Engine`` under the queue's lock, which returns the result or a request it parked;
-then wait for that request, which leaves the queue's lists on every way out. The
-``_nowait`` twins are the engine step alone (it raises instead of parking); the thread
-view (``blocking()``, ``_views.py``) waits on a ``threading.Event``.
+One concept in one file (the public class; with its snapshots and the kinds'
+registry). Every operation has one shape (the waiting kernel's,
+``aqueue/_waiting/_wait.py``): check the arguments with the queue's ``ElementSpec``;
+checkpoint (the async operations, once per call); one step of its ``Engine`` under the
+queue's lock, which returns the result or a request it parked; then wait for that
+request, which leaves the queue's lists on every way out. The ``_nowait`` twins are
+the engine step alone (it raises instead of parking); the thread view (``blocking()``,
+``_views.py``) waits on a ``threading.Event``.
 
 A batch dequeue that cannot complete parks *before* its checkpoint, so that an enqueue
 running meanwhile copies straight into its batch (one copy per element instead of two);
@@ -24,11 +26,12 @@ with ``_kind``; defining the class registers it, so ``QueueBase.from_snapshot`` 
 build any kind. The kinds supply ``_empty_like`` and, where their order or state
 differ, ``_in_dequeue_order`` and ``_rng_state``/``_set_rng_state``.
 
-Live queues: every queue joins a module-level ``weakref.WeakSet`` at the end of its
-constructor, and ``live_queues()`` lists the ones not yet garbage-collected, so that
-``aqueue.testing`` can name the queues a hung test is stuck on. The set holds weak
-references only (it never keeps a queue alive) and is read, never written, outside
-the constructor.
+Live queues: while the test-only bookkeeping is on (``tracking`` of
+``aqueue/_waiting/_tracking.py``, which ``aqueue.testing`` turns on), every queue joins
+a module-level ``weakref.WeakSet`` at the end of its constructor, and ``live_queues()``
+lists the ones not yet garbage-collected, so that ``aqueue.testing`` can name the
+queues a hung test is stuck on. The set holds weak references only (it never keeps a
+queue alive) and is read, never written, outside the constructor.
 """
 
 from __future__ import annotations
@@ -41,8 +44,10 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 
 from .._errors import CheckpointError, ElementSpecError
+from .._waiting._backend import checkpoint, in_event_loop, make_waker
+from .._waiting._tracking import tracking, weak_snapshot
+from .._waiting._wait import wait_task
 from ._accounting import Producers
-from ._backend import checkpoint, in_event_loop, make_waker
 from ._declare import Components
 from ._engine import Engine
 from ._protocol import QueueStatistics
@@ -51,9 +56,8 @@ from ._snapshot import QueueSnapshot, checked_contents, frozen_elements, snapsho
 from ._spec import ElementSpec
 from ._storage import FillableStorage, Storage
 from ._views import BatchIterator, BlockingQueue, ElementIterator
-from ._waiting import wait_task
 
-__all__ = ["QueueBase", "live_queues", "weak_snapshot"]
+__all__ = ["QueueBase", "live_queues"]
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -62,17 +66,9 @@ Q = TypeVar("Q", bound="QueueBase[Any]")
 _live: weakref.WeakSet[QueueBase[Any]] = weakref.WeakSet()
 
 
-def weak_snapshot(objects: weakref.WeakSet[T]) -> list[T]:
-    """The objects of a weak set that other threads may add to, as a list."""
-    while True:
-        try:
-            return list(objects)
-        except RuntimeError:  # another thread added one while we copied: copy again
-            continue
-
-
 def live_queues() -> list[QueueBase[Any]]:
-    """Every in-process queue not yet garbage-collected, in no particular order."""
+    """Every in-process queue created while the test-only bookkeeping was on and not
+    yet garbage-collected, in no particular order."""
     return weak_snapshot(_live)
 
 
@@ -117,8 +113,10 @@ class QueueBase(Generic[T]):
         )
         self._capacity = capacity
         self._single = spec.names is None and len(spec.dtypes) == 1
+        self._batches = spec.shapes is not None  # (batch operations need shapes)
         self._producers = Producers(name, self.close)
-        _live.add(self)  # (see "Live queues" in the module docstring)
+        if tracking.on:  # (see "Live queues" in the module docstring)
+            _live.add(self)
 
     # -- properties ----------------------------------------------------------------------
 
@@ -151,12 +149,12 @@ class QueueBase(Generic[T]):
     def min_after_dequeue(self) -> int:
         """Elements a dequeue leaves behind while the queue is open (0 but for a
         RandomShuffleQueue)."""
-        return self._engine.rules.floor
+        return self._engine.floor
 
     @property
     def closed(self) -> bool:
         """Whether ``close()`` has been called."""
-        return self._engine.rules.closed
+        return self._engine.closed
 
     def size(self) -> int:
         """Number of elements stored now."""
@@ -169,7 +167,7 @@ class QueueBase(Generic[T]):
         engine: Engine | None = getattr(self, "_engine", None)
         if engine is None:  # the constructor raised (a repr in its traceback)
             return f"<{type(self).__name__} (not constructed)>"
-        state = "closed" if engine.rules.closed else "open"
+        state = "closed" if engine.closed else "open"
         return (
             f"<{type(self).__name__} '{self._name}' size={engine.storage.size}/"
             f"{self._capacity} {state}>"
@@ -234,7 +232,9 @@ class QueueBase(Generic[T]):
 
         If cancelled, nothing was consumed.
         """
-        return await self._get_batch(MANY, self._spec.batch_count(n, "dequeue_many"))
+        if type(n) is not int or n < 0 or not self._batches:  # (the spec says why)
+            n = self._spec.batch_count(n, "dequeue_many")
+        return await self._get_batch(MANY, n)
 
     async def dequeue_up_to(self, n: int) -> T:
         """Like dequeue_many, but once the queue is closed return the 1..n that remain.
@@ -242,7 +242,9 @@ class QueueBase(Generic[T]):
         As in TensorFlow, on an *open* queue this waits for all ``n`` elements; use
         ``dequeue_up_to_nowait`` or ``dequeue_burst`` to take whatever is there now.
         """
-        return await self._get_batch(UP_TO, self._spec.batch_count(n, "dequeue_up_to"))
+        if type(n) is not int or n < 0 or not self._batches:  # (the spec says why)
+            n = self._spec.batch_count(n, "dequeue_up_to")
+        return await self._get_batch(UP_TO, n)
 
     async def dequeue_burst(self, n: int) -> T:
         """Wait until at least one element can be taken, then take up to ``n`` at once.
@@ -272,7 +274,7 @@ class QueueBase(Generic[T]):
         first = engine.parks_first(n)
         if not first:
             await checkpoint()
-        got = engine.get(mode, n, make_waker, park=first)
+        got = engine.get(mode, n, make_waker, first)
         if type(got) is GetRequest:
             got = await wait_task(engine, got, self, checkpointed=not first)
         return self._batch(got)
@@ -360,7 +362,7 @@ class QueueBase(Generic[T]):
         Raises:
             QueueClosedError: The queue is closed (a producer would have nothing to do).
         """
-        return self._producers.register(self._engine.rules.closed)
+        return self._producers.register(self._engine.closed)
 
     async def producer_done(self, producer_id: str, *, clean: bool = True) -> None:
         """Producer accounting (see ``register_producer``): producer ``producer_id`` has
@@ -402,7 +404,7 @@ class QueueBase(Generic[T]):
             dtypes=self._spec.dtypes,
             shapes=self._spec.shapes,
             names=self._spec.names,
-            min_after_dequeue=self._engine.rules.floor,
+            min_after_dequeue=self._engine.floor,
             seed=self._seed,
             closed=closed,
             elements=frozen_elements(self._in_dequeue_order(elements)),

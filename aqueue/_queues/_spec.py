@@ -96,11 +96,6 @@ class ElementSpec:
         )
 
     @property
-    def fully_defined(self) -> bool:
-        """True when every component has a declared shape without None dimensions."""
-        return self.fixed_shapes is not None
-
-    @property
     def fixed_shapes(self) -> tuple[FixedShape, ...] | None:
         """The declared shapes when every one is fully defined, else None."""
         if self.shapes is None:

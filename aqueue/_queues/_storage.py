@@ -10,7 +10,9 @@ offers the ``Storage`` operations:
   components.
 - ``take_chunk(k)``: remove the next ``k`` elements as an opaque *chunk*;
   ``assemble(chunks)`` turns chunks (in claim order) into batch components;
-  ``take_batch(n)`` is both at once.
+  ``take_batch(n)`` is both at once: for the array storages one chunk already is the
+  batch (``take_batch = take_chunk``), the others take, assemble and put back if
+  assembling fails (``take_assembled``).
 - ``restore(chunks)``: put claimed chunks back as if never taken (FIFO: at the front
   in their original order; pool: back into the pool; heap: back into the heap).
   Restoring may exceed the logical capacity for a while; storages grow instead of
@@ -52,7 +54,15 @@ import numpy.typing as npt
 from .._errors import ElementSpecError
 from ._declare import Components, FixedShape
 
-__all__ = ["FillableStorage", "RingStorage", "Storage", "alloc", "concat", "row"]
+__all__ = [
+    "FillableStorage",
+    "RingStorage",
+    "Storage",
+    "alloc",
+    "concat",
+    "row",
+    "take_assembled",
+]
 
 Chunk = Any
 
@@ -89,15 +99,21 @@ class Storage(Protocol):
         restored snapshot)."""
         ...
 
-    def take_batch(self, n: int) -> Components:
-        """Remove the next ``n`` elements and return them as batch components (or, if
+    def take_batch(self, k: int) -> Components:
+        """Remove the next ``k`` elements and return them as batch components (or, if
         they cannot be assembled, put them back and raise)."""
-        chunk = self.take_chunk(n)
-        try:
-            return self.assemble([chunk])
-        except BaseException:
-            self.restore([chunk])
-            raise
+        ...
+
+
+def take_assembled(storage: Storage, k: int) -> Components:
+    """``storage.take_batch(k)`` of a storage whose chunks must be assembled into a batch
+    (which may fail: the elements then go back, and the error propagates)."""
+    chunk = storage.take_chunk(k)
+    try:
+        return storage.assemble([chunk])
+    except BaseException:
+        storage.restore([chunk])
+        raise
 
 
 class FillableStorage(Storage, Protocol):
@@ -292,6 +308,8 @@ class RingStorage(ArrayStorage, FillableStorage):
             self._release(slice(p, p + first), slice(0, k - first))
         self._advance(p, k)
         return tuple(out)
+
+    take_batch = take_chunk  # (one chunk is already the batch)
 
     def assemble(self, chunks: Sequence[Components]) -> Components:
         return concat(chunks, len(self._bufs))

@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from .._errors import ElementSpecError
 from ._declare import Components
-from ._storage import Storage
+from ._storage import Storage, take_assembled
 
 __all__ = ["DequeStorage", "HeapStorage", "TupleStorage", "own", "pad_stack", "stack"]
 
@@ -126,6 +126,9 @@ class TupleStorage(Storage):
             self._items.append(own(tuple(c[j] for c in comps)))
         self.size += max(0, stop - start)
 
+    def take_batch(self, k: int) -> Components:
+        return take_assembled(self, k)
+
 
 class DequeStorage(TupleStorage):
     """FIFO of per-element tuples (no declared shapes, or padded shapes)."""
@@ -183,6 +186,9 @@ class HeapStorage(Storage):
     def take_chunk(self, k: int) -> list[tuple[int, int, Components]]:
         self.size -= k
         return [heapq.heappop(self._heap) for _ in range(k)]
+
+    def take_batch(self, k: int) -> Components:
+        return take_assembled(self, k)
 
     def assemble(self, chunks: Sequence[list[tuple[int, int, Components]]]) -> Components:
         entries = sorted(e for chunk in chunks for e in chunk)

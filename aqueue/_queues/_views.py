@@ -12,9 +12,11 @@ head-of-line order per direction.
 Each blocking method takes ``timeout=None`` (seconds). On expiry it raises
 ``TimeoutError`` and changes nothing: a dequeue puts back anything it had claimed, and
 an enqueue_many with a timeout is all-or-nothing (it waits until the whole batch fits,
-so its batch must not exceed the capacity). A thread inside a call that may block is
-listed in ``_blocked`` for the duration (aqueue.testing names it if a test leaves it
-there).
+so its batch must not exceed the capacity). Every step is the waiting kernel's
+``thread_step`` (its wake-ups are sent after the queue's lock is released). A thread
+inside a call that may block is listed (``enter``/``leave`` of
+``aqueue/_waiting/_tracking.py``, while the test-only bookkeeping is on) for the
+duration: aqueue.testing names it if a test leaves it there.
 
 The iterators are classes with ``__anext__`` (not async generators, which would hold
 their caller's cancel scopes across ``yield``); they end cleanly when the queue is
@@ -27,10 +29,10 @@ import threading
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._errors import ElementSpecError, OutOfRangeError
-from ._backend import in_event_loop
-from ._blocked import enter, leave
-from ._requests import MANY, ONE, SOME, UP_TO, GetRequest, Request
-from ._waiting import wait_thread
+from .._waiting._backend import in_event_loop
+from .._waiting._tracking import enter, leave
+from .._waiting._wait import Request, thread_step, wait_thread
+from ._requests import MANY, ONE, SOME, UP_TO, GetRequest
 
 if TYPE_CHECKING:
     from ._engine import Engine
@@ -87,7 +89,7 @@ class BlockingQueue(Generic[T]):
         """Add one element, blocking while the queue is full."""
         what = self._check("enqueue")
         comps = self._spec.element(element)
-        req = self._engine.put(ONE, comps, 1, threading.Event, deferred=[])
+        req = thread_step(self._engine.put, ONE, comps, 1, threading.Event)
         if req is not None:
             self._wait(req, timeout, what, "enqueue")
 
@@ -99,14 +101,14 @@ class BlockingQueue(Generic[T]):
             return
         atomic = timeout is not None
         if atomic:
-            capacity = self._engine.rules.capacity
+            capacity = self._engine.capacity
             if count > capacity:
                 raise ElementSpecError(
                     f"BlockingQueue.enqueue_many on queue '{self._engine.name}': a batch of "
                     f"{count} cannot be admitted all at once with a timeout (capacity "
                     f"{capacity}); pass timeout=None or split the batch"
                 )
-        req = self._engine.put(MANY, comps, count, threading.Event, atomic=atomic, deferred=[])
+        req = thread_step(self._engine.put, MANY, comps, count, threading.Event, atomic)
         if req is not None:
             self._wait(req, timeout, what, "enqueue_many")
 
@@ -132,7 +134,7 @@ class BlockingQueue(Generic[T]):
         spec = self._spec
         if mode != ONE:
             n = spec.batch_count(n, name)
-        got = self._engine.get(mode, n, threading.Event, deferred=[])
+        got = thread_step(self._engine.get, mode, n, threading.Event)
         if type(got) is GetRequest:
             got = self._wait(got, timeout, what, name, self._queue)
         result: T = spec.empty_batch() if got is None else spec.pack(got)
@@ -151,7 +153,7 @@ class BlockingQueue(Generic[T]):
 
     def close(self, cancel_pending_enqueues: bool = False) -> None:
         """Close the queue (see ``close`` on the queue)."""
-        self._engine.close(bool(cancel_pending_enqueues))
+        thread_step(self._engine.close, bool(cancel_pending_enqueues))
 
     def size(self) -> int:
         """Number of elements stored now."""

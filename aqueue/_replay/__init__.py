@@ -14,17 +14,19 @@ file                     what it holds
 ``_results.py``          ReplaySample (one sample) and ReplayStatistics (the counters)
 ``_protocol.py``         AsyncReplayTable and BlockingReplayView: the table interfaces the
                          upper layers name (every backend implements them; a table is a
-                         ``Sink``), and ``local_table_statistics``
+                         ``Sink``)
 ``_store.py``            ItemStore: preallocated storage, slots, keys and the key log
-``_selection.py``        the in-process selector states (dense list, sum tree, key order,
-                         heap) built from the settings
+``_ordered.py``          the deterministic selector states (key order, heap)
+``_selection.py``        the selector states' one interface (``SelectorState``), the random
+                         ones (dense list, sum tree), and ``make_state`` from the settings
 ``_core.py``             TableCore: what insert, sample, update and delete do to the items,
-                         selectors and counters (what a batch means)
-``_requests.py``         InsertRequest and SampleRequest: what a waiting operation leaves
-``_engine.py``           ReplayEngine: the lock, the waiting lists and wake-ups, closing; the
-                         ``Steps`` that ``_queues._waiting`` drives
-``_ops.py``              TableOps: the checks and conversions around each engine step, shared
-                         by the table and its thread view
+                         selectors and counters (what a batch means); its invariants
+``_engine.py``           ReplayEngine and its requests (InsertRequest, SampleRequest): the
+                         lock, the waiting lists and wake-ups, closing; the ``Steps`` the
+                         waiting kernel drives; the invariants, checked by
+                         ``check_invariants``
+``_ops.py``              TableOps: the checks and conversions before each engine step,
+                         shared by the table and its thread view
 ``_snapshot.py``         ReplaySnapshot: a table at one moment, its checks and its file form
 ``_views.py``            BlockingReplayTable (the thread view) and SampleIterator
 ``_table.py``            ReplayTable: the public class (also a ``Sink``: ``enqueue``,
@@ -32,10 +34,11 @@ file                     what it holds
 =======================  ========================================================================
 
 Dependencies point down the table: the settings, the sum tree, the repeats, the checks,
-the results and the protocols know nothing of the engine (another backend reuses them: the same
-arithmetic, the same messages, the same records, the same interface); the store knows
-the specs' shapes; the states know the store; the core knows both; the engine knows the
-core and the waiting of ``_queues``; the table knows all of them. The layer imports the
-queues layer (specs, files, the event-loop primitives and the wait functions) and
-nothing above it.
+the results and the protocols know nothing of the engine (another backend reuses them:
+the same arithmetic, the same messages, the same records, the same interface); the
+store knows the specs' shapes; the states know the store; the core knows both; the
+engine knows the core and the waiting kernel (``aqueue/_waiting/``); the table knows
+all of them. The layer imports the queues layer (specs, files, producer accounting)
+and the waiting kernel (requests, their lists, the waits, the event-loop primitives),
+and nothing above them.
 """

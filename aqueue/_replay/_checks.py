@@ -292,7 +292,17 @@ class TableArgs:
     """The checks and conversions of one table's operations (nothing here touches a
     table, so a refused call changes nothing)."""
 
-    __slots__ = ("draw_bytes", "limit", "limiter", "max_size", "memory", "mts", "owner", "spec")
+    __slots__ = (
+        "draw_bytes",
+        "limit",
+        "limiter",
+        "max_size",
+        "memory",
+        "most_samples",
+        "mts",
+        "owner",
+        "spec",
+    )
 
     def __init__(self, settings: TableSettings) -> None:
         self.spec = settings.spec
@@ -308,6 +318,13 @@ class TableArgs:
             for dt, shape in zip(settings.spec.dtypes, settings.shapes)
         )
         self.memory = physical_memory()
+        # The largest n that sample_count lets through (an int n in 1..most_samples is
+        # one it returns as is, so the table tests that alone before calling it).
+        self.most_samples = min(
+            self.max_size * self.mts if self.mts else math.inf,
+            self.limiter.most_samples_at_once(),
+            self.memory // self.draw_bytes,
+        )
 
     def element(
         self, element: Any, priority: Any
@@ -330,7 +347,8 @@ class TableArgs:
         return comps, k, prios
 
     def sample_count(self, n: Any) -> int:
-        """``n`` checked for ``sample(n)``, refused if it could never be served."""
+        """``n`` checked for ``sample(n)``, refused if it could never be served (an int
+        in ``1..most_samples`` is returned as is)."""
         count = sample_count_arg(n, self.owner)
         mts = self.mts
         if mts and count > self.max_size * mts:

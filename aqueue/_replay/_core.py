@@ -8,7 +8,7 @@ What a batch means (the semantics, chosen to equal single operations in a row):
 - ``insert(k items)`` = k inserts in a row. Each new item gets the next key; at
   ``max_size`` the remover evicts one item per insert, after the new item is in (so a
   new item can evict itself: a Lifo remover always does). For a deterministic remover
-  the k evictions are chosen at once (``State.evictions``); a random remover (Uniform,
+  the k evictions are chosen at once (``SelectorState.evictions``); a random remover (Uniform,
   Prioritized) chooses one at a time among the held items and the newcomer.
 - ``sample(n)`` = n samples in a row, taken at once: the limiter allowed all n
   beforehand, and the table can supply them. Without ``max_times_sampled`` the n draws
@@ -42,7 +42,7 @@ import numpy.typing as npt
 from .._queues._declare import Components, FixedShape
 from ._limiter import RateLimiter
 from ._repeats import count_draws, last_of_each, occurrences
-from ._selection import PrioritizedState, UniformState, make_state
+from ._selection import SelectorState, make_state
 from ._selectors import Selector
 from ._store import ItemStore
 
@@ -157,11 +157,8 @@ class TableCore:
         for state in self.keeping:
             if same:
                 state.refill(slots, priorities)  # (the same slots, held again)
-            elif isinstance(state, PrioritizedState):
-                state.replace(old, slots, priorities)
             else:
-                state.remove(old)
-                state.insert(slots, priorities)
+                state.replace(old, slots, priorities)
 
     def _drop(self, slots: Array, *, in_sampler: bool = True) -> None:
         if in_sampler:
@@ -184,8 +181,7 @@ class TableCore:
         remover = self.remover
         if excess <= 0:
             self._add(comps, keys, priorities, default)
-        elif remover.deterministic:
-            assert not isinstance(remover, (UniformState, PrioritizedState))
+        elif remover.deterministic:  # (the evictions are chosen at once)
             old, gone = remover.evictions(excess, priorities)
             if gone.size:
                 self._drop(old)
@@ -196,7 +192,6 @@ class TableCore:
             else:
                 self._replace(old, comps, keys, priorities, default)
         else:
-            assert isinstance(remover, (UniformState, PrioritizedState))
             room = self.max_size - store.size
             if room:
                 self._add([c[:room] for c in comps], keys[:room], priorities[:room])
@@ -219,36 +214,33 @@ class TableCore:
         sampler = self.sampler
         mts = self.mts
         out_of_sampler: Array | None = None
-        if sampler.deterministic:
-            assert not isinstance(sampler, (UniformState, PrioritizedState))
-            if not mts:
-                slots = np.repeat(sampler.first(1), n)
-            else:
-                first = sampler.first(n)
-                left = mts - store.times[first]
-                reach = np.cumsum(left)
-                cut = int(np.searchsorted(reach, n)) + 1  # items needed
-                takes = left[:cut].copy()
-                takes[-1] -= int(reach[cut - 1]) - n
-                slots = np.repeat(first[:cut], takes)
-            probabilities = np.ones(n)
-        elif not mts:
-            assert isinstance(sampler, (UniformState, PrioritizedState))
+        if not mts:  # n independent draws (of the first item, for an ordered sampler)
             slots, weights, total = sampler.draw(n, self.rng)
             if len(weights):
                 probabilities = weights / total
             else:  # (every weight 1)
                 probabilities = np.empty(n)
                 probabilities.fill(1.0 / total)
+        elif sampler.deterministic:  # the first items in turn, each until used up
+            first = sampler.first(n)
+            left = mts - store.times[first]
+            reach = np.cumsum(left)
+            cut = int(np.searchsorted(reach, n)) + 1  # items needed
+            takes = left[:cut].copy()
+            takes[-1] -= int(reach[cut - 1]) - n
+            slots = np.repeat(first[:cut], takes)
+            probabilities = np.ones(n)
         else:
-            assert isinstance(sampler, (UniformState, PrioritizedState))
             slots, probabilities, out_of_sampler = self._draw_with_budget(n, sampler)
         # times_sampled, counting each draw in order (a repeated slot: t + 1, t + 2, ...)
         times, twice = count_draws(store.times, slots)
         if mts:
             store.sampled_live += n
         self.samples += n
-        data = tuple([d.take(slots, axis=0) for d in store.data])
+        gathered = []  # (a loop: a comprehension costs a frame per sample)
+        for d in store.data:
+            gathered.append(d.take(slots, axis=0))
+        data = tuple(gathered)
         result = (data, store.key[slots], store.priority[slots], probabilities, times, size)
         if mts:
             distinct = np.unique(slots) if twice else slots
@@ -261,9 +253,7 @@ class TableCore:
                 self.deletes += len(used_up)
         return result
 
-    def _draw_with_budget(
-        self, n: int, sampler: UniformState | PrioritizedState
-    ) -> tuple[Array, Array, Array]:
+    def _draw_with_budget(self, n: int, sampler: SelectorState) -> tuple[Array, Array, Array]:
         """n draws of a random sampler when items may be drawn ``mts`` times at most
         (rounds with rejection; see the module docstring): slots, probabilities, and
         the slots taken out of the sampler (used up)."""
@@ -329,6 +319,27 @@ class TableCore:
             self._drop(distinct)
             self.deletes += len(distinct)
         return found
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError naming the first invariant that does not hold now: the
+        counters' (``inserts - deletes == size``), the store's and the states' (for
+        tests; the caller holds the table's lock)."""
+        store = self.store
+        if self.inserts - self.deletes != store.size or self.evictions > self.deletes:
+            raise AssertionError(
+                f"core: inserts {self.inserts} - deletes {self.deletes} != size "
+                f"{store.size}, or evictions {self.evictions} > deletes"
+            )
+        store.check_invariants()
+        if self.mts and (store.times[store.key >= 0] >= self.mts).any():
+            raise AssertionError("core: an item used up by its draws is still held")
+        if self.mts and self.taken.any():
+            raise AssertionError("core: the draw scratch is not clear between samples")
+        for role, state in (("sampler", self.sampler), ("remover", self.remover)):
+            try:
+                state.check(store)
+            except AssertionError as exc:
+                raise AssertionError(f"core: the {role}'s state: {exc}") from None
 
     # -- whole state (snapshots) ------------------------------------------------------
 

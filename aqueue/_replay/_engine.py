@@ -1,133 +1,145 @@
 """ReplayEngine: one table's lock, its waiting inserts and samples, and their wake-ups.
 
 The engine holds a ``TableCore`` (the items and what operations do to them) and owns
-the waiting. Every operation of the table is one *step* under ``lock`` (a
-``threading.Lock``: tasks of any event loop and threads share it; nothing awaits while
-holding it). ``start`` runs a new request's first step and, if it cannot complete,
-*parks* it with a waker; ``retry`` (after a wake-up) and ``leave`` (on cancellation,
-timeout or error) are the ``Steps`` that ``_queues._waiting.wait_task`` and
-``wait_thread`` drive; no other wait loop exists.
+the waiting, written once for every engine in the waiting kernel
+(``aqueue/_waiting/_wait.py``): requests are kernel ``Request``s, parked in two kernel
+``Waiters`` (``inserters``, ``samplers``, with their blocked-time clocks), woken with
+``wake``, driven by ``wait_task``/``wait_thread``. Every operation of the table is one
+*step* under ``lock`` (a ``threading.Lock``: tasks of any event loop and threads share
+it; nothing awaits while holding it). ``start`` runs a new request's first step and
+returns its result, or the request itself, parked with a waker from ``arm``, as a
+queue engine's first step does; ``retry`` (after a wake-up) and ``leave`` (on
+cancellation, timeout or error) are the ``Steps`` the kernel's waits drive. A sample's
+result is its ``ReplaySample``.
 
-Invariants:
+Invariants (``check_invariants`` tests them, and the core's, after every step of a
+property test):
 
-- ``inserters`` and ``samplers`` list the parked requests of each direction, oldest
-  first. Only the head of a list may complete: a new request parks behind any waiting
-  one of its direction (arrival order per direction), even if it could complete.
-- An insert or a sample completes entirely inside one step, or changes nothing. A
-  waiter that leaves therefore leaves no trace: no item inserted or evicted, no
-  counter of the limiter moved, no ``times_sampled`` changed. The one exception is a
-  *progressive* insert (``InsertRequest.progressive``: a sink's ``enqueue_many``, the
-  queues' semantics): each of its steps inserts the longest prefix of what is left
-  that the limiter admits (exactly what single inserts in a row would get in), it
-  waits, at the head of the inserters, only while not one more item is admitted, and
-  a waiter that leaves leaves that prefix in.
-- After every change (an insert, a sample, a delete, close, a waiter leaving) the head
-  of each list is *notified* if, and only if, it can now progress and was not notified
-  yet: an insert when the limiter admits its items, a sample when the limiter allows
-  its n and the items can supply them, either when the table is closed (to fail). A
-  notified waiter re-runs its own step; a wake-up carries nothing, so one that
-  arrives late is harmless, and a waiter that leaves passes its wake-up on (the new
-  head is checked).
-- While a thread runs a step, ``deferred`` is a list: wake-ups are collected and sent
-  after the lock is released (waking a task from a thread is a system call).
-- Closing fails every waiting insert (QueueClosedError: it inserted nothing) and every
-  sample that cannot be served now (OutOfRangeError): nothing can be inserted any more,
-  so a sample that has to wait would wait for ever. Samples that can be served still
-  are.
-- ``insert_wait_s`` (``sample_wait_s``) sums the time during which at least one insert
-  (sample) waited.
+1. ``inserters`` and ``samplers`` list the parked requests of each direction, oldest
+   first, each registered. Only the head of a list may complete: a new request parks
+   behind any waiting one of its direction (arrival order per direction), even if it
+   could complete.
+2. An insert or a sample completes entirely inside one step, or changes nothing. A
+   waiter that leaves therefore leaves no trace: no item inserted or evicted, no
+   counter of the limiter moved, no ``times_sampled`` changed; a parked request holds
+   nothing (a whole insert has inserted none of its items). The one exception is a
+   *progressive* insert (``InsertRequest.progressive``: a sink's ``enqueue_many``, the
+   queues' semantics): each of its steps inserts the longest prefix of what is left
+   that the limiter admits (exactly what single inserts in a row would get in), it
+   waits, at the head of the inserters, only while not one more item is admitted, and
+   a waiter that leaves leaves that prefix in.
+3. After every change (an insert, a sample, a delete, close, a waiter leaving) the head
+   of each list is *notified* if it can now progress: an insert when the limiter
+   admits its items, a sample when the limiter allows its n and the items can supply
+   them, either when the table is closed (to fail). A notified waiter re-runs its own
+   step; a wake-up carries nothing, so one that arrives late is harmless, and a waiter
+   that leaves passes its wake-up on (the new head is checked).
+4. A thread's step (``thread_step``) sends its wake-ups after the lock is released
+   (waking a task from a thread is a system call); the loop's steps send them at once.
+5. Closing fails every waiting insert (QueueClosedError: it inserted nothing, or a
+   progressive one its prefix) and every sample that cannot be served now
+   (OutOfRangeError): nothing can be inserted any more, so a sample that has to wait
+   would wait for ever. Samples that can be served still are. A closed table's heads
+   are therefore always notified.
+
+``insert_wait_s`` (``sample_wait_s``) sums the time during which at least one insert
+(sample) waited: the clocks of the two ``Waiters``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from .._errors import OutOfRangeError, QueueClosedError
-from .._queues._requests import WAIT, fire_all
-from ._core import TableCore
-from ._requests import InsertRequest, ReplayRequest, SampleRequest
-from ._results import ReplayStatistics
+import numpy.typing as npt
 
-__all__ = ["ReplayEngine"]
+from .._errors import OutOfRangeError, QueueClosedError
+from .._queues._declare import Components
+from .._waiting._wait import WAIT, Request, Waiters, wake
+from ._core import TableCore
+from ._results import ReplaySample, ReplayStatistics
+
+__all__ = ["InsertRequest", "ReplayEngine", "SampleRequest"]
 
 _monotonic = time.monotonic
+
+
+class InsertRequest(Request):
+    """An insert of ``count`` items: ``comps`` (one batch array per component) and
+    their ``priorities`` (float64, or None for the table's largest).
+
+    A *progressive* request (a sink's ``enqueue_many``) goes in piece by piece: each
+    step inserts the longest prefix of what is left that the rate limiter admits, and
+    ``done`` counts the items in so far; it waits only while not one more is admitted
+    (``least`` is 1, where a whole request needs ``count``)."""
+
+    __slots__ = ("comps", "count", "done", "least", "priorities", "progressive")
+
+    def __init__(
+        self, comps: Components, count: int, priorities: Any, *, progressive: bool = False
+    ) -> None:
+        super().__init__()
+        self.comps = comps
+        self.count = count
+        self.priorities = priorities
+        self.progressive = progressive
+        self.done = 0
+        self.least = 1 if progressive else count
+
+
+class SampleRequest(Request):
+    """A sample of ``n`` items."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
 
 
 class ReplayEngine:
     """The waiting side of one table (see the module docstring)."""
 
-    __slots__ = (
-        "_insert_since",
-        "_insert_wait",
-        "_sample_since",
-        "_sample_wait",
-        "closed",
-        "core",
-        "deferred",
-        "inserters",
-        "lock",
-        "name",
-        "samplers",
-    )
+    __slots__ = ("closed", "core", "inserters", "lock", "name", "pack", "samplers")
 
-    def __init__(self, core: TableCore, name: str) -> None:
+    def __init__(self, core: TableCore, name: str, pack: Callable[[Any], Any]) -> None:
         self.core = core
         self.name = name
+        self.pack = pack  # a sample's components in the table's element form
         self.lock = threading.Lock()
         self.closed = False
-        self.inserters: deque[InsertRequest] = deque()
-        self.samplers: deque[SampleRequest] = deque()
-        self.deferred: list[ReplayRequest] | None = None
-        self._insert_wait = 0.0
-        self._sample_wait = 0.0
-        self._insert_since = 0.0
-        self._sample_since = 0.0
+        self.inserters: Waiters[InsertRequest] = Waiters()
+        self.samplers: Waiters[SampleRequest] = Waiters()
 
     # -- the steps of a request ---------------------------------------------------------
 
-    def start(
-        self,
-        req: InsertRequest | SampleRequest,
-        arm: Callable[[], Any],
-        deferred: list[Any] | None = None,
-    ) -> Any:
-        """The first step of a new request: its result, or WAIT after parking it with
-        a waker from ``arm``. Raises what the operation raises (nothing changed)."""
-        try:
-            with self.lock:
-                self.deferred = deferred
-                try:
-                    result = self._step(req)
-                    if result is WAIT:
-                        req.waker = arm()
-                        self._park(req)
-                    return result
-                finally:
-                    self.deferred = None
-        finally:
-            if deferred:
-                fire_all(deferred)  # (it only calls each request's fire())
+    def start(self, req: InsertRequest | SampleRequest, arm: Callable[[], Any]) -> Any:
+        """The first step of a new request: its result, or ``req`` itself after parking
+        it with a waker from ``arm``. Raises what the operation raises (nothing
+        changed)."""
+        with self.lock:
+            result = self._step(req)
+            if result is WAIT:
+                req.waker = arm()
+                if type(req) is SampleRequest:
+                    self.samplers.park(req)
+                else:
+                    assert isinstance(req, InsertRequest)
+                    self.inserters.park(req)
+                self._notify()
+                return req
+            return result
 
-    def retry(self, req: Any, arm: Callable[[], Any], deferred: list[Any] | None = None) -> Any:
+    def retry(self, req: Any, arm: Callable[[], Any]) -> Any:
         """One more step of parked request ``req`` (``Steps.retry``)."""
-        try:
-            with self.lock:
-                self.deferred = deferred
-                try:
-                    result = self._step(req)
-                    if result is WAIT:
-                        req.notified = False
-                        req.waker = arm()
-                    return result
-                finally:
-                    self.deferred = None
-        finally:
-            if deferred:
-                fire_all(deferred)  # (it only calls each request's fire())
+        with self.lock:
+            result = self._step(req)
+            if result is WAIT:
+                req.notified = False
+                req.waker = arm()
+            return result
 
     def leave(self, req: Any) -> None:
         """``req`` leaves on an exception (``Steps.leave``): out of its list, and the
@@ -138,16 +150,24 @@ class ReplayEngine:
                 self._notify()
 
     def _step(self, req: InsertRequest | SampleRequest) -> Any:
-        if isinstance(req, SampleRequest):
+        if type(req) is SampleRequest:
             return self._try_sample(req)
+        assert isinstance(req, InsertRequest)
         return self._try_insert(req)
+
+    def _remove(self, req: InsertRequest | SampleRequest) -> None:
+        if type(req) is SampleRequest:
+            self.samplers.leave(req)
+        else:
+            assert isinstance(req, InsertRequest)
+            self.inserters.leave(req)
 
     def _try_insert(self, req: InsertRequest) -> Any:
         if req.registered:
             if self.inserters[0] is not req:
                 return WAIT
             if self.closed:
-                self._remove(req)
+                self.inserters.leave(req)
                 self._notify()
                 raise QueueClosedError(
                     f"replay table '{self.name}' was closed while this insert waited "
@@ -169,7 +189,7 @@ class ReplayEngine:
             return WAIT
         keys = core.insert(req.comps, req.count, req.priorities)
         if req.registered:
-            self._remove(req)
+            self.inserters.leave(req)
         self._notify()
         return keys
 
@@ -190,7 +210,7 @@ class ReplayEngine:
                 self._notify()  # (samples may go now)
             return WAIT
         if req.registered:
-            self._remove(req)
+            self.inserters.leave(req)
         self._notify()
         return None
 
@@ -200,14 +220,14 @@ class ReplayEngine:
         n = req.n
         core = self.core
         if core.can_sample(n):
-            result = core.sample(n)
+            data, keys, priorities, probabilities, times, size = core.sample(n)
             if req.registered:
-                self._remove(req)
+                self.samplers.leave(req)
             self._notify()
-            return result
+            return ReplaySample(self.pack(data), keys, priorities, probabilities, times, size)
         if self.closed:
             if req.registered:
-                self._remove(req)
+                self.samplers.leave(req)
                 self._notify()
             size = core.store.size
             raise OutOfRangeError(
@@ -220,67 +240,37 @@ class ReplayEngine:
             )
         return WAIT
 
-    # -- the lists ----------------------------------------------------------------------
-
-    def _park(self, req: ReplayRequest) -> None:
-        req.registered = True
-        if isinstance(req, SampleRequest):
-            if not self.samplers:
-                self._sample_since = _monotonic()
-            self.samplers.append(req)
-        else:
-            assert isinstance(req, InsertRequest)
-            if not self.inserters:
-                self._insert_since = _monotonic()
-            self.inserters.append(req)
-        self._notify()
-
-    def _remove(self, req: ReplayRequest) -> None:
-        req.registered = False
-        if isinstance(req, SampleRequest):
-            samplers = self.samplers
-            if samplers[0] is req:
-                samplers.popleft()
-            else:
-                samplers.remove(req)
-            if not samplers:
-                self._sample_wait += _monotonic() - self._sample_since
-        else:
-            assert isinstance(req, InsertRequest)
-            inserters = self.inserters
-            if inserters[0] is req:
-                inserters.popleft()
-            else:
-                inserters.remove(req)
-            if not inserters:
-                self._insert_wait += _monotonic() - self._insert_since
+    def _ready(self, req: InsertRequest | SampleRequest) -> bool:
+        """Whether the head ``req`` can progress now (invariant 3)."""
+        if self.closed:
+            return True
+        if type(req) is SampleRequest:
+            return self.core.can_sample(req.n)
+        assert isinstance(req, InsertRequest)
+        return self.core.can_insert(req.least)
 
     def _notify(self) -> None:
-        """Notify the head of each list if it can progress now (see the invariants)."""
-        core = self.core
-        if self.inserters:
-            head = self.inserters[0]
-            if not head.notified and (self.closed or core.can_insert(head.least)):
-                head.notified = True
-                self._wake(head)
-        if self.samplers:
-            sample = self.samplers[0]
-            if not sample.notified and (self.closed or core.can_sample(sample.n)):
-                sample.notified = True
-                self._wake(sample)
-
-    def _wake(self, req: ReplayRequest) -> None:
-        if self.deferred is not None:
-            self.deferred.append(req)
-        else:
-            req.fire()
+        """Notify the head of each list if it can progress now (invariant 3)."""
+        for waiters in (self.inserters, self.samplers):
+            if waiters:
+                head = waiters[0]
+                if not head.notified and self._ready(head):
+                    wake(head)
 
     # -- operations that never wait -----------------------------------------------------
 
-    def changed(self) -> None:
-        """Notify after a change made under the lock by an operation that never
-        waits (a delete can let an insert or a sample through)."""
-        self._notify()
+    def update(self, keys: npt.NDArray[Any], priorities: npt.NDArray[Any]) -> Any:
+        """``update_priorities``'s step (it never waits, and wakes nobody)."""
+        with self.lock:
+            return self.core.update(keys, priorities)
+
+    def delete(self, keys: npt.NDArray[Any]) -> Any:
+        """``delete``'s step (it never waits; a delete can let an insert or a sample
+        through)."""
+        with self.lock:
+            found = self.core.delete(keys)
+            self._notify()
+            return found
 
     def close(self) -> None:
         """Close for inserts (idempotent); wake the heads so they fail or complete."""
@@ -297,8 +287,6 @@ class ReplayEngine:
         """``statistics`` with the lock already held."""
         core = self.core
         now = _monotonic()
-        insert_wait = self._insert_wait + (now - self._insert_since if self.inserters else 0.0)
-        sample_wait = self._sample_wait + (now - self._sample_since if self.samplers else 0.0)
         return ReplayStatistics(
             size=core.store.size,
             max_size=core.max_size,
@@ -306,8 +294,8 @@ class ReplayEngine:
             samples=core.samples,
             deletes=core.deletes,
             evictions=core.evictions,
-            insert_wait_s=insert_wait,
-            sample_wait_s=sample_wait,
+            insert_wait_s=self.inserters.blocked_s(now),
+            sample_wait_s=self.samplers.blocked_s(now),
             inserts_waiting=len(self.inserters),
             samples_waiting=len(self.samplers),
             closed=self.closed,
@@ -315,5 +303,24 @@ class ReplayEngine:
 
     def restore_waits(self, insert_wait_s: float, sample_wait_s: float) -> None:
         """Start the wait counters from a snapshot's (a fresh engine, nobody waiting)."""
-        self._insert_wait = insert_wait_s
-        self._sample_wait = sample_wait_s
+        self.inserters = Waiters(insert_wait_s)
+        self.samplers = Waiters(sample_wait_s)
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError naming the first invariant of this module, or of the
+        core's (``TableCore.check_invariants``), that does not hold now (for tests;
+        takes the lock)."""
+        with self.lock:
+            for what, waiters in (("insert", self.inserters), ("sample", self.samplers)):
+                for i, req in enumerate(waiters):
+                    if not req.registered:
+                        raise AssertionError(f"{self.name}: waiting {what} {i} is not registered")
+                if waiters and not waiters[0].notified and self._ready(waiters[0]):
+                    raise AssertionError(f"{self.name}: the head {what} can progress, not woken")
+            for i, ins in enumerate(self.inserters):
+                if ins.done and not (ins.progressive and i == 0):
+                    raise AssertionError(
+                        f"{self.name}: waiting insert {i} holds {ins.done} items in the table "
+                        "(only a progressive head may)"
+                    )
+            self.core.check_invariants()

@@ -11,8 +11,10 @@ producer accounting closes it after its last producer.
 ``statistics()`` is awaitable on every backend, as a queue's: in process the call
 returns the ``ReplayStatistics`` record itself (awaiting it gives it back without
 suspending); on a shared table it is a coroutine that asks the server. Code that must
-not wait uses ``local_table_statistics``. ``size()`` is not part of the interface: it
-is synchronous in process and awaited on a shared table; read ``statistics().size``.
+not wait uses ``local_statistics(table, ReplayStatistics)`` of
+``aqueue/_queues/_protocol.py`` (the queues' convention, and function). ``size()`` is
+not part of the interface: it is synchronous in process and awaited on a shared table;
+read ``statistics().size``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy.typing as npt
 from .._queues._protocol import Sink, SinkView
 from ._results import ReplaySample, ReplayStatistics
 
-__all__ = ["AsyncReplayTable", "BlockingReplayView", "local_table_statistics"]
+__all__ = ["AsyncReplayTable", "BlockingReplayView"]
 
 T = TypeVar("T")
 
@@ -125,16 +127,3 @@ class AsyncReplayTable(Sink, Protocol[T]):
         """Close the table: later and waiting inserts fail, samples that cannot be
         served any more raise OutOfRangeError."""
         ...
-
-
-def local_table_statistics(table: AsyncReplayTable[Any]) -> ReplayStatistics | None:
-    """``table.statistics()`` when the call returns the record itself (an in-process
-    table); None when it returns something to await (a shared table), which is closed
-    unawaited."""
-    stats = table.statistics()
-    if isinstance(stats, ReplayStatistics):
-        return stats
-    close = getattr(stats, "close", None)  # a coroutine not awaited: no warning
-    if close is not None:
-        close()
-    return None

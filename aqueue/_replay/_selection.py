@@ -2,23 +2,31 @@
 
 One state object per role (a table whose sampler and remover are both Uniform keeps
 two), built by ``make_state`` from the public configuration (``_selectors.py``). Every
-state sees every item: ``insert`` (new slots, distinct, with their priorities),
-``update`` (distinct held slots, new priorities), ``remove`` (distinct held slots)
-and ``refill`` (distinct held slots whose items were just replaced by new ones with
-these priorities: an insert at max_size whose evictions freed as many slots as it
-fills), always in batches and under the table's lock. Then:
+state implements one declared interface, ``SelectorState``, which ``TableCore`` calls
+through (it never asks which class it holds). Every state sees every item: ``insert``
+(new slots, distinct, with their priorities), ``update`` (distinct held slots, new
+priorities), ``remove`` (distinct held slots), ``replace`` (``remove`` then ``insert``,
+in one pass where a state can) and ``refill`` (distinct held slots whose items were
+just replaced by new ones with these priorities: an insert at max_size whose evictions
+freed as many slots as it fills), always in batches and under the table's lock.
+Every state also answers:
 
-- random states (Uniform, Prioritized) ``draw(m, rng)``: ``m`` slots drawn
-  independently, with replacement, each with its weight and the total weight
-  (probability = weight / total; an empty weights array means every weight is 1);
-  and ``victim(priority, rng)``: the slot to evict when one more item of that
-  priority arrives at ``max_size``, or -1 for the newcomer itself;
-- deterministic states (Fifo, Lifo, MinHeap, MaxHeap) ``first(k)``: the first ``k``
-  items in their order; and ``evictions(excess, priorities)``: which held slots, and
-  which of ``k`` arriving items (positions), the remover evicts when they arrive
-  together with ``excess`` items too many. Evicting the first in order one insert at
-  a time keeps the last ``max_size`` in that order, so one batched choice over held and
-  arriving items gives the same result.
+- ``draw(m, rng)``: ``m`` slots drawn with replacement, each with its weight and the
+  total weight (probability = weight / total; an empty weights array means every
+  weight is 1): independent draws for the random states (Uniform, Prioritized), the
+  first item ``m`` times, each with probability 1, for the deterministic ones;
+- ``victim(priority, rng)``: the slot to evict when one more item of that priority
+  arrives at ``max_size``, or -1 for the newcomer itself.
+
+The deterministic states (Fifo, Lifo, MinHeap, MaxHeap: ``deterministic`` true) order
+their items, and answer two questions more, which the core asks only of them:
+``first(k)``, the first ``k`` items in their order (a sample with
+``max_times_sampled`` takes them up in turn); and ``evictions(excess, priorities)``:
+which held slots, and which of ``k`` arriving items (positions), the remover evicts
+when they arrive together with ``excess`` items too many. Evicting the first in order
+one insert at a time keeps the last ``max_size`` in that order, so one batched choice
+over held and arriving items gives the same result. A random state has no order: it
+refuses both (TypeError), and evicts one arriving item at a time (``victim``).
 
 The states (invariants):
 
@@ -33,39 +41,74 @@ The states (invariants):
   equally likely (draws then index ``flatnonzero(live)``, O(max_size)). ``replace``
   removes and inserts in one pass over the tree (an insert at max_size); a refill is
   an update.
-- ``OrderState``: nothing of its own: the store's key log is the order by key.
-- ``HeapState``: a binary heap (``heapq``) of ``(priority or -priority, seq, slot)``
-  with lazy deletion: an entry is valid while ``seq[slot]`` equals its seq. Every
-  insert and update takes the next ``seq``, so among equal priorities the smallest seq
-  (set longest ago) comes first; ``seq`` is the tie order snapshots keep. The heap is
-  rebuilt when stale entries outnumber valid ones. A refill is a removal and an
-  insert (the new items take new seqs). Unlike the others it holds one
-  Python tuple per item and update: a heap selector costs about a microsecond per
-  item, where the numpy states cost a few per batch.
+- ``OrderState`` and ``HeapState``, the deterministic states: ``_ordered.py``.
 
 ``dump``/``load`` give a state's own data in terms of item *indices* (positions in
 the snapshot's key order), not slots, so they read the same whatever the layout.
+``check(store)`` raises AssertionError when the state does not hold exactly the store's
+items as stated above (for tests: ``TableCore.check_invariants``).
 """
 
 from __future__ import annotations
 
-import heapq
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from ._ordered import HeapState, OrderState
 from ._selectors import Fifo, Lifo, MaxHeap, MinHeap, Prioritized, Selector, Uniform
 from ._sumtree import SumTree
 
 if TYPE_CHECKING:
     from ._store import ItemStore
 
-__all__ = ["HeapState", "OrderState", "PrioritizedState", "State", "UniformState", "make_state"]
+__all__ = [
+    "PrioritizedState",
+    "SelectorState",
+    "UniformState",
+    "make_state",
+]
 
 Array = npt.NDArray[Any]
-_EMPTY = np.empty(0, dtype=np.int64)
 _UNIT = np.empty(0, dtype=np.float64)  # "every weight is 1" (a uniform draw)
+
+
+class SelectorState(Protocol):
+    """What the core asks of a sampler's or a remover's state (module docstring)."""
+
+    deterministic: bool
+    """The state orders its items (``first`` and ``evictions`` answer)."""
+    reads_store: bool
+    """The state keeps nothing of its own (the store's key log is its order)."""
+
+    def insert(self, slots: Array, priorities: Array) -> None: ...
+
+    def update(self, slots: Array, priorities: Array) -> None: ...
+
+    def refill(self, slots: Array, priorities: Array) -> None: ...
+
+    def remove(self, slots: Array) -> None: ...
+
+    def replace(self, gone: Array, slots: Array, priorities: Array) -> None: ...
+
+    def draw(self, m: int, rng: np.random.Generator) -> tuple[Array, Array, float]: ...
+
+    def victim(self, priority: float, rng: np.random.Generator) -> int: ...
+
+    def first(self, k: int) -> Array: ...
+
+    def evictions(self, excess: int, priorities: Array) -> tuple[Array, Array]: ...
+
+    def dump(self, index_of: Array) -> dict[str, Any]: ...
+
+    def load(self, slots: Array, priorities: Array, state: dict[str, Any]) -> None: ...
+
+    def check(self, store: ItemStore) -> None: ...
+
+
+def _unordered(state: object) -> TypeError:
+    return TypeError(f"{type(state).__name__} has no order: the core asks it to draw")
 
 
 class UniformState:
@@ -109,6 +152,10 @@ class UniformState:
             self.pos[moved] = holes
         self.n = n
 
+    def replace(self, gone: Array, slots: Array, priorities: Array) -> None:
+        self.remove(gone)
+        self.insert(slots, priorities)
+
     def draw(self, m: int, rng: np.random.Generator) -> tuple[Array, Array, float]:
         idx = rng.integers(0, self.n, m)
         if self.n == len(self.dense):  # full: every slot holds an item, draw slots
@@ -119,6 +166,12 @@ class UniformState:
         r = int(rng.integers(0, self.n + 1))
         return -1 if r == self.n else int(self.dense[r])
 
+    def first(self, k: int) -> Array:
+        raise _unordered(self)
+
+    def evictions(self, excess: int, priorities: Array) -> tuple[Array, Array]:
+        raise _unordered(self)
+
     def dump(self, index_of: Array) -> dict[str, Any]:
         return {"order": index_of[self.dense[: self.n]]}
 
@@ -126,6 +179,17 @@ class UniformState:
         order = slots[state["order"]]
         self.n = 0
         self.insert(order, priorities)
+
+    def check(self, store: ItemStore) -> None:
+        held, n = np.flatnonzero(store.key >= 0), self.n
+        dense = self.dense[:n]
+        if n != store.size or not np.array_equal(np.sort(dense), held):
+            raise AssertionError(f"UniformState: dense[:{n}] is not the {store.size} held slots")
+        if not np.array_equal(self.pos[dense], np.arange(n)):
+            raise AssertionError("UniformState: pos[dense[i]] != i")
+        free = np.flatnonzero(store.key < 0)
+        if (self.pos[free] != -1).any():
+            raise AssertionError("UniformState: a free slot has a position")
 
 
 class PrioritizedState:
@@ -185,6 +249,25 @@ class PrioritizedState:
         held = np.flatnonzero(self.live)
         return held[rng.integers(0, self.count, m)], np.ones(m), float(self.count)
 
+    def first(self, k: int) -> Array:
+        raise _unordered(self)
+
+    def evictions(self, excess: int, priorities: Array) -> tuple[Array, Array]:
+        raise _unordered(self)
+
+    def check(self, store: ItemStore) -> None:
+        held = store.key >= 0
+        if self.count != store.size or not np.array_equal(self.live, held):
+            raise AssertionError("PrioritizedState: its live slots are not the held ones")
+        leaves = self.tree.leaves()[: store.max_size]
+        want = np.zeros(store.max_size)
+        want[held] = self.weights(store.priority[held])
+        if not np.array_equal(leaves, want):
+            raise AssertionError("PrioritizedState: a leaf is not its item's weight")
+        total = float(self.tree.prefix()[-1])
+        if not np.isclose(total, want.sum(), rtol=1e-9, atol=0.0):
+            raise AssertionError(f"PrioritizedState: total {total} != {want.sum()}")
+
     def victim(self, priority: float, rng: np.random.Generator) -> int:
         weight = float(self.weights(np.array([priority]))[0])
         prefix = self.tree.prefix()
@@ -204,137 +287,7 @@ class PrioritizedState:
         self.insert(slots, priorities)
 
 
-class OrderState:
-    """Fifo (oldest first) or Lifo (newest first), read from the store's key log (it
-    keeps nothing of its own: ``insert``, ``update`` and ``remove`` do nothing)."""
-
-    __slots__ = ("newest_first", "store")
-    deterministic = True
-    reads_store = True
-
-    def __init__(self, store: ItemStore, newest_first: bool) -> None:
-        self.store = store
-        self.newest_first = newest_first
-
-    def insert(self, slots: Array, priorities: Array) -> None:
-        pass
-
-    def update(self, slots: Array, priorities: Array) -> None:
-        pass
-
-    def refill(self, slots: Array, priorities: Array) -> None:
-        pass
-
-    def remove(self, slots: Array) -> None:
-        pass
-
-    def first(self, k: int) -> Array:
-        return self.store.newest(k) if self.newest_first else self.store.oldest(k)
-
-    def evictions(self, excess: int, priorities: Array) -> tuple[Array, Array]:
-        k = len(priorities)
-        if self.newest_first:  # the arriving items are the newest: each evicts itself
-            return _EMPTY, np.arange(k - excess, k)
-        old = self.store.oldest(excess, leaving=True)
-        return old, _EMPTY if len(old) == excess else np.arange(excess - len(old))
-
-    def dump(self, index_of: Array) -> dict[str, Any]:
-        return {}
-
-    def load(self, slots: Array, priorities: Array, state: dict[str, Any]) -> None:
-        pass
-
-
-class HeapState:
-    """MinHeap or MaxHeap by priority, ties by ``seq`` (see the module docstring)."""
-
-    __slots__ = ("heap", "largest_first", "live", "next_seq", "seq", "store")
-    deterministic = True
-    reads_store = False
-
-    def __init__(self, store: ItemStore, largest_first: bool) -> None:
-        self.store = store
-        self.largest_first = largest_first
-        self.seq = np.full(store.max_size, -1, dtype=np.int64)
-        self.next_seq = 0
-        self.heap: list[tuple[float, int, int]] = []
-        self.live = 0
-
-    def _push(self, slots: Array, priorities: Array) -> None:
-        k = len(slots)
-        base = self.next_seq
-        self.next_seq = base + k
-        self.seq[slots] = np.arange(base, base + k)
-        sign = -1.0 if self.largest_first else 1.0
-        heap = self.heap
-        for p, s, slot in zip((priorities * sign).tolist(), range(base, base + k), slots.tolist()):
-            heapq.heappush(heap, (p, s, slot))
-        if len(heap) > 2 * self.live + 64:
-            self._rebuild()
-
-    def _rebuild(self) -> None:
-        held = np.flatnonzero(self.seq >= 0)
-        sign = -1.0 if self.largest_first else 1.0
-        keys = (self.store.priority[held] * sign).tolist()
-        self.heap = list(zip(keys, self.seq[held].tolist(), held.tolist()))
-        heapq.heapify(self.heap)
-
-    def insert(self, slots: Array, priorities: Array) -> None:
-        self.live += len(slots)
-        self._push(slots, priorities)
-
-    def update(self, slots: Array, priorities: Array) -> None:
-        self._push(slots, priorities)
-
-    def remove(self, slots: Array) -> None:
-        self.seq[slots] = -1
-        self.live -= len(slots)
-
-    def refill(self, slots: Array, priorities: Array) -> None:
-        self.remove(slots)
-        self.insert(slots, priorities)
-
-    def _first_entries(self, k: int) -> list[tuple[float, int, int]]:
-        heap, seq = self.heap, self.seq
-        out: list[tuple[float, int, int]] = []
-        while heap and len(out) < k:
-            entry = heapq.heappop(heap)
-            if seq[entry[2]] == entry[1]:
-                out.append(entry)
-        for entry in out:
-            heapq.heappush(heap, entry)
-        return out
-
-    def first(self, k: int) -> Array:
-        return np.array([e[2] for e in self._first_entries(k)], dtype=np.int64)
-
-    def evictions(self, excess: int, priorities: Array) -> tuple[Array, Array]:
-        sign = -1.0 if self.largest_first else 1.0
-        held = self._first_entries(excess)
-        base = self.next_seq  # (the seqs the arriving items will take, in order)
-        arriving = [(p, base + j, -1 - j) for j, p in enumerate((priorities * sign).tolist())]
-        chosen = sorted(held + arriving)[:excess]
-        old = np.array([e[2] for e in chosen if e[2] >= 0], dtype=np.int64)
-        new = np.array(sorted(-1 - e[2] for e in chosen if e[2] < 0), dtype=np.int64)
-        return old, new
-
-    def dump(self, index_of: Array) -> dict[str, Any]:
-        held = np.flatnonzero(self.seq >= 0)
-        seqs = np.empty(len(held), dtype=np.int64)
-        seqs[index_of[held]] = self.seq[held]
-        return {"seq": seqs, "next_seq": self.next_seq}
-
-    def load(self, slots: Array, priorities: Array, state: dict[str, Any]) -> None:
-        self.seq[slots] = state["seq"]
-        self.next_seq = int(state["next_seq"])
-        self.live = len(slots)
-        self._rebuild()
-
-
-State = UniformState | PrioritizedState | OrderState | HeapState
-
-
-def make_state(selector: Selector, store: ItemStore) -> State:
+def make_state(selector: Selector, store: ItemStore) -> SelectorState:
     """A fresh, empty state for ``selector`` over ``store``."""
     if isinstance(selector, Uniform):
         return UniformState(store.max_size)

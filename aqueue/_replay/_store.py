@@ -46,6 +46,8 @@ Invariants (all changed under the table's lock, by the engine only):
   items hold it (``_at_max``): adding and updating keep both, and only when the last
   item holding it leaves or is lowered is it recomputed (one ``max`` over
   ``priority``) when next asked for.
+
+``check_invariants`` tests them (for tests: ``TableCore.check_invariants`` calls it).
 """
 
 from __future__ import annotations
@@ -350,6 +352,44 @@ class ItemStore:
         slots = self.log_slots[self.head : n]
         held: Array = slots[self.key[slots] == self.log_keys[self.head : n]]
         return held
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError naming the first invariant of the module docstring that
+        does not hold now (for tests; the caller holds the table's lock)."""
+        held = np.flatnonzero(self.key >= 0)
+        free = self.free[: self.nfree]
+        if self.size != len(held) or self.nfree + self.size != self.max_size:
+            raise AssertionError(f"store: size {self.size}, {len(held)} held, {self.nfree} free")
+        if not np.array_equal(np.sort(free), np.flatnonzero(self.key < 0)):
+            raise AssertionError("store: the free stack is not the free slots")
+        keys = self.key[held]
+        if len(np.unique(keys)) != len(keys) or (len(keys) and keys.max() >= self.next_key):
+            raise AssertionError("store: keys repeat, or one is not below next_key")
+        if np.isinf(self.priority[held]).any() or np.isfinite(self.priority[free]).any():
+            raise AssertionError("store: a held item without priority, or a free slot with one")
+        n = self.log_n
+        log_keys, log_slots = self.log_keys[:n], self.log_slots[:n]
+        if n > 1 and (np.diff(log_keys) <= 0).any():
+            raise AssertionError("store: the key log is not increasing")
+        live = self.key[log_slots] == log_keys
+        if live[: self.head].any() or not np.array_equal(np.sort(log_slots[live]), held):
+            raise AssertionError("store: the key log's live entries are not one per item")
+        if self.dense and self.size:
+            run = log_keys[self.head : n]
+            if n - self.head != self.size or not np.array_equal(
+                run, np.arange(run[0], run[0] + self.size)
+            ):
+                raise AssertionError("store: dense, but its entries from head are not a run")
+        slots, _ = self.lookup(keys)
+        if not np.array_equal(slots, held):
+            raise AssertionError("store: lookup does not find a held key's slot")
+        if self.track_sampled and self.sampled_live != int(self.times[held].sum()):
+            raise AssertionError("store: sampled_live is not the held items' times sampled")
+        if self._max_valid and self._at_max > 0 and self.size:
+            top = float(self.priority[held].max())
+            count = int(np.count_nonzero(self.priority[held] == top))
+            if (self._max, self._at_max) != (top, count):
+                raise AssertionError("store: the cached largest priority is wrong")
 
     # -- whole state (snapshots) ----------------------------------------------------
 

@@ -1,11 +1,13 @@
 """ReplayTable: the public in-process replay table.
 
-Every operation has the shape of ``_queues._waiting``: check the arguments (nothing
-changes on bad input, see ``_ops.py``), ``await checkpoint()`` once, one engine step
-under the table's lock (``ReplayEngine.start``) that returns the result or parks the
-request, then ``wait_task`` until the engine completes it. ``update_priorities`` and
-``delete`` never wait: checkpoint, then one step. The thread view (``blocking()``) runs
-the same steps with ``wait_thread``. Invariants and semantics: ``_engine.py`` (waiting,
+One concept in one file (the public class: about half of it is its overloads and
+docstrings). Every operation has the waiting kernel's shape
+(``aqueue/_waiting/_wait.py``): check the arguments (nothing changes on bad input, see
+``_ops.py``), ``await checkpoint()`` once, one engine step under the table's lock
+(``ReplayEngine.start``) that returns the result or the request it parked, then
+``wait_task`` until the engine completes it. ``update_priorities`` and ``delete``
+never wait: checkpoint, then one step. The thread view (``blocking()``) runs the same
+steps with ``wait_thread``. Invariants and semantics: ``_engine.py`` (waiting,
 closing), ``_core.py`` (what a batch means), ``_store.py`` (storage and keys).
 
 A table is a ``Sink`` (``aqueue/_queues/_protocol.py``), so a ``QueueRunner`` fills it
@@ -20,24 +22,24 @@ wrapper, is what a runner holds and a coordinator watches.
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, Generic, cast, overload
+from typing import Any, Generic, overload
 
 import numpy as np
 import numpy.typing as npt
 
 from .._errors import CheckpointError, ElementSpecError, name_arg
 from .._queues._accounting import Producers
-from .._queues._backend import checkpoint, in_event_loop, make_waker
 from .._queues._declare import Array, FixedShape, NumericDType, T, U
-from .._queues._requests import WAIT
 from .._queues._snapshot import snapshot_expected
-from .._queues._waiting import wait_task
+from .._waiting._backend import checkpoint, in_event_loop, make_waker
+from .._waiting._wait import wait_task
 from ._checks import table_settings
 from ._core import TableCore
-from ._engine import ReplayEngine
+from ._engine import ReplayEngine, SampleRequest
 from ._limiter import MinSize, RateLimiter
 from ._ops import TableOps
 from ._results import ReplaySample, ReplayStatistics
@@ -218,7 +220,10 @@ class ReplayTable(Generic[T]):
             max_times_sampled=settings.max_times_sampled,
             rng=np.random.default_rng(self._seed),
         )
-        self._engine = engine = ReplayEngine(core, tname)
+        spec = settings.spec
+        single = spec.names is None and len(spec.dtypes) == 1
+        pack = operator.itemgetter(0) if single else spec.pack
+        self._engine = engine = ReplayEngine(core, tname, pack)
         self._ops: TableOps[T] = TableOps(settings, engine)
         self._producers = Producers(tname, self._close_for_producers, "replay table")
 
@@ -465,8 +470,8 @@ class ReplayTable(Generic[T]):
         req = self._ops.insert_request(element, priority)
         await checkpoint()
         keys = engine.start(req, make_waker)
-        if keys is WAIT:
-            keys = await wait_task(engine, cast("Any", req))
+        if keys is req:
+            keys = await wait_task(engine, req)
         return int(keys[0])
 
     async def insert_many(self, batch: Any, priorities: Any = None) -> Keys:
@@ -494,8 +499,8 @@ class ReplayTable(Generic[T]):
         if req is None:
             return np.empty(0, dtype=np.int64)
         keys = engine.start(req, make_waker)
-        if keys is WAIT:
-            keys = await wait_task(engine, cast("Any", req))
+        if keys is req:
+            keys = await wait_task(engine, req)
         result: Keys = keys
         return result
 
@@ -518,12 +523,16 @@ class ReplayTable(Generic[T]):
         """
         engine = self._engine
         ops = self._ops
-        req = ops.sample_request(n)
+        # (an int within the bound the checks compute once passes them all)
+        req = SampleRequest(
+            n if type(n) is int and 0 < n <= ops.most_samples else ops.sample_count(n)
+        )
         await checkpoint()
-        raw = engine.start(req, make_waker)
-        if raw is WAIT:
-            raw = await wait_task(engine, cast("Any", req), self)
-        return ops.to_sample(raw)
+        got = engine.start(req, make_waker)
+        if got is req:
+            got = await wait_task(engine, req, self)
+        sample: ReplaySample[T] = got
+        return sample
 
     async def update_priorities(self, keys: Any, priorities: Any) -> Found:
         """Set the priorities of the items of ``keys``: for each key, whether the table
@@ -536,7 +545,8 @@ class ReplayTable(Generic[T]):
         """
         k, p = self._ops.keys_and_priorities(keys, priorities)
         await checkpoint()
-        return self._ops.update_now(k, p)
+        found: Found = self._engine.update(k, p)
+        return found
 
     async def delete(self, keys: Any) -> Found:
         """Remove the items of ``keys``: for each key, whether the table held it (a key
@@ -548,7 +558,8 @@ class ReplayTable(Generic[T]):
         """
         k = self._ops.keys(keys)
         await checkpoint()
-        return self._ops.delete_now(k)
+        found: Found = self._engine.delete(k)
+        return found
 
     # -- as a sink: what runners and pipelines fill -------------------------------------
 
@@ -580,8 +591,8 @@ class ReplayTable(Generic[T]):
         await checkpoint()
         if req is None:
             return
-        if engine.start(req, make_waker) is WAIT:
-            await wait_task(engine, cast("Any", req))
+        if engine.start(req, make_waker) is req:
+            await wait_task(engine, req)
 
     async def register_producer(self) -> str:
         """Producer accounting, as a queue's: count one more producer of this table and

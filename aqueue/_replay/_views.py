@@ -3,8 +3,9 @@
 
 BlockingReplayTable: a thread that calls these methods runs the table's engine steps
 itself, under the table's lock, exactly as a task does (the same checks, the same
-request, the same step), and blocks on a ``threading.Event`` of its own only when it
-must wait, through ``_queues._waiting.wait_thread``. Threads and tasks share one
+request, the same step, a ``thread_step`` of the waiting kernel), and blocks on a
+``threading.Event`` of its own only when it must wait, through the kernel's
+``wait_thread``. Threads and tasks share one
 arrival order per direction. Each method that may wait takes ``timeout=None``
 (seconds); on expiry it raises TimeoutError and has changed nothing (an insert or a
 sample is done whole in one step, or not at all). ``update_priorities`` and
@@ -21,17 +22,16 @@ and cannot serve another (OutOfRangeError becomes StopAsyncIteration).
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from .._errors import OutOfRangeError
-from .._queues._backend import in_event_loop
-from .._queues._requests import WAIT
-from .._queues._waiting import wait_thread
+from .._waiting._backend import in_event_loop
+from .._waiting._wait import thread_step, wait_thread
 from ._checks import timeout_arg
-from ._requests import InsertRequest, SampleRequest
+from ._engine import InsertRequest, SampleRequest
 from ._results import ReplaySample, ReplayStatistics
 
 if TYPE_CHECKING:
@@ -77,11 +77,11 @@ class BlockingReplayTable(Generic[T]):
     def _run(self, req: InsertRequest | SampleRequest, timeout: Any, what: str) -> Any:
         t = timeout_arg(timeout, f"{self._ops.owner}.{what}")
         engine = self._ops.engine
-        result = engine.start(req, threading.Event, [])
-        if result is WAIT:
+        result = thread_step(engine.start, req, threading.Event)
+        if result is req:
             result = wait_thread(
                 engine,
-                cast("Any", req),
+                req,
                 t,
                 f"BlockingReplayTable.{what}() on replay table '{self._table.name}'",
                 self._table if isinstance(req, SampleRequest) else None,
@@ -133,8 +133,8 @@ class BlockingReplayTable(Generic[T]):
     def sample(self, n: int, timeout: float | None = None) -> ReplaySample[T]:
         """Draw ``n`` items (see ``ReplayTable.sample``)."""
         self._check("sample")
-        ops = self._ops
-        return ops.to_sample(self._run(ops.sample_request(n), timeout, "sample"))
+        sample: ReplaySample[T] = self._run(self._ops.sample_request(n), timeout, "sample")
+        return sample
 
     def update_priorities(
         self, keys: Any, priorities: Any, timeout: float | None = None
@@ -143,14 +143,16 @@ class BlockingReplayTable(Generic[T]):
         ops = self._ops
         k, p = ops.keys_and_priorities(keys, priorities)
         timeout_arg(timeout, f"{ops.owner}.update_priorities")
-        return ops.update_now(k, p)
+        found: npt.NDArray[np.bool_] = ops.engine.update(k, p)
+        return found
 
     def delete(self, keys: Any, timeout: float | None = None) -> npt.NDArray[np.bool_]:
         """Remove items (see ``ReplayTable.delete``); never waits."""
         ops = self._ops
         k = ops.keys(keys)
         timeout_arg(timeout, f"{ops.owner}.delete")
-        return ops.delete_now(k)
+        found: npt.NDArray[np.bool_] = thread_step(ops.engine.delete, k)
+        return found
 
     def close(self) -> None:
         """Close the table (see ``ReplayTable.close``)."""

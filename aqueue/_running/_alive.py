@@ -3,7 +3,9 @@ the runners registered with ``add_queue_runner``.
 
 These registries are read only by ``aqueue.testing``, to fail a test that leaves
 something running and to name the runners feeding a stuck queue (started, or
-registered and never started); nothing in aqueue itself reads them. Four weak sets,
+registered and never started); nothing in aqueue itself reads them, and they are
+written only while the test-only bookkeeping is on (``tracking`` of
+``aqueue/_waiting/_tracking.py``, which ``aqueue.testing`` turns on). Four weak sets,
 each written at one place:
 
 - a Coordinator joins ``_coordinators`` when its block is entered and leaves it when
@@ -17,7 +19,8 @@ each written at one place:
 
 Only weak references are held: nothing here keeps an object alive, and a thread that
 still runs is kept alive by its own frame. Each hook is one ``WeakSet.add`` (about
-0.4 µs) next to work that costs far more (entering a task group, starting a thread).
+0.4 µs) next to work that costs far more (entering a task group, starting a thread),
+and with tracking off a test of one attribute.
 Nothing here starts a thread or a task: they are only read when a test asks.
 Readers copy a set (``weak_snapshot``) before iterating it: another thread may add
 meanwhile.
@@ -28,7 +31,7 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING
 
-from .._queues._queue import weak_snapshot
+from .._waiting._tracking import tracking, weak_snapshot
 
 if TYPE_CHECKING:
     from ._coordinator import Coordinator
@@ -55,7 +58,8 @@ _registered: weakref.WeakSet[QueueRunner] = weakref.WeakSet()
 
 def coordinator_entered(coord: Coordinator) -> None:
     """``coord``'s block was entered."""
-    _coordinators.add(coord)
+    if tracking.on:
+        _coordinators.add(coord)
 
 
 def coordinator_exited(coord: Coordinator) -> None:
@@ -65,17 +69,20 @@ def coordinator_exited(coord: Coordinator) -> None:
 
 def runner_launched(runner: QueueRunner) -> None:
     """``runner`` was started by a coordinator."""
-    _runners.add(runner)
+    if tracking.on:
+        _runners.add(runner)
 
 
 def thread_created(record: ThreadRecord) -> None:
     """A producer thread (not yet started) is described by ``record``."""
-    _threads.add(record)
+    if tracking.on:
+        _threads.add(record)
 
 
 def runner_registered(runner: QueueRunner) -> None:
     """``runner`` was registered with ``add_queue_runner`` (in any context)."""
-    _registered.add(runner)
+    if tracking.on:
+        _registered.add(runner)
 
 
 def live_coordinators() -> list[Coordinator]:

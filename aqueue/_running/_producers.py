@@ -38,7 +38,7 @@ from typing import Any, cast
 
 import anyio
 
-from .._queues._backend import Waker, checkpoint, make_waker
+from .._waiting._backend import Waker, checkpoint, make_waker
 from . import _alive
 
 __all__ = [

@@ -48,7 +48,7 @@ import anyio
 import anyio.abc
 
 from .._errors import add_note
-from .._queues._backend import soon_threadsafe
+from .._waiting._backend import soon_threadsafe
 from ._producers import NewThreads, ThreadRecord, ThreadStarter
 from ._registry import take_registered_runners
 from ._runner import QueueRunner

@@ -3,7 +3,7 @@ runner that was registered with ``add_queue_runner`` and never started.
 
 It needs no thread, task or timer of its own, and works with or without a
 Coordinator. While some registered runner has not started, this module's watch is
-registered with the waiting code (``watch_slow_waits`` in ``_queues/_waiting.py``):
+registered with the waiting kernel (``watch_slow_waits``, ``aqueue/_waiting/_wait.py``):
 a consumer (a dequeue, a sample, on a task or a thread) that parks on the queue or
 table of such a runner gives its first sleep a deadline of ``SLOW_WAIT_S`` (a second);
 on expiry the watch logs one warning on the "aqueue" logger naming the queue, the
@@ -16,7 +16,7 @@ thread): the watch is registered exactly while ``_unstarted`` may hold a runner 
 yet started (a collected runner leaves the weak set at once; the watch is withdrawn at
 the next registration, start or watched wait); each queue is warned about at most once
 (``_warned``, weak). Queues whose consumers do not wait in process (shared queues)
-are never watched: their waits do not go through ``_queues/_waiting.py``.
+are never watched: their waits do not go through the waiting kernel.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ import threading
 import weakref
 from typing import Any, Protocol
 
-from .._queues import _waiting
 from .._queues._protocol import Sink
-from .._queues._queue import weak_snapshot
 from .._replay._protocol import AsyncReplayTable
+from .._waiting import _wait
+from .._waiting._tracking import weak_snapshot
 
 __all__ = ["registered", "started"]
 
@@ -60,7 +60,7 @@ def _pending() -> list[_Runner]:
     runners = [r for r in weak_snapshot(_unstarted) if not r.started]
     if not runners:
         _unstarted.clear()
-        _waiting.watch_slow_waits(None)
+        _wait.watch_slow_waits(None)
     return runners
 
 
@@ -87,7 +87,7 @@ class _Watch:
             "Coordinator() as coord:`",
             what,
             consumed.name,
-            _waiting.SLOW_WAIT_S,
+            _wait.SLOW_WAIT_S,
             runner.name,
         )
 
@@ -101,7 +101,7 @@ def registered(runner: _Runner) -> None:
         return
     with _lock:
         _unstarted.add(runner)
-        _waiting.watch_slow_waits(_WATCH)
+        _wait.watch_slow_waits(_WATCH)
 
 
 def started(runner: _Runner) -> None:

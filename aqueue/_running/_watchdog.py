@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 import anyio
 
 from .._queues._protocol import AsyncQueue, QueueStatistics, local_statistics
-from .._replay._protocol import AsyncReplayTable, local_table_statistics
+from .._replay._protocol import AsyncReplayTable
 from .._replay._results import ReplayStatistics
 
 if TYPE_CHECKING:
@@ -114,13 +114,13 @@ class Watched(Seen[QueueStatistics]):
     __slots__ = ("queue",)
 
     def __init__(self, queue: AsyncQueue[Any], now: float) -> None:
-        super().__init__(queue, local_statistics(queue), now)
+        super().__init__(queue, local_statistics(queue, QueueStatistics), now)
         self.queue = queue
         if self.base is not None:
             self.progress = (self.base.enqueued_total, self.base.dequeued_total)
 
     def local(self) -> QueueStatistics | None:
-        return None if self.shared else local_statistics(self.queue)
+        return None if self.shared else local_statistics(self.queue, QueueStatistics)
 
 
 class WatchedTable(Seen[ReplayStatistics]):
@@ -129,13 +129,13 @@ class WatchedTable(Seen[ReplayStatistics]):
     __slots__ = ("table",)
 
     def __init__(self, table: AsyncReplayTable[Any], now: float) -> None:
-        super().__init__(table, local_table_statistics(table), now)
+        super().__init__(table, local_statistics(table, ReplayStatistics), now)
         self.table = table
         if self.base is not None:
             self.progress = (self.base.inserts, self.base.samples)
 
     def local(self) -> ReplayStatistics | None:
-        return None if self.shared else local_table_statistics(self.table)
+        return None if self.shared else local_statistics(self.table, ReplayStatistics)
 
 
 async def _read(source: Readable[R], limit_s: float) -> R | str:

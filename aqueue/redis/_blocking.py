@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import aqueue
-from aqueue._queues._backend import in_event_loop
-from aqueue._queues._blocked import BlockedCall, enter, leave
+from aqueue._waiting._backend import in_event_loop
+from aqueue._waiting._tracking import BlockedCall, enter, leave
 
 from . import _ops
 from ._handle import Handle

@@ -264,7 +264,7 @@ local function move(q, L, from, k, args, ridx)
   redis.call('SET', P .. 'lease:' .. L, from + k)
 end
 
--- The take rule (the in-process queues' Rules.take_count, without their nowait
+-- The take rule (the in-process queues' Engine.take_count, without their nowait
 -- twins): how many more elements a take of mode `mode` gets now, or -1 (it cannot).
 -- All it needs when they are there; a burst ('some') what is there; once the queue is
 -- final, an 'upto' what is left if it gets anything at all.
@@ -334,7 +334,7 @@ local function aq_ack(keys, args)
   return n
 end
 
--- The put rule (the in-process queues' Rules.put_count, without their early admission
+-- The put rule (the in-process queues' Engine.put_count, without their early admission
 -- of an atomic batch a waiting dequeue will make room for: no reservation spans
 -- processes): how many of k elements an enqueue admits now, with `free` room.
 local function put_count(k, free, atomic)

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from aqueue._queues._backend import in_event_loop
 from aqueue._replay._checks import timeout_arg
 from aqueue._replay._results import ReplaySample, ReplayStatistics
+from aqueue._waiting._backend import in_event_loop
 
 from . import _replay_ops as ops
 from ._replay_ops import InsertOp, SampleOp, TableHandle

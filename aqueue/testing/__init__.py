@@ -25,11 +25,16 @@
   ``@pytest.mark.aqueue_timeout(seconds)``); registered by the ``pytest11`` entry point
   and inert until a test uses it.
 
-How it sees things. Every in-process queue joins a weak registry when created
-(``aqueue/_queues/_queue.py``); coordinators, runners and producer threads join weak
-registries when they start (``aqueue/_running/_alive.py``); a thread inside a blocking
-call of a thread view (of either backend) is listed while it is there
-(``aqueue/_queues/_blocked.py``). Nothing is kept alive by them. Queues of
+How it sees things. Importing ``aqueue.testing`` (pytest imports its plugin when it
+starts) turns on aqueue's test-only bookkeeping (``tracking`` of
+``aqueue/_waiting/_tracking.py``), which nothing turns off: from then on every
+in-process queue joins a weak registry when created (``aqueue/_queues/_queue.py``);
+coordinators, runners and producer threads join weak registries when they start
+(``aqueue/_running/_alive.py``); a thread inside a blocking call of a thread view (of
+either backend) is listed while it is there (``aqueue/_waiting/_tracking.py``).
+Nothing is kept alive by them. Without ``aqueue.testing`` none of this is written:
+import it before building what a guard or ``drain`` should see (a queue created
+earlier, while it was off, is not seen). Queues of
 ``aqueue.redis`` are not registered: their statistics need their server and their
 waiters may be other processes, so the guard and the reports cover in-process queues
 only (a body stuck on a Redis queue still fires the guard, with a report saying no
@@ -41,6 +46,7 @@ what counts as a leak in ``_leaks.py``.
 
 from __future__ import annotations
 
+from .._waiting._tracking import tracking as _tracking
 from ._drain import drain as drain
 from ._stall import StallError as StallError
 from ._stall import StallGuard as StallGuard
@@ -48,8 +54,10 @@ from ._stall import stall_guard as stall_guard
 
 __all__ = ["StallError", "StallGuard", "drain", "stall_guard"]
 
+_tracking.on = True  # (see "How it sees things" above)
+
 for _name in __all__:
     _obj = globals()[_name]
     if getattr(_obj, "__module__", "").startswith("aqueue.testing."):
         _obj.__module__ = "aqueue.testing"
-del _name, _obj
+del _name, _obj, _tracking

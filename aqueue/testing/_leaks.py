@@ -4,7 +4,7 @@ blocked in a queue's blocking call.
 The running layer keeps weak sets of entered coordinators, launched runners and
 producer thread records (``aqueue/_running/_alive.py``), and the queues layer a
 registry of the threads inside a blocking call of a thread view
-(``aqueue/_queues/_blocked.py``, both backends). ``Running.now()`` takes a snapshot;
+(``aqueue/_waiting/_tracking.py``, both backends). ``Running.now()`` takes a snapshot;
 ``leaks_since(before)`` names what runs now that did not run at the snapshot:
 
 - a Coordinator whose block was entered and not left (its tasks may run in another
@@ -34,10 +34,10 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from .._queues._blocked import blocked_calls
 from .._queues._queue import QueueBase
 from .._running._alive import live_coordinators, live_runners, live_threads
 from .._running._watchdog import describe_runner
+from .._waiting._tracking import blocked_calls
 
 __all__ = ["Running", "leaks_since", "release_blocked", "wait_for_leaks"]
 

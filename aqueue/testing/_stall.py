@@ -1,8 +1,8 @@
 """StallError, the stall report, and ``stall_guard``: a hang becomes a failure that
-names the stuck queues.
+names the stuck queues (one concept: the guard and what it reports).
 
-The report. Every in-process queue joins a weak registry when it is created
-(``live_queues`` in ``aqueue/_queues/_queue.py``); the report reads each one's
+The report. Every in-process queue created once aqueue.testing is imported joins a weak
+registry (``live_queues`` in ``aqueue/_queues/_queue.py``); the report reads each one's
 ``statistics()`` (which takes the queue's lock, so any thread may read it) and names
 every queue that has a task or thread waiting on it: its name, kind, size/capacity,
 which side waits and how many (consumers blocked in a dequeue, producers blocked in an
@@ -31,9 +31,9 @@ outer timeout ends the test), then
 - the async form cancels its body (an anyio cancel scope, cancelled on the event loop's
   thread: asyncio and trio alike);
 - the sync form, with ``release=True`` (the default), *releases* the stuck queues: it
-  closes every guard's queue that has waiters with ``cancel_pending_enqueues=True``, so blocked
-  dequeues end with OutOfRangeError (or take what is left) and blocked enqueues with
-  QueueClosedError, threads included.
+  closes every guard's queue that has waiters with ``cancel_pending_enqueues=True``, so
+  blocked dequeues end with OutOfRangeError (or take what is left) and blocked enqueues
+  with QueueClosedError, threads included.
 
 Then it re-arms: each further ``seconds`` without progress releases again (the async
 form too: a body that cancellation cannot end, such as a thread it waits for, ends
@@ -67,12 +67,12 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from .._queues._backend import soon_threadsafe
 from .._queues._protocol import QueueStatistics
 from .._queues._queue import QueueBase, live_queues
 from .._running._alive import live_runners, unstarted_runners
 from .._running._registry import registered_runners
 from .._running._watchdog import describe_runner
+from .._waiting._backend import soon_threadsafe
 
 __all__ = [
     "StallError",

@@ -24,18 +24,10 @@ import pytest
 from aqueue import OutOfRangeError, QueueClosedError, QueueEmpty, QueueFull
 from aqueue._queues._engine import Engine
 from aqueue._queues._pool import PoolStorage
-from aqueue._queues._requests import (
-    MANY,
-    ONE,
-    SOME,
-    UP_TO,
-    WAIT,
-    GetRequest,
-    PutRequest,
-    Request,
-)
+from aqueue._queues._requests import MANY, ONE, SOME, UP_TO, GetRequest, PutRequest
 from aqueue._queues._storage import RingStorage
 from aqueue._queues._tuples import HeapStorage
+from aqueue._waiting._wait import WAIT, Request, thread_step
 
 I64 = np.dtype(np.int64)
 
@@ -88,10 +80,11 @@ def arm(e: Engine) -> Callable[[], Probe]:
     return lambda: Probe(e)
 
 
-def checked(e: Engine, step: Callable[[], Any]) -> Any:
-    """Run one step of ``e``, then check the engine's invariants (also if it raised)."""
+def checked(e: Engine, step: Callable[[], Any], thread: bool = False) -> Any:
+    """Run one step of ``e`` (``thread``: as a thread takes it, its wake-ups sent after
+    it), then check the engine's invariants (also if it raised)."""
     try:
-        return step()
+        return thread_step(step) if thread else step()
     finally:
         e.check_invariants()
 
@@ -102,7 +95,7 @@ def put(
     *,
     wait: bool = True,
     atomic: bool = False,
-    deferred: list[Request] | None = None,
+    thread: bool = False,
 ) -> PutRequest | None:
     """Enqueue one int (ONE) or a list of ints (MANY): None when done, else the request
     it parked. ``wait=False``: the ``_nowait`` twin (raises instead of parking)."""
@@ -112,7 +105,7 @@ def put(
         mode, comps, count = MANY, rows(*vs), len(vs)
     waker = arm(e) if wait else None
     req: PutRequest | None = checked(
-        e, lambda: e.put(mode, comps, count, waker, atomic=atomic, deferred=deferred)
+        e, lambda: e.put(mode, comps, count, waker, atomic=atomic), thread
     )
     return req
 
@@ -124,12 +117,12 @@ def get(
     *,
     wait: bool = True,
     park: bool = False,
-    deferred: list[Request] | None = None,
+    thread: bool = False,
 ) -> Any:
     """Dequeue: the components, or the request it parked (``wait=False``: the
     ``_nowait`` twin)."""
     waker = arm(e) if wait else None
-    return checked(e, lambda: e.get(mode, n, waker, park=park, deferred=deferred))
+    return checked(e, lambda: e.get(mode, n, waker, park=park), thread)
 
 
 def parked_get(e: Engine, mode: int = ONE, n: int = 1, *, park: bool = False) -> GetRequest:
@@ -146,9 +139,9 @@ def parked_put(e: Engine, vs: int | list[int], *, atomic: bool = False) -> PutRe
     return req
 
 
-def retry(e: Engine, req: Request, deferred: list[Request] | None = None) -> Any:
+def retry(e: Engine, req: Request, thread: bool = False) -> Any:
     """A woken request's next step: its result, or WAIT (re-armed with a fresh Probe)."""
-    return checked(e, lambda: e.retry(req, arm(e), deferred))
+    return checked(e, lambda: e.retry(req, arm(e)), thread)
 
 
 def leave(e: Engine, req: Request) -> None:
@@ -364,7 +357,7 @@ def test_whole_rest_parks_a_short_rest_until_all_of_it_fits() -> None:
     waits, goes in ``whole_rest`` rows or more at a time; a plain queue (``whole_rest``
     0) wakes at the first freed row."""
     e = ring_engine(4)
-    e.rules.whole_rest = 2
+    e.whole_rest = 2
     put(e, [0, 1])
     p = parked_put(e, [2, 3, 4, 5])
     assert p.pos == 2  # what fitted went in
@@ -411,7 +404,7 @@ def test_whole_rest_waits_for_room_in_pieces_only_for_threads() -> None:
     """A task parked with a long rest is woken at the first freed row (its wake-up is a
     loop turn); a thread (``threading.Event``) waits for ``whole_rest`` rows."""
     e = ring_engine(4)
-    e.rules.whole_rest = 2
+    e.whole_rest = 2
     put(e, [0, 1, 2, 3])
     task = checked(e, lambda: e.put(MANY, rows(6, 7, 8, 9, 10, 11, 12), 7, TaskWaker))
     assert type(task) is PutRequest
@@ -1011,52 +1004,41 @@ def test_peak_counts_single_puts_batches_and_restored_claims() -> None:
 # --------------------------------------------------------------------------------------
 
 
-def test_step_with_deferred_collects_wake_ups_and_sends_them_after_the_lock() -> None:
-    """Given a ``deferred`` list, a step records the requests it decided to wake
-    (marking them notified under the lock) and sends their wake-ups once it has
-    released the lock."""
+def test_a_threads_step_sends_its_wake_ups_after_the_lock() -> None:
+    """A step taken as a thread takes it (``thread_step``) marks the requests it decided
+    to wake as notified under the lock, and sends their wake-ups once it has released
+    the lock."""
     e = ring_engine(4, fill=False)
     g = parked_get(e)
-    deferred: list[Request] = []
-    assert put(e, 7, deferred=deferred) is None
-    assert deferred == [g]
+    assert put(e, 7, thread=True) is None
     assert g.notified
     assert probe(g).is_set()
     assert probe(g).set_under_lock is False
-    assert e.deferred is None
     assert vals(retry(e, g)) == [7]
 
 
-def test_steps_with_deferred_fire_after_releasing_the_lock() -> None:
-    """put, get and retry given a list fire their wake-ups after the lock is released;
-    without one, they fire under the lock."""
+def test_threads_steps_fire_after_releasing_the_lock() -> None:
+    """put, get and retry taken by a thread fire their wake-ups after the lock is
+    released; taken by the event loop's thread, under the lock."""
     e = ring_engine(1, fill=False)
     g = parked_get(e)
-    deferred: list[Request] = []
-    assert put(e, 0, deferred=deferred) is None
-    assert deferred == [g]
+    assert put(e, 0, thread=True) is None
     assert probe(g).is_set()
     assert probe(g).set_under_lock is False
-    assert e.deferred is None
     assert vals(retry(e, g)) == [0]
 
     put(e, 1)
     p = parked_put(e, 2)
-    deferred = []
-    assert vals(get(e, deferred=deferred)) == [1]
-    assert deferred == [p]
+    assert vals(get(e, thread=True)) == [1]
     assert probe(p).set_under_lock is False
 
     g2 = parked_get(e)
-    assert retry(e, p) is None  # no deferred list: fired at once, under the lock
+    assert retry(e, p) is None  # the loop's step: fired at once, under the lock
     assert probe(g2).set_under_lock is True
 
     p3 = parked_put(e, 3)
-    deferred = []
-    assert vals(retry(e, g2, deferred)) == [2]
-    assert deferred == [p3]
+    assert vals(retry(e, g2, thread=True)) == [2]
     assert probe(p3).set_under_lock is False
-    assert e.deferred is None
 
 
 # --------------------------------------------------------------------------------------

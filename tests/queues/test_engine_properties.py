@@ -16,7 +16,7 @@ unique value. After every step:
   multiset, what was admitted (every completed enqueue, the admitted prefix of every
   other) plus what was loaded; the counters and ``statistics()`` agree;
 - the waiting lists are the parked requests in the order they parked; a request is
-  notified exactly when its waker was set; a step given a ``deferred`` list set no
+  notified exactly when its waker was set; a thread's step (``thread_step``) set no
   waker under the lock;
 - a step that raised QueueFull/QueueEmpty, or OutOfRangeError on its first step,
   changed nothing; only the head progresses; results have the sizes their mode allows;
@@ -37,7 +37,6 @@ comes out exactly once.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,22 +44,15 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
+from support import Flag, engine_step
 
 from aqueue import OutOfRangeError, QueueClosedError, QueueEmpty, QueueFull
 from aqueue._queues._engine import Engine
 from aqueue._queues._pool import PoolStorage
-from aqueue._queues._requests import (
-    MANY,
-    ONE,
-    SOME,
-    UP_TO,
-    WAIT,
-    GetRequest,
-    PutRequest,
-    Request,
-)
+from aqueue._queues._requests import MANY, ONE, SOME, UP_TO, GetRequest, PutRequest
 from aqueue._queues._storage import RingStorage
 from aqueue._queues._tuples import DequeStorage, HeapStorage
+from aqueue._waiting._wait import WAIT, Request
 
 I64 = np.dtype(np.int64)
 DTYPES = (I64, I64)  # (key, value): the key (value % 3) is the heap's priority
@@ -142,21 +134,6 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     return Scenario(capacity, floor, whole_rest, ops, draw(st.booleans()))
 
 
-class Flag:
-    """A waker that records when it is set, and whether the engine's lock was held."""
-
-    __slots__ = ("driver", "fired")
-
-    def __init__(self, driver: Driver) -> None:
-        self.driver = driver
-        self.fired = False
-
-    def set(self) -> None:
-        self.fired = True
-        if self.driver.engine.lock.locked():
-            self.driver.set_under_lock += 1
-
-
 @dataclass
 class Put:
     """One enqueue: its values, and its request if it parked."""
@@ -230,15 +207,6 @@ class Driver:
             assert 1 <= len(got) <= n or n == 0 == len(got), (mode, n, got)
         self.out += got
 
-    def step(self, fn: Callable[[], Any], deferred: list[Request] | None) -> Any:
-        before = self.set_under_lock
-        try:
-            return fn()
-        finally:
-            if deferred is not None:
-                assert self.set_under_lock == before, "a thread's step woke under the lock"
-                assert self.engine.deferred is None
-
     # -- the steps ---------------------------------------------------------------------
 
     def put(self, mode: int, count: int, atomic: bool, how: str) -> None:
@@ -247,13 +215,13 @@ class Driver:
         values = self.fresh(count)
         arr = np.array(values, dtype=np.int64)
         comps = (arr % 3, arr) if mode == MANY else element(values[0])
-        atomic = atomic and how != "nowait" and count <= e.rules.capacity  # (as the views)
+        atomic = atomic and how != "nowait" and count <= e.capacity  # (as the views)
         arm = None if how == "nowait" else self.arm
-        deferred: list[Request] | None = [] if how == "thread" else None
+        thread = how == "thread"
         before = self.state()
         started = [p.pos for p in self.putters]
         try:
-            req = self.step(lambda: e.put(mode, comps, count, arm, atomic, deferred), deferred)
+            req = engine_step(self, lambda: e.put(mode, comps, count, arm, atomic), thread)
         except QueueFull:
             assert how == "nowait"
             assert self.state() == before, "a refused enqueue changed the queue"
@@ -278,13 +246,13 @@ class Driver:
         else:  # (only batches of n >= 1 park first)
             park = how == "park" and mode in (MANY, UP_TO) and n > 0
         arm = None if how == "nowait" else self.arm
-        deferred: list[Request] | None = [] if how == "thread" else None
+        thread = how == "thread"
         before = self.state()
         final = self.final()
         waiting = bool(self.getters)
         size, opened = e.storage.size, not e.closed
         try:
-            got = self.step(lambda: e.get(mode, n, arm, park, deferred), deferred)
+            got = engine_step(self, lambda: e.get(mode, n, arm, park), thread)
         except QueueEmpty:
             assert how == "nowait"
             assert self.state() == before, "a refused dequeue changed the queue"
@@ -312,7 +280,7 @@ class Driver:
     def check_floor(self, size: int, opened: bool) -> None:
         e = self.engine
         if opened and e.storage.size < size:
-            assert e.storage.size >= e.rules.floor, "a take went below the floor"
+            assert e.storage.size >= e.floor, "a take went below the floor"
 
     def retry(self, pick: int, spurious: bool, thread: bool) -> None:
         e = self.engine
@@ -323,11 +291,10 @@ class Driver:
             return
         req = parked[pick % len(parked)]
         head = req is (e.getters[0] if type(req) is GetRequest else e.putters[0])
-        deferred: list[Request] | None = [] if thread else None
         final = self.final()
         size, opened = e.storage.size, not e.closed
         try:
-            result = self.step(lambda: e.retry(req, self.arm, deferred), deferred)
+            result = engine_step(self, lambda: e.retry(req, self.arm), thread)
         except OutOfRangeError:
             assert type(req) is GetRequest
             assert head, "a dequeue behind the head failed"
@@ -416,7 +383,7 @@ class Driver:
     def check(self) -> None:
         e = self.engine
         e.check_invariants()
-        if e.storage.size > e.rules.capacity:
+        if e.storage.size > e.capacity:
             self.seen.add("above capacity")
         if e.getters and e.getters[0].claimed:
             self.seen.add("the head getter held claims")
@@ -499,7 +466,7 @@ def drive(kind: str, s: Scenario) -> None:
         capacity = max(2, capacity)
         floor = 1 + (s.floor - 1) % (capacity - 1)
     e = make_engine(kind, capacity, floor)
-    e.rules.whole_rest = s.whole_rest
+    e.whole_rest = s.whole_rest
     d = Driver(kind, e)
     d.check()
     for op in s.ops:

@@ -1,7 +1,7 @@
 """One table of take and put cases, run through both implementations of the rules.
 
-The in-process queues decide with ``Rules.take_count`` and ``Rules.put_count``
-(aqueue/_queues/_rules.py); a Redis queue decides in its Lua library (``take_count``
+The in-process queues decide with ``Engine.take_count`` and ``Engine.put_count``
+(aqueue/_queues/_engine.py); a Redis queue decides in its Lua library (``take_count``
 and ``put_count`` in aqueue/redis/_functions.lua, called by ``aq_take`` and ``aq_put``).
 Every row is run through the Python rule, and through the Lua function on the real
 server: a Redis queue is brought to the row's state (its size, its elements claimed
@@ -28,8 +28,9 @@ import numpy as np
 import pytest
 
 import aqueue.redis
+from aqueue._queues._engine import Engine
 from aqueue._queues._requests import MANY, ONE, SOME, UP_TO, GetRequest
-from aqueue._queues._rules import Rules
+from aqueue._queues._tuples import DequeStorage
 from aqueue.redis._transport import Call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -156,14 +157,22 @@ PUTS = [
 _MODES = {"one": ONE, "many": MANY, "upto": UP_TO, "some": SOME}
 
 
+def _engine(capacity: int, floor: int, closed: bool) -> Engine:
+    """An engine in the admission state of a row (its storage is never read here)."""
+    storage = DequeStorage((np.dtype(np.int64),), pad=False)
+    engine = Engine(capacity, storage, name="rules", min_after_dequeue=floor)
+    engine.closed = closed
+    return engine
+
+
 def python_take(c: Take) -> str:
-    """The in-process decision: ``Rules.take_count``, then what the engine does with
+    """The in-process decision: ``Engine.take_count``, then what the engine does with
     -1 (OutOfRangeError when final, QueueEmpty for a _nowait twin, else wait)."""
-    rules = Rules(c.capacity, c.floor)
-    rules.closed = c.closed
+    engine = _engine(c.capacity, c.floor, c.closed)
     final = c.closed and not c.pending
     need = c.n - c.claimed
-    k = rules.take_count(_MODES[c.mode], need, c.claimed, rules.available(c.size), final, c.nowait)
+    avail = c.size - (0 if c.closed else c.floor)  # (what a dequeue may take of the size)
+    k = engine.take_count(_MODES[c.mode], need, c.claimed, avail, final, c.nowait)
     if k >= 0:
         return f"take {c.claimed + k}"
     if final:
@@ -173,14 +182,13 @@ def python_take(c: Take) -> str:
 
 def python_put(c: Put) -> str:
     """The in-process decision: a closed queue refuses new enqueues and rejects pending
-    ones on cancel_pending_enqueues; else ``Rules.put_count`` (a _nowait twin is all
+    ones on cancel_pending_enqueues; else ``Engine.put_count`` (a _nowait twin is all
     or nothing)."""
-    rules = Rules(c.capacity, 0)
-    rules.closed = c.closed
+    engine = _engine(c.capacity, 0, c.closed)
     if c.closed and (c.cancel or not c.pending):
         return "closed"
     head = GetRequest(MANY, c.head, c.head > c.capacity) if c.head else None
-    k = rules.put_count(c.k, c.size, c.atomic or c.nowait, head)
+    k = engine.put_count(c.k, c.size, c.atomic or c.nowait, head)
     if k == c.k:
         return f"admit {k}"
     if c.nowait:
@@ -280,7 +288,7 @@ def _label(c: Take | Put) -> str:
 
 @pytest.mark.parametrize("case", TAKES, ids=_label)
 async def test_take_rule(srv: Any, case: Take) -> None:
-    """The row's outcome from Rules.take_count and from aq_take (per queue kind)."""
+    """The row's outcome from Engine.take_count and from aq_take (per queue kind)."""
     assert python_take(case) == case.want
     for kind in kinds(case.floor):
         assert await lua_take(srv, kind, case) == (case.lua or case.want), kind
@@ -288,7 +296,7 @@ async def test_take_rule(srv: Any, case: Take) -> None:
 
 @pytest.mark.parametrize("case", PUTS, ids=_label)
 async def test_put_rule(srv: Any, case: Put) -> None:
-    """The row's outcome from Rules.put_count and from aq_put (per queue kind)."""
+    """The row's outcome from Engine.put_count and from aq_put (per queue kind)."""
     assert python_put(case) == case.want
     for kind in kinds(0):
         assert await lua_put(srv, kind, case) == (case.lua or case.want), kind

@@ -23,7 +23,7 @@ PURE = [
     "_snapshot",
     "_protocol",
 ]
-ENGINE = {"_store", "_selection", "_core", "_requests", "_engine", "_ops", "_views", "_table"}
+ENGINE = {"_store", "_ordered", "_selection", "_core", "_engine", "_ops", "_views", "_table"}
 
 
 def _replay_imports(module: str) -> set[str]:

@@ -24,8 +24,8 @@ from support import aqueue_warnings, int_queue, poll, raised, settle, spawn
 
 import aqueue
 from aqueue import Coordinator, OutOfRangeError, QueueRunner, add_queue_runner
-from aqueue._queues import _waiting
 from aqueue._running._producers import ThreadRecord
+from aqueue._waiting import _wait as _waiting
 from aqueue.testing import stall_guard
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -905,7 +905,7 @@ def test_waits_pay_nothing_unless_a_runner_waits_to_be_started() -> None:
     script = """
 import gc
 import anyio, numpy as np, aqueue
-from aqueue._queues import _waiting
+from aqueue._waiting import _wait as _waiting
 
 async def main():
     q = aqueue.FIFOQueue(4, np.int64, (), name="q")

@@ -1,4 +1,4 @@
-"""The few event-loop primitives the queues need, for asyncio and trio.
+"""The few event-loop primitives waiting needs, for asyncio and trio.
 
 ``checkpoint()`` is one cancellation and scheduling point; ``make_waker()`` creates the
 one-shot *waker* a parked task awaits and any thread may set. On asyncio a waker is a
