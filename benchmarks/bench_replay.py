@@ -1208,6 +1208,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "not at all, or alone (only)",
     )
     p.add_argument("--url", help="R2's Redis server (default: start a private one)")
+    p.add_argument(
+        "--json",
+        default=None,
+        help="also write R1's median loops/s per row and sampler to this JSON file",
+    )
+    p.add_argument(
+        "--r1-only",
+        action="store_true",
+        help="R1's rows only (no sample-alone and limiter runs): what compare_revisions runs",
+    )
     p.add_argument("--redis-rounds", type=int, default=None, help="R2 rounds (default 3)")
     p.add_argument("--peer-worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--mode", default="uniform", help=argparse.SUPPRESS)
@@ -1267,6 +1277,17 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {mode:<11} {worker.row:<8} block {rep + 1} {answer}", file=sys.stderr)
         for worker in workers:
             worker.close()
+    if args.json:
+        medians = {
+            f"{row}/{mode}": rate(r["times"], args.loops)[0]
+            for (row, mode), r in results.items()
+            if r.get("times") and "error" not in r
+        }
+        with open(args.json, "w") as f:
+            json.dump({"loops_per_s": medians}, f)
+    if args.r1_only:
+        print_report(args, rows, modes, results, None, None, load_start)
+        return 1 if any("error" in r for r in results.values()) else 0
     samples = sample_only(args.size, args.loops, args.reps, src) if "uniform" in modes else None
     limiter = limiter_run(60 if args.quick else 400, src)
     print_report(args, rows, modes, results, samples, limiter, load_start)
@@ -1284,7 +1305,7 @@ def print_report(
     modes: list[str],
     results: dict[tuple[str, str], dict[str, Any]],
     samples: dict[str, list[float]] | None,
-    limiter: dict[str, Any],
+    limiter: dict[str, Any] | None,
     load_start: tuple[float, float, float],
 ) -> None:
     print(
@@ -1362,17 +1383,18 @@ def print_report(
             f"gather of {SAMPLE} random rows {bare_s / args.loops * 1e6:.0f} us: "
             f"{bare_s / ours_s:.2f}x of the gather's speed (target >= 0.7x)"
         )
-    lo, hi = limiter["band"]
-    dlo, dhi = limiter["diff_range"]
-    print(
-        f"\nLimiter run: 4 actor threads, 1 learner task, SampleToInsertRatio(4, 1000, 1024), "
-        f"{limiter['seconds']:.1f} s: {limiter['inserts']:,} inserts, {limiter['samples']:,} "
-        f"samples, samples/inserts = {limiter['ratio']:.2f}; inserts * 4 - samples stayed in "
-        f"[{dlo:.0f}, {dhi:.0f}] (band [{lo:.0f}, {hi:.0f}]: "
-        f"{'held' if lo <= dlo and dhi <= hi else 'LEFT THE BAND'}); actors waited "
-        f"{limiter['insert_wait_share']:.0%} of the run, the learner "
-        f"{limiter['sample_wait_share']:.0%}"
-    )
+    if limiter is not None:
+        lo, hi = limiter["band"]
+        dlo, dhi = limiter["diff_range"]
+        print(
+            f"\nLimiter run: 4 actor threads, 1 learner task, SampleToInsertRatio(4, 1000, "
+            f"1024), {limiter['seconds']:.1f} s: {limiter['inserts']:,} inserts, "
+            f"{limiter['samples']:,} samples, samples/inserts = {limiter['ratio']:.2f}; "
+            f"inserts * 4 - samples stayed in [{dlo:.0f}, {dhi:.0f}] (band [{lo:.0f}, "
+            f"{hi:.0f}]: {'held' if lo <= dlo and dhi <= hi else 'LEFT THE BAND'}); actors "
+            f"waited {limiter['insert_wait_share']:.0%} of the run, the learner "
+            f"{limiter['sample_wait_share']:.0%}"
+        )
     print("\nVersions:")
     seen: dict[str, str] = {}
     for r in results.values():

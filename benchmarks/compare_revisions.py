@@ -15,6 +15,8 @@ Suites (aqueue rows only):
 - ``queues``: ``bench_queues.py --reps 1 --no-tf --only aqueue`` (elements/s);
 - ``overlap``: ``bench_overlap.py --reps 1 --no-tf --only aqueue`` (efficiency);
 - ``pipeline``: ``bench_pipeline.py --no-peers --runs b`` (items/s per C);
+- ``replay``: ``bench_replay.py --rows aqueue --redis no --r1-only --reps 3 --loops 100``
+  (R1, loops/s of the in-process table's loop, uniform and prioritized);
 - ``redis``: ``bench_redis.py --rows fifo,shuffle,pipeline --repeat 1`` (W5, elements/s
   of the aqueue.redis rows: FIFO and RandomShuffle with ``dequeue_many(32)``, and FIFO
   read by ``Pipeline.from_queue(q).batch(32)``), each run on a private redis-server.
@@ -138,8 +140,17 @@ def suite_items(tree: Path, tmp: Path) -> dict[str, float]:
     }
 
 
+def suite_replay(tree: Path, tmp: Path) -> dict[str, float]:
+    out = tmp / "replay.json"
+    args = ["--rows", "aqueue", "--redis", "no", "--r1-only", "--reps", "3", "--loops", "100"]
+    _run(tree, [str(HERE / "bench_replay.py"), *args, "--json", str(out)])
+    rates: dict[str, float] = json.loads(out.read_text())["loops_per_s"]
+    return {f"R1/{key}": rate for key, rate in rates.items()}
+
+
 SUITES = {
     "queues": suite_queues,
+    "replay": suite_replay,
     "overlap": suite_overlap,
     "pipeline": suite_pipeline,
     "items": suite_items,
