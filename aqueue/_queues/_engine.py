@@ -161,7 +161,9 @@ class Engine:
             QueueFull: ``arm`` is None (a ``_nowait`` twin: all or nothing) and the
                 elements do not all fit now; nothing changed.
         """
-        with self.lock:
+        lock = self.lock
+        lock.acquire()
+        try:
             st = self.storage
             size = st.size
             if not self.putters and size + count <= self.capacity and not self.closed:
@@ -204,6 +206,8 @@ class Engine:
             putters.park(req)
             self._notify()
             return req
+        finally:
+            lock.release()
 
     def _admit(self, mode: int, comps: Components, start: int, stop: int) -> None:
         """Admit rows ``start:stop`` (an element for ONE), count them, notify."""
@@ -244,7 +248,9 @@ class Engine:
             OutOfRangeError: The queue is final and cannot supply it; nothing consumed.
             QueueEmpty: ``arm`` is None (a ``_nowait`` twin) and it cannot complete now.
         """
-        with self.lock:
+        lock = self.lock
+        lock.acquire()
+        try:
             st = self.storage
             getters = self.getters
             size = st.size
@@ -288,6 +294,8 @@ class Engine:
                     claims.claim_for_head(req)
             self._notify()
             return req
+        finally:
+            lock.release()
 
     def parks_first(self, n: int) -> bool:
         """Whether a batch dequeue of ``n`` will have to wait, guessed without the lock:
@@ -310,7 +318,9 @@ class Engine:
             QueueClosedError: (an enqueue) The queue was closed with
                 ``cancel_pending_enqueues``; it keeps what it admitted and has left.
         """
-        with self.lock:
+        lock = self.lock
+        lock.acquire()
+        try:
             if type(req) is GetRequest:
                 result = self._retry_get(req)
             else:
@@ -320,6 +330,8 @@ class Engine:
                 req.notified = False
                 req.waker = arm()
             return result
+        finally:
+            lock.release()
 
     def _retry_get(self, g: GetRequest) -> Any:
         getters = self.getters

@@ -119,7 +119,9 @@ class ReplayEngine:
         """The first step of a new request: its result, or ``req`` itself after parking
         it with a waker from ``arm``. Raises what the operation raises (nothing
         changed)."""
-        with self.lock:
+        lock = self.lock
+        lock.acquire()
+        try:
             result = self._step(req)
             if result is WAIT:
                 req.waker = arm()
@@ -131,15 +133,21 @@ class ReplayEngine:
                 self._notify()
                 return req
             return result
+        finally:
+            lock.release()
 
     def retry(self, req: Any, arm: Callable[[], Any]) -> Any:
         """One more step of parked request ``req`` (``Steps.retry``)."""
-        with self.lock:
+        lock = self.lock
+        lock.acquire()
+        try:
             result = self._step(req)
             if result is WAIT:
                 req.notified = False
                 req.waker = arm()
             return result
+        finally:
+            lock.release()
 
     def leave(self, req: Any) -> None:
         """``req`` leaves on an exception (``Steps.leave``): out of its list, and the
@@ -261,16 +269,24 @@ class ReplayEngine:
 
     def update(self, keys: npt.NDArray[Any], priorities: npt.NDArray[Any]) -> Any:
         """``update_priorities``'s step (it never waits, and wakes nobody)."""
-        with self.lock:
+        lock = self.lock
+        lock.acquire()
+        try:
             return self.core.update(keys, priorities)
+        finally:
+            lock.release()
 
     def delete(self, keys: npt.NDArray[Any]) -> Any:
         """``delete``'s step (it never waits; a delete can let an insert or a sample
         through)."""
-        with self.lock:
+        lock = self.lock
+        lock.acquire()
+        try:
             found = self.core.delete(keys)
             self._notify()
             return found
+        finally:
+            lock.release()
 
     def close(self) -> None:
         """Close for inserts (idempotent); wake the heads so they fail or complete."""
