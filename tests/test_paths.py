@@ -57,7 +57,9 @@ def consumer_path(
                 return
             path = frame.f_code.co_filename
             if path.startswith(ROOT) and asyncio.current_task() is task:
-                calls.append((os.path.relpath(path, ROOT), frame.f_code.co_qualname))
+                code = frame.f_code  # co_qualname is new in 3.11
+                name = getattr(code, "co_qualname", code.co_name)
+                calls.append((os.path.relpath(path, ROOT), name))
 
         sys.setprofile(profile)
         try:
