@@ -194,7 +194,7 @@ async def take_checkpoint(run: PipelineRun) -> PipelineState:
             ),
             stacklevel=3,  # the caller of items.checkpoint()
         )
-    run.stop.check()
+    run.check_running()
     await run.started.wait()
     run.stop.pause()
     try:
@@ -205,7 +205,7 @@ async def take_checkpoint(run: PipelineRun) -> PipelineState:
                 state = _capture(run)
                 if _generation(run) == before:
                     return state
-            run.stop.check()
+            run.check_running()
             polls += 1
             await anyio.sleep(0 if polls < _QUICK_POLLS else 0.0005)
     finally:

@@ -44,6 +44,7 @@ from ._shm import Arena
 __all__ = ["Buffer", "Fuser"]
 
 _ALIGN = 64
+_PENDING = object()  # a row whose result has not come back
 
 
 class Buffer:
@@ -74,7 +75,7 @@ class Buffer:
         self.r0 = r0
         self.assigned = r0  # rows given to drivers so far (rows r0..assigned-1)
         self.done = r0  # rows whose results are in ``rows``
-        self.rows: list[Any] = [None] * n
+        self.rows: list[Any] = [_PENDING] * n
         self.cols = cols
         self.spec = spec
         self.foreign = 0  # rows with an array that missed its column
@@ -162,6 +163,20 @@ class Fuser:
         if self.current is buf:
             self.current = None
         return True
+
+    def cut_short(self, buf: Buffer) -> list[Any]:
+        """The rows of ``buf`` done before the first one not done (a burst of it
+        failed), to be handed on as items; the buffer is delivered then."""
+        with self._lock:
+            if buf.delivered:
+                return []
+            buf.delivered = True
+            if self.current is buf:
+                self.current = None
+            rows = buf.rows[buf.r0 : buf.assigned]
+            buf.rows = []
+        end = next((k for k, row in enumerate(rows) if row is _PENDING), len(rows))
+        return rows[:end]
 
     def deliver(self, buf: Buffer) -> list[Any]:
         """The rows of a complete buffer, to be handed on; register its columns for

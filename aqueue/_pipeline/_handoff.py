@@ -10,8 +10,8 @@ gone, ``_shm.Arena.adopt``). A block no item views is freed at once.
 
 Invariants: every block listed in a ``Sent`` is the worker's to write until its answer
 is read; after ``read_reply`` (returning or raising) each is adopted or freed and the
-list is empty. An error answer becomes the function's own exception, with the worker's
-traceback in a note.
+list is empty. A failure in an answer becomes the function's own exception, with the
+worker's traceback in a note (``Reply.error``), beside the results before it.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ class Reply:
     layout: list[tuple[np.dtype[Any], tuple[int, ...]]] | None  # arrays of the first item
     scratch_bytes: int  # bytes of scratch space the results took
     foreign: int  # items with an array that missed its batch column
+    error: BaseException | None = None  # fn raised on the item after the results
 
 
 class _Reader(pickle.Unpickler):
@@ -91,16 +92,17 @@ class _Reader(pickle.Unpickler):
         return base[off : off + nbytes].view(dtype).reshape(shape)
 
 
-def read_reply(data: bytes, sent: Sent, arena: Arena) -> Reply:
-    """The results of a worker's ``R`` answer to ``sent``, each numpy array a view of
-    the arena; every block of ``sent`` is then adopted (an item views it) or freed, and
-    ``sent.blocks`` is empty, also if this raises."""
+def read_reply(data: bytes, sent: Sent, arena: Arena, pid: int | None) -> Reply:
+    """The results of a worker's (``pid``'s) ``R`` answer to ``sent``, each numpy array
+    a view of the arena, and the failure that ended the burst early, if any; every
+    block of ``sent`` is then adopted (an item views it) or freed, and ``sent.blocks``
+    is empty, also if this raises."""
     f = io.BytesIO(data)
     f.seek(1)
     blocks, row0, cols = sent.blocks, sent.row0, sent.cols
     reader = _Reader(f, arena, blocks, cols)
     try:
-        n, busy, write_s, layout = pickle.load(f)
+        n, busy, write_s, layout, failure = pickle.load(f)
         wanted = 0 if cols is None else sum(c is not None for c in cols)
         results = []
         foreign = 0
@@ -114,14 +116,15 @@ def read_reply(data: bytes, sent: Sent, arena: Arena) -> Reply:
             if base is None:  # nothing views it: reuse it now
                 arena.free(block)
         blocks.clear()
-    return Reply(results, busy, write_s, layout, reader.scratch, foreign)
+    error = None if failure is None else remote_failure(failure, pid)
+    return Reply(results, busy, write_s, layout, reader.scratch, foreign, error)
 
 
-def remote_failure(data: bytes, pid: int | None) -> BaseException:
-    """The exception a worker's ``E`` answer carries (the function's own, unpickled, or
-    a RuntimeError with its repr when it does not pickle), with the worker's traceback
-    in a note."""
-    index, raw, text, trace = pickle.loads(data[1:])
+def remote_failure(failure: tuple[Any, ...], pid: int | None) -> BaseException:
+    """The exception of a failure in a worker's answer (the function's own, unpickled,
+    or a RuntimeError with its repr when it does not pickle), with the worker's
+    traceback in a note."""
+    index, raw, text, trace = failure
     item = f"item {index} of the burst"
     exc: BaseException | None = None
     if raw is not None:

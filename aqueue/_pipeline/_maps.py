@@ -24,9 +24,10 @@ For checkpoints (``_checkpoint.py``) the turns tell which workers hold nothing y
 finished bursts that wait for their turn (``waiting``, by number): both are at rest,
 and the waiting bursts belong to the output queue's items in the cut.
 
-Invariants: a failing item ends the stage with the exception (a note names the stage);
-the items of that burst before it are dropped with it (the run is failing anyway).
-Stopping wakes workers waiting for their turn (they end cleanly).
+Invariants: a failing item ends the stage with the exception (a note names the stage),
+after the items of its burst before it: the step returns those (in their turn, for an
+ordered map) and its next call raises the exception. Stopping wakes workers waiting
+for their turn (they end cleanly).
 """
 
 from __future__ import annotations
@@ -61,12 +62,13 @@ _perf = time.perf_counter
 class _Turns:
     """What both kinds of turns share: numbering, and what a checkpoint reads."""
 
-    __slots__ = ("next_in", "next_out", "stop", "taking_count", "waiting")
+    __slots__ = ("next_in", "next_out", "stage", "stop", "taking_count", "waiting")
 
-    def __init__(self, stop: Control) -> None:
+    def __init__(self, stop: Control, stage: int) -> None:
         self.next_in = 0
         self.next_out = 0
         self.stop = stop
+        self.stage = stage  # the map's stage number (its stop)
         self.taking_count = 0  # workers waiting for ``taking`` or holding it
         self.waiting: dict[int, list[Any]] = {}  # finished bursts waiting for their turn
 
@@ -90,8 +92,8 @@ class ThreadTurns(_Turns):
 
     __slots__ = ("_cond", "taking")
 
-    def __init__(self, stop: Control) -> None:
-        super().__init__(stop)
+    def __init__(self, stop: Control, stage: int) -> None:
+        super().__init__(stop, stage)
         self.taking = threading.Lock()  # held while a worker takes and numbers a burst
         self._cond = threading.Condition()
 
@@ -113,7 +115,7 @@ class ThreadTurns(_Turns):
             self.waiting[seq] = burst
             try:
                 while self.next_out != seq:
-                    self.stop.check()
+                    self.stop.check(self.stage)
                     self._cond.wait(0.1)  # (a stop sets no condition: look again soon)
             finally:
                 del self.waiting[seq]
@@ -124,8 +126,8 @@ class AsyncTurns(_Turns):
 
     __slots__ = ("_changed", "taking")
 
-    def __init__(self, stop: Control) -> None:
-        super().__init__(stop)
+    def __init__(self, stop: Control, stage: int) -> None:
+        super().__init__(stop, stage)
         self.taking = anyio.Lock()
         self._changed = anyio.Event()
 
@@ -144,7 +146,7 @@ class AsyncTurns(_Turns):
         self.waiting[seq] = burst
         try:
             while self.next_out != seq:
-                self.stop.check()
+                self.stop.check(self.stage)
                 await self._changed.wait()
         finally:
             del self.waiting[seq]
@@ -159,11 +161,14 @@ def thread_map_step(
     """A step for a worker thread: take a burst, apply ``fn`` to each item, return it."""
     meter, label = stage.meter, stage.label
     w = meter.worker()
+    failed: list[Exception] = []  # raised by an item after those handed on before it
 
     def step() -> Burst:
         if turns is not None and w.turn >= 0:
             turns.release(w.turn)  # the runner enqueued our previous burst
             w.turn = -1
+        if failed:
+            raise failed.pop()
         t0 = meter.began(w)
         stage.start_thread()
         if turns is None:
@@ -177,15 +182,19 @@ def thread_map_step(
             finally:
                 turns.count_taking(-1)
         t1 = meter.got(t0)
+        out: list[Any] = []
         try:
-            out = [fn(x) for x in burst]
+            for x in burst:
+                out.append(fn(x))
         except Exception as exc:
             noted(exc, label)
-            raise
+            failed.append(exc)
         w.returned = w.worked(t1, len(out))
         if turns is not None:
             turns.wait(seq, out)
             w.turn = seq
+        if failed and not out:
+            raise failed.pop()  # (in its turn: after every item before it)
         return pack(out)
 
     return step
@@ -207,15 +216,18 @@ def async_map_step(
     w = meter.worker()
     pending: list[Any] = []  # the rest of the current burst
     seq = -1  # the current burst's number (ordered maps)
+    failed: list[Exception] = []  # raised by an item after those handed on before it
 
     async def step() -> Burst:
         nonlocal pending, seq
         if turns is not None and w.turn >= 0 and not pending:
             turns.release(w.turn)  # the runner enqueued the last of our previous burst
             w.turn = -1
+        if failed:
+            raise failed.pop()
         t0 = meter.began(w)
         if pending:  # a burst not finished in one slice: go on with it (no pause here)
-            stage.control.check()
+            stage.check()
         else:
             await stage.start_task()
             if turns is None:
@@ -242,12 +254,14 @@ def async_map_step(
                     deadline = _perf() + SLICE_S
         except Exception as exc:
             noted(exc, label)
-            raise
+            failed.append(exc)
         del pending[: len(out)]
         w.returned = w.worked(t1, len(out))
         if turns is not None:
             await turns.wait(seq, out)
             w.turn = seq
+        if failed and not out:
+            raise failed.pop()  # (in its turn: after every item before it)
         return pack(out)
 
     return step

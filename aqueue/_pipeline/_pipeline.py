@@ -349,9 +349,18 @@ class Pipeline(Generic[T]):
         ``items`` also has ``await items.get()`` (OutOfRangeError after the last item)
         and ``await items.checkpoint()``, a ``PipelineState``: a consistent cut of the
         running pipeline (everything received so far came before it). Leaving the
-        block stops every stage. With its own coordinator, a stage failure leaves the
-        block as the original exception, and an OutOfRangeError raised by the body ends
-        the block quietly (TF: OutOfRange ends training).
+        block stops every stage. With its own coordinator, an OutOfRangeError raised by
+        the body ends the block quietly (TF: OutOfRange ends training).
+
+        A stage that raises fails the run: the stages before it stop, the stages after
+        it hand on what had passed it, and the body receives those items and then, at
+        its next read (``async for``, ``get()``, ``checkpoint()``), the stage's own
+        exception, with a note naming the stage (as DataLoader and tf.data raise at the
+        next item; the body is not cancelled). Each later read raises it again. Once a
+        read has raised it, leaving the block adds nothing: the exception goes on as
+        the body lets it (if the body caught it and finished, the block ends quietly).
+        A failure no read raised (the body left the loop early) is raised when the
+        block is left, or noted in the body's own exception, if it raised one.
 
         Args:
             coord: Run the stages in this running Coordinator instead of a new one.
@@ -391,6 +400,9 @@ class Pipeline(Generic[T]):
 
         Args:
             coord: Run the stages in this running Coordinator instead of a new one.
+
+        Raises:
+            Exception: A stage failed: its exception (see ``open``).
         """
         count = 0
         async with self.open(coord) as items:

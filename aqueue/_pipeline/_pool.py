@@ -65,7 +65,7 @@ import numpy as np
 
 from .._errors import QueueClosedError, WorkerProcessError, add_note
 from . import _worker
-from ._handoff import Reply, Sent, describe_exit, read_reply, remote_failure
+from ._handoff import Reply, Sent, describe_exit, read_reply
 from ._shm import Arena, Block
 
 __all__ = ["GRACE_S", "Worker", "WorkerPool"]
@@ -167,10 +167,11 @@ class Worker:
         return sent
 
     def receive(self, sent: Sent) -> Reply:
-        """The results of ``sent``, the oldest burst sent and not received.
+        """The results of ``sent``, the oldest burst sent and not received (with, in
+        ``Reply.error``, what ``fn`` raised on the item after them, the worker's
+        traceback in a note).
 
         Raises:
-            Exception: What ``fn`` raised, with the worker's traceback in a note.
             WorkerProcessError: The worker died, or could not load ``fn``.
             QueueClosedError: The run is stopping (a clean end).
         """
@@ -186,14 +187,12 @@ class Worker:
                     if tag == b"R":
                         if not self.ready_s:
                             self.ready_s = time.perf_counter() - pool.t0
-                        return read_reply(data, sent, pool.arena)  # (adopts or frees)
+                        return read_reply(data, sent, pool.arena, self.pid)  # (adopts or frees)
                     if tag == b"M":
                         need = pickle.loads(data[1:])
                         block = pool.arena.alloc(max(need, 2 * sent.n * _ALIGN))
                         sent.blocks.append(block)
                         conn.send_bytes(_dumps(("s", *self._share(block))))
-                    elif tag == b"E":
-                        raise remote_failure(data, self.pid)
                     else:  # b"L"
                         raise self._not_loaded(data)
         except BaseException as exc:

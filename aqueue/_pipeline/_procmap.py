@@ -201,6 +201,8 @@ def _receive(
     except Exception as exc:
         noted(exc, label)
         raise
+    if reply.error is not None:
+        noted(reply.error, label)
     ledger.received(seq, reply.results)
     n, cpu = out.n, _cpu() - cpu0 + out.cpu
     w.busy += reply.busy_s
@@ -226,6 +228,7 @@ def process_map_step(
     w = meter.worker()
     pace = _Pace(len(worker.pool.workers))
     sent: collections.deque[tuple[Sent, int, int]] = collections.deque()  # (sent, seq, turn)
+    failed: list[BaseException] = []  # raised by fn after the results handed on before it
 
     def send(items: list[Any]) -> None:
         """Number ``items`` (a turn, for an ordered map: the caller holds the turns'
@@ -233,7 +236,7 @@ def process_map_step(
         turn = -1 if turns is None else turns.number()
         seq = ledger.taken(items)
         cpu0 = _cpu()
-        out = worker.send(items, scratch=sizes.estimate(len(items)), check=control.check)
+        out = worker.send(items, scratch=sizes.estimate(len(items)), check=stage.check)
         out.cpu = _cpu() - cpu0
         sent.append((out, seq, turn))
 
@@ -247,6 +250,8 @@ def process_map_step(
         if turns is not None and w.turn >= 0:
             turns.release(w.turn)  # the runner enqueued our previous burst
             w.turn = -1
+        if failed:
+            raise failed.pop()
         if not sent:
             t0 = meter.began(w)
             stage.start_thread()  # holding nothing
@@ -275,6 +280,10 @@ def process_map_step(
             w.turn = turn
         ledger.handed((seq,))
         w.returned = _perf()
+        if reply.error is not None:
+            failed.append(reply.error)
+            if not reply.results:
+                raise failed.pop()  # (in its turn: after every item before it)
         return pack(reply.results)
 
     return step
@@ -296,6 +305,7 @@ def fused_map_step(
     w = meter.worker()
     pace = _Pace(len(worker.pool.workers))
     sent: collections.deque[tuple[Sent, int, Buffer]] = collections.deque()
+    failed: list[BaseException] = []  # raised by fn after the rows handed on before it
 
     def take(wait: bool) -> Buffer | None:
         """Take and send a burst into the current buffer (waiting for items when
@@ -327,7 +337,7 @@ def fused_map_step(
             cols=buf.cols,
             spec=buf.spec,
             want_layout=fuser.layout is None,
-            check=control.check,
+            check=stage.check,
         )
         out.cpu = _cpu() - cpu0
         sent.append((out, seq, buf))
@@ -342,10 +352,27 @@ def fused_map_step(
         w.returned = _perf()
         return pack(items)
 
+    def cut_short(buf: Buffer, error: BaseException) -> Burst:
+        """``fn`` raised in a burst of ``buf``: hand on the buffer's rows before the
+        failure (in the buffer's turn), and raise ``error`` at the next call. (The
+        ledger keeps the buffer's bursts: the stage fails, a checkpoint cannot be
+        taken any more.)"""
+        failed.append(error)
+        if ordered:
+            turns.wait(buf.seq, [])
+            w.turn = buf.seq
+        items = fuser.cut_short(buf)
+        if not items:
+            raise failed.pop()
+        w.returned = _perf()
+        return pack(items)
+
     def step() -> Burst:
         if ordered and w.turn >= 0:
             turns.release(w.turn)
             w.turn = -1
+        if failed:
+            raise failed.pop()
         while True:
             if not sent:
                 t0 = meter.began(w)
@@ -368,5 +395,7 @@ def fused_map_step(
             reply = _receive(worker, out, seq, label, ledger, w, pace, sizes)
             if fuser.done(buf, out.row0, reply):
                 return deliver(buf)
+            if reply.error is not None:
+                return cut_short(buf, reply.error)
 
     return step

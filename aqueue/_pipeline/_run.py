@@ -4,9 +4,21 @@ public objects around it, OpenPipeline and PipelineItems.
 ``OpenPipeline`` (what ``Pipeline.open`` returns) enters a Coordinator if none was
 given, builds a ``PipelineRun`` and starts it; leaving the block finishes the run
 (every stage stops taking items, every queue is closed with ``cancel_pending_enqueues``,
-ordered-map workers waiting for their turn are woken) and then leaves the coordinator,
-which raises the first stage failure as itself. ``PipelineItems`` reads the last
-stage's queue.
+ordered-map workers waiting for their turn are woken) and then leaves the coordinator.
+``PipelineItems`` reads the last stage's queue.
+
+Failures are the run's, not the coordinator's: each stage's runner is a ``StageRunner``
+whose producers report a failure to ``PipelineRun.fail`` (and so do the tasks of a
+stage, its worker processes' watcher). The first failure of stage ``i`` stops stages
+``0..i`` (their steps end at their next check, their queues close, releasing pending
+enqueues, their worker processes stop) while stages ``i + 1..`` go on with what had
+passed it, to the end of their input; the consumer reads those items, and where the
+last queue ends (OutOfRangeError) ``raise_failure`` raises the stage's exception
+instead, at that read and each later one. The coordinator's scope is never cancelled by
+a stage, so the body runs on until it reads. Leaving the block: a failure a read has
+raised is not raised again (the body's own exit stands); one no read raised is raised
+(or noted in the body's exception). Steps hand on the items done before a failing item
+and raise at their next call (``_maps.py``, ``_sources.py``, ``_procmap.py``).
 
 Each stage ``i`` owns output queue ``i`` (a FIFOQueue of one object component holding
 the items themselves, named ``"<i>:<label>"``, of the capacity ``_stage_spec.capacity``
@@ -14,9 +26,8 @@ gives) and one QueueRunner of the same name whose producers are the stage's step
 (``_sources.py``, ``_maps.py``, ``_stages.py``), all started in one Coordinator (its
 own, or the one passed to ``open``); stage ``i`` reads queue ``i - 1``. Every step
 returns a burst, which its runner enqueues in one ``enqueue_many``. End of input
-travels down the chain as queue closes; a stage's exception ends the run: it leaves
-``async with pipe.open()`` as itself, with a note naming the stage, and every other
-stage stops. The run's measurements and report are in ``_report.py``.
+travels down the chain as queue closes; a stage's exception fails the run (see
+above). The run's measurements and report are in ``_report.py``.
 
 Workers: an async function runs in ``concurrency`` tasks; a sync function on
 ``concurrency`` long-lived threads that take and put items through the queues' blocking
@@ -35,22 +46,25 @@ threads does not delay the first items.
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 import anyio
 
-from .._errors import OutOfRangeError
+from .._errors import OutOfRangeError, QueueClosedError, add_note
 from .._input._epochs import in_memory
 from .._queues._fifo import StageQueue
 from .._queues._queue import QueueBase
 from .._running._coordinator import Coordinator
 from .._running._monitor import Monitor
-from .._running._producers import is_async_callable
-from .._running._runner import QueueRunner
+from .._running._producers import NewThreads, ThreadRecord, is_async_callable
+from .._running._runner import QueueRunner, Supervisor
 from ._checkpoint import apply_positions, apply_state, take_checkpoint
 from ._control import Control, Stage
 from ._fuser import Fuser
@@ -62,12 +76,13 @@ from ._report import process_notes, sample_occupancy, stage_statistics
 from ._shm import Arena
 from ._sources import AsyncSource, SequenceSource, SyncSource, producer_step, queue_step
 from ._stage_spec import StageSpec, capacity, fused, threaded
-from ._stages import ShuffleStep, batch_step, filter_step, prefetch_step, send_step
+from ._stages import ShuffleStep, batch_step, filter_step, noted, prefetch_step, send_step
 from ._state import PipelineState
 
 __all__ = ["OpenPipeline", "PipelineItems", "PipelineRun"]
 
 T = TypeVar("T")
+logger = logging.getLogger("aqueue")
 
 _MAX_DEFER_CHECKPOINTS = 256  # at most this many loop iterations before thread stages start
 _CLOSE_LIMIT_S = 10.0  # leaving the block waits at most this long for worker processes
@@ -78,7 +93,9 @@ class PipelineItems(Generic[T]):
 
     ``async for item in items`` iterates until the pipeline has delivered everything;
     ``await items.get()`` takes the next one (OutOfRangeError after the last);
-    ``await items.checkpoint()`` takes a ``PipelineState``.
+    ``await items.checkpoint()`` takes a ``PipelineState``. When a stage has failed,
+    each of them raises the stage's exception once the items handed on before it are
+    taken (see ``Pipeline.open``).
     """
 
     __slots__ = ("_queue", "_run")
@@ -97,9 +114,17 @@ class PipelineItems(Generic[T]):
 
         Raises:
             OutOfRangeError: The pipeline has ended and every item was taken.
+            Exception: A stage failed: its exception, once every item it had handed on
+                was taken (again at each later call).
         """
-        item: T = await self._queue.dequeue()
-        return item
+        try:
+            item: T = await self._queue.dequeue()
+        except OutOfRangeError as exc:
+            end = exc
+        else:
+            return item
+        self._run.raise_failure()  # (outside the except clause: not chained to the end)
+        raise end
 
     async def checkpoint(self) -> PipelineState:
         """A consistent cut of the running pipeline (see ``Pipeline.open``).
@@ -116,6 +141,7 @@ class PipelineItems(Generic[T]):
         Raises:
             CheckpointError: A stage cannot say where it is (a one-shot source, an
                 external queue, ``to_queue``); nothing was paused.
+            Exception: A stage failed: its exception.
         """
         return await take_checkpoint(self._run)
 
@@ -126,8 +152,11 @@ class PipelineItems(Generic[T]):
         try:
             item: T = await self._queue.dequeue()
         except OutOfRangeError:
-            raise StopAsyncIteration from None
-        return item
+            pass
+        else:
+            return item
+        self._run.raise_failure()  # (outside the except clause: see ``get``)
+        raise StopAsyncIteration
 
 
 class OpenPipeline(Generic[T]):
@@ -179,14 +208,69 @@ class OpenPipeline(Generic[T]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        assert self._run is not None
-        self._run.finish()
+        run = self._run
+        assert run is not None
+        run.finish()
         try:
-            if self._own is not None:
-                return await self._own.__aexit__(exc_type, exc, tb)
-            return False
-        finally:
-            await self._run.closed()
+            try:
+                suppress = False
+                if self._own is not None:
+                    suppress = await self._own.__aexit__(exc_type, exc, tb)
+            finally:
+                await run.closed()
+        except BaseException as escaped:  # the body's exception, or the coordinator's
+            run.note_unread(escaped)
+            raise
+        if exc is None or suppress or isinstance(exc, OutOfRangeError):
+            run.raise_unread()  # a failure nobody read beats a clean end
+        else:
+            run.note_unread(exc)
+        return suppress
+
+
+class _Reporter:
+    """What a stage's runner is handed instead of its coordinator's supervision: the
+    same, except that a producer's failure goes to the run (``PipelineRun.fail``),
+    which stops the stages up to the failing one, instead of stopping everything and
+    cancelling the coordinator's scope (the body included)."""
+
+    __slots__ = ("_fail", "_inner")
+
+    def __init__(self, inner: Supervisor, fail: Callable[[Exception], None]) -> None:
+        self._inner = inner
+        self._fail = fail
+
+    def should_stop(self) -> bool:
+        return self._inner.should_stop()
+
+    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> None:
+        self._inner.spawn(fn, *args, name=name)
+
+    def track_thread(self, record: ThreadRecord) -> None:
+        self._inner.track_thread(record)
+
+    def failed(self, exc: Exception) -> None:
+        self._fail(exc)
+
+    def start_threads(self, threads: NewThreads, go: threading.Event) -> None:
+        self._inner.start_threads(threads, go)
+
+    def start(self, runner: QueueRunner) -> None:
+        self._inner.start(runner)
+
+
+class StageRunner(QueueRunner[Any]):
+    """The runner of one stage: a QueueRunner whose producers' failures go to the run
+    (``fail``) rather than to the coordinator (see ``_Reporter``)."""
+
+    def __init__(
+        self, target: Any, steps: list[Any], name: str, fail: Callable[[Exception], None]
+    ) -> None:
+        super().__init__(target, steps, enqueue_many=True, name=name)
+        self._fail = fail
+
+    def launch(self, supervisor: Supervisor) -> None:
+        super().launch(_Reporter(supervisor, self._fail))
 
 
 class PipelineRun:
@@ -210,6 +294,8 @@ class PipelineRun:
         self.t0 = time.monotonic()
         self.t1: float | None = None
         self.sent = 0  # items a to_queue stage sent out (once it has ended)
+        self.failure: BaseException | None = None  # the first stage failure
+        self.delivered = False  # the consumer was raised ``failure``
 
     def start(self, state: PipelineState | None = None) -> None:
         """Create every queue and runner and start them in the coordinator (from
@@ -260,7 +346,7 @@ class PipelineRun:
         pool = self.pools[i] = WorkerPool(spec.fn, spec.concurrency, label, arena)
         self.ledgers[i] = Ledger()
         if fused(self.specs, i):
-            turns = ThreadTurns(self.stop)
+            turns = ThreadTurns(self.stop, i)
             self.turns[i] = turns
             waiting = self.queues[i].size()  # a resume's items, before the buffers
             self.fusers[i] = Fuser(self.specs[i + 1].size, arena, turns, waiting)
@@ -271,7 +357,16 @@ class PipelineRun:
             if runner is not None:
                 await runner.join()
 
-        self.coord.start_soon(pool.run, ended, name=f"pipeline stage {label} worker processes")
+        self.coord.start_soon(
+            self._guarded, i, pool.run, ended, name=f"pipeline stage {label} worker processes"
+        )
+
+    async def _guarded(self, i: int, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """``await fn(*args)``, a task of stage ``i``: its failure is the stage's."""
+        try:
+            await fn(*args)
+        except Exception as exc:
+            self.fail(i, exc)
 
     def _start_stage(self, i: int) -> int:
         """Build stage ``i``'s runner and start it; return its number of workers."""
@@ -279,7 +374,7 @@ class PipelineRun:
         steps = self._steps(i, spec, f"{i} '{spec.label}'")
         name = f"{i}:{spec.label}"
         target = spec.fn if spec.kind == "to_queue" else self.queues[i]
-        runner = QueueRunner(target, steps, enqueue_many=True, name=name)
+        runner = StageRunner(target, steps, name, functools.partial(self.fail, i))
         self.runners[i] = runner
         self.workers[i] = len(steps)
         self.coord.start(runner)
@@ -296,7 +391,7 @@ class PipelineRun:
         for _ in range(checkpoints):
             await anyio.lowlevel.checkpoint()
         for i in stages:
-            if self.stop.set:
+            if i < self.stop.cut:
                 self.queues[i].close(cancel_pending_enqueues=True)
             else:
                 self._start_stage(i)
@@ -326,12 +421,12 @@ class PipelineRun:
                 return self._process_steps(i, spec, stage)
             if spec.executor == "thread":
                 view = inq.blocking()
-                tturns = ThreadTurns(self.stop) if spec.ordered else None
+                tturns = ThreadTurns(self.stop, i) if spec.ordered else None
                 if tturns is not None:
                     self.turns[i] = tturns
                 return [thread_map_step(spec.fn, view, stage, tturns) for _ in range(c)]
             call = spec.fn  # an async function, run in tasks
-            aturns = AsyncTurns(self.stop) if spec.ordered else None
+            aturns = AsyncTurns(self.stop, i) if spec.ordered else None
             if aturns is not None:
                 self.turns[i] = aturns
             return [async_map_step(call, inq, stage, aturns) for _ in range(c)]
@@ -358,7 +453,7 @@ class PipelineRun:
                 fused_map_step(w, view, stage, fuser.turns, fuser, ledger, sizes, spec.ordered)
                 for w in pool.workers
             ]
-        turns = ThreadTurns(self.stop) if spec.ordered else None
+        turns = ThreadTurns(self.stop, i) if spec.ordered else None
         if turns is not None:
             self.turns[i] = turns
         return [process_map_step(w, view, stage, turns, ledger, sizes) for w in pool.workers]
@@ -370,15 +465,67 @@ class PipelineRun:
         """Stop every stage: no new items are taken and every queue is closed."""
         if self.t1 is None:
             self.t1 = time.monotonic()
-        self.stop.stop()
-        for pool in self.pools.values():
-            pool.stop()
-        for fuser in self.fusers.values():
-            fuser.drop()
-        for q in self.queues:
+        self._stop_through(len(self.specs) - 1)
+
+    def fail(self, i: int, exc: BaseException) -> None:
+        """Stage ``i`` failed with ``exc``: the stages up to it stop, and the stages
+        after it go on with what had passed it, so the consumer receives that, then
+        ``exc`` (``raise_failure``). ``exc`` gets the stage's note (a step's own, or
+        one for a failure its runner met: an enqueue into a ``to_queue`` target, a
+        worker process's death). The first failure is the run's; a later one is noted
+        in it."""
+        noted(exc, f"{i} '{self.specs[i].label}'")
+        if self.failure is None:
+            self.failure = exc
+        elif exc is not self.failure:
+            add_note(self.failure, f"the pipeline also failed in stage {i}: {exc!r}")
+        self._stop_through(i)
+
+    def _stop_through(self, last: int) -> None:
+        """Stop stages ``0..last``: their steps end at their next check, their worker
+        processes stop, their output queues close (releasing pending enqueues)."""
+        self.stop.stop_through(last)
+        for i, pool in self.pools.items():
+            if i <= last:
+                pool.stop()
+        for i, fuser in self.fusers.items():
+            if i <= last:
+                fuser.drop()
+        for q in self.queues[: last + 1]:
             q.close(cancel_pending_enqueues=True)
-        for t in self.turns.values():
-            t.wake()
+        for i, t in self.turns.items():
+            if i <= last:
+                t.wake()
+
+    def raise_failure(self) -> None:
+        """Raise the run's failure, if a stage failed (the consumer has seen it then)."""
+        failure = self.failure
+        if failure is not None:
+            self.delivered = True
+            raise failure
+
+    def check_running(self) -> None:
+        """Raise the run's failure, or QueueClosedError once the run is finishing."""
+        self.raise_failure()
+        if self.stop.set:
+            raise QueueClosedError("the pipeline is stopping")
+
+    def raise_unread(self) -> None:
+        """Raise the run's failure if the consumer has not seen it (leaving the block)."""
+        if not self.delivered:
+            self.raise_failure()
+
+    def note_unread(self, exc: BaseException) -> None:
+        """The block is left with ``exc``: a failure the consumer has not seen goes in a
+        note of ``exc`` (logged, when ``exc`` is a cancellation or an interrupt)."""
+        failure = self.failure
+        if failure is None or self.delivered or exc is failure:
+            return
+        self.delivered = True
+        if isinstance(exc, Exception):
+            add_note(exc, f"the pipeline had also failed, unread: {failure!r}")
+        else:
+            logger.error("pipeline left by %r after a stage failed, unread: %r", exc, failure)
 
     async def closed(self) -> None:
         """Wait (shielded, at most ``_CLOSE_LIMIT_S``) until every worker process of

@@ -123,23 +123,30 @@ def filter_step(
     """A task step: the items of the next burst for which ``pred`` is true (order kept)."""
     meter = stage.meter
     w = meter.worker()
+    failed: list[Exception] = []  # raised by an item after those kept before it
 
     async def step() -> Burst:
+        if failed:
+            raise failed.pop()
         t0 = meter.began(w)
         while True:
             await stage.start_task()
             burst = await take(source, _BURST_MAX)
             t1 = meter.got(t0)
+            kept: list[Any] = []
+            seen = 0
             try:
-                if is_async:
-                    kept = [x for x in burst if await pred(x)]
-                else:
-                    kept = [x for x in burst if pred(x)]
+                for x in burst:
+                    if await pred(x) if is_async else pred(x):
+                        kept.append(x)
+                    seen += 1
             except Exception as exc:
                 noted(exc, stage.label)
-                raise
+                if not kept:
+                    raise
+                failed.append(exc)
             t0 = w.worked(t1)
-            meter.dropped += len(burst) - len(kept)
+            meter.dropped += seen - len(kept)
             if kept:
                 w.returned = t0
                 return pack(kept)
