@@ -53,6 +53,7 @@ import anyio
 from .._errors import CheckpointError, CheckpointWarning, ElementSpecError
 from .._input._epochs import in_memory
 from ._sources import SequenceSource
+from ._stage_spec import resumable
 from ._state import PipelineState
 
 if TYPE_CHECKING:
@@ -73,10 +74,6 @@ __all__ = [
 _QUICK_POLLS = 10  # event-loop turns to look for rest before polling every half millisecond
 
 
-def _has_protocol(obj: Any) -> bool:
-    return callable(getattr(obj, "state", None)) and callable(getattr(obj, "restore", None))
-
-
 def refusal(specs: Sequence[StageSpec]) -> str | None:
     """Why a pipeline of these stages cannot be checkpointed, or None."""
     head = specs[0]
@@ -86,14 +83,14 @@ def refusal(specs: Sequence[StageSpec]) -> str | None:
             f"{where} reads an external queue, whose position is the queue's own (take "
             "a snapshot of that queue instead)"
         )
-    if head.kind == "producer" and not _has_protocol(head.fn):
+    if head.kind == "producer" and not resumable(head.fn):
         return (
             f"{where} calls {type(head.fn).__name__} objects, which cannot say where they "
             "are; give the source state() and restore(state) methods"
         )
     if head.kind in ("iterable", "async_iterable"):
         source = head.fn
-        if not in_memory(source) and not _has_protocol(source):
+        if not in_memory(source) and not resumable(source):
             return (
                 f"{where} reads a {type(source).__name__}, a one-shot iterator that cannot "
                 "say where it is; pass a list, tuple, range or array, or give the source state() "
@@ -218,7 +215,7 @@ def _capture(run: PipelineRun) -> PipelineState:
     if reader is not None:
         source = reader.epochs.state()
         user = run.specs[0].fn
-        if _has_protocol(user):
+        if resumable(user):
             source["user"] = user.state()
     cuts = {i: led.cut(run.specs[i].ordered) for i, led in run.ledgers.items()}
     queues = []

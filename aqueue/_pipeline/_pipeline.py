@@ -38,6 +38,7 @@ from ._stage_spec import (
     async_iterable_source,
     batch_stage,
     filter_stage,
+    fresh,
     iterable_source,
     map_stage,
     prefetch_stage,
@@ -67,7 +68,9 @@ class Pipeline(Generic[T]):
     repeatedly. Each stage method (``map``, ``filter``, ``shuffle``, ``batch``,
     ``prefetch``, ``repeat``) returns a new Pipeline with one more stage; a Pipeline's
     own chain never changes, so one can be opened many times and extended in several
-    ways. ``open()`` runs it::
+    ways (but a one-shot iterator source, such as a generator, is read by the first
+    run only: opening a pipeline over it again raises ElementSpecError). ``open()``
+    runs it::
 
         pipe = aqueue.Pipeline(paths).map(load, concurrency=8).batch(32).prefetch(2)
         async with pipe.open() as batches:
@@ -374,10 +377,14 @@ class Pipeline(Generic[T]):
 
         Raises:
             ElementSpecError: ``state`` is of another pipeline (the first difference
-                is named); nothing starts.
+                is named), or the source is a one-shot iterator (a generator, an
+                ``iter(...)``) that an earlier run has read: it can be read once; pass
+                a re-iterable (a list, a range) or build a new Pipeline around a fresh
+                iterator. Nothing starts.
             CheckpointError: This pipeline's source cannot be resumed (see
                 ``checkpoint``).
         """
+        fresh(self._specs[0], "Pipeline.open")
         if coord is not None and not isinstance(coord, Coordinator):
             raise TypeError(f"Pipeline.open: expected a Coordinator, got {type(coord).__name__}")
         if monitor is not None and not isinstance(monitor, Monitor):

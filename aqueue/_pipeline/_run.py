@@ -75,7 +75,7 @@ from ._procmap import Ledger, Sizes, fused_map_step, process_map_step
 from ._report import process_notes, sample_occupancy, stage_statistics
 from ._shm import Arena
 from ._sources import AsyncSource, SequenceSource, SyncSource, producer_step, queue_step
-from ._stage_spec import StageSpec, capacity, fused, threaded
+from ._stage_spec import StageSpec, capacity, fresh, fused, threaded
 from ._stages import ShuffleStep, batch_step, filter_step, noted, prefetch_step, send_step
 from ._state import PipelineState
 
@@ -183,6 +183,10 @@ class OpenPipeline(Generic[T]):
         self._run: PipelineRun | None = None
 
     async def __aenter__(self) -> PipelineItems[T]:
+        source = self._specs[0]
+        fresh(source, "Pipeline.open")  # (another open of it may have run since)
+        if source.reads is not None:
+            source.reads.opened = True
         coord = self._coord
         if coord is None:
             self._own = Coordinator(monitor=self._monitor)

@@ -5,7 +5,9 @@ order. A StageSpec is frozen and holds only validated arguments; the functions h
 (one per source kind and per stage method) check a method's arguments and return its
 spec, raising the errors its public docstring names, with the same messages. ``then``
 and ``repeated`` give the new chain; no function changes an existing one. At most one
-``to_queue`` stage, and only last.
+``to_queue`` stage, and only last. A source that is a one-shot iterator carries a
+``Reads`` record, shared by every chain built on it, which its first run marks:
+``fresh`` refuses a second one.
 
 Default capacities (``capacity``): a queue holds at least ``_MIN_CAPACITY`` items,
 twice the concurrency of the stages on either side, and twice the batch size when a
@@ -29,6 +31,7 @@ from .._queues._protocol import AsyncQueue, Sink
 from .._running._producers import is_async_callable
 
 __all__ = [
+    "Reads",
     "StageSpec",
     "async_iterable_source",
     "batch_stage",
@@ -36,6 +39,7 @@ __all__ = [
     "capacity",
     "describe_fn",
     "filter_stage",
+    "fresh",
     "fused",
     "iterable_source",
     "map_stage",
@@ -43,6 +47,7 @@ __all__ = [
     "producer_source",
     "queue_source",
     "repeated",
+    "resumable",
     "shuffle_stage",
     "then",
     "threaded",
@@ -56,6 +61,15 @@ _SOURCE_CAPACITY = 256  # default capacity of a source's output queue, at least
 _PROCESS_CAPACITY = 64
 _SOURCES = ("iterable", "async_iterable", "queue", "producer")
 _ELEMENTWISE = ("map", "filter", "prefetch")  # the stages that may precede ``repeat``
+
+
+class Reads:
+    """Whether a one-shot iterator source has been read by a run (see ``fresh``)."""
+
+    __slots__ = ("opened",)
+
+    def __init__(self) -> None:
+        self.opened = False
 
 
 @dataclass(frozen=True)
@@ -74,6 +88,7 @@ class StageSpec:
     smaller: bool = False
     pad: bool = False
     seed: int | None = None
+    reads: Reads | None = None  # a one-shot iterator source's record (else None)
 
 
 def threaded(spec: StageSpec) -> bool:
@@ -130,6 +145,39 @@ def _capacity_arg(capacity: Any, label: str) -> int | None:
 # -- sources ---------------------------------------------------------------------------
 
 
+def resumable(obj: Any) -> bool:
+    """Whether a source implements ``state()`` and ``restore(state)`` (checkpoints)."""
+    return callable(getattr(obj, "state", None)) and callable(getattr(obj, "restore", None))
+
+
+def _one_shot(iterable: Any, is_async: bool) -> bool:
+    """Whether ``iterable`` is its own iterator (a generator, ``iter(list)``, a file)."""
+    return (aiter(iterable) if is_async else iter(iterable)) is iterable
+
+
+def _reads(iterable: Any, is_async: bool) -> Reads | None:
+    """A one-shot source's record; None for a re-iterable one, or one that says where
+    it is (``state``/``restore``: reading it again goes on from there)."""
+    if resumable(iterable) or not _one_shot(iterable, is_async):
+        return None
+    return Reads()
+
+
+def fresh(source: StageSpec, owner: str) -> None:
+    """Refuse to run a one-shot iterator source a second time.
+
+    Raises:
+        ElementSpecError: ``source`` is a one-shot iterator an earlier run has read.
+    """
+    if source.reads is not None and source.reads.opened:
+        raise ElementSpecError(
+            f"{owner}: source {source.label} is a one-shot iterator, which an earlier "
+            "run has read: it can be read once. Pass a re-iterable (a list, a tuple, a "
+            "range, or an object whose __iter__ returns a fresh iterator), or build a new "
+            "Pipeline around a fresh iterator for each run"
+        )
+
+
 def iterable_source(iterable: Any, name: str | None) -> StageSpec:
     if isinstance(iterable, (str, bytes)) or not hasattr(iterable, "__iter__"):
         hint = " (use from_async_iterable)" if hasattr(iterable, "__aiter__") else ""
@@ -138,7 +186,7 @@ def iterable_source(iterable: Any, name: str | None) -> StageSpec:
             f"{type(iterable).__name__}{hint}"
         )
     label = name_arg(name, f"from_iterable({type(iterable).__name__})")
-    return StageSpec("iterable", label, iterable)
+    return StageSpec("iterable", label, iterable, reads=_reads(iterable, False))
 
 
 def async_iterable_source(iterable: Any, name: str | None) -> StageSpec:
@@ -148,7 +196,7 @@ def async_iterable_source(iterable: Any, name: str | None) -> StageSpec:
             f"{type(iterable).__name__}"
         )
     label = name_arg(name, f"from_async_iterable({type(iterable).__name__})")
-    return StageSpec("async_iterable", label, iterable)
+    return StageSpec("async_iterable", label, iterable, reads=_reads(iterable, True))
 
 
 def queue_source(queue: Any, name: str | None) -> StageSpec:
@@ -326,13 +374,10 @@ def repeated(specs: tuple[StageSpec, ...], num_epochs: int | None) -> tuple[Stag
         raise ElementSpecError(f"{owner}: source {source.label} cannot be re-read")
     if source.epochs != 1:
         raise ElementSpecError(f"{owner}: the pipeline already repeats")
-    if epochs != 1:
-        obj = source.fn
-        one_shot = aiter(obj) is obj if source.kind == "async_iterable" else iter(obj) is obj
-        if one_shot:
-            raise ElementSpecError(
-                f"{owner}: source {source.label} is a one-shot iterator; pass a "
-                "re-iterable (e.g. a list) to read it more than once"
-            )
+    if epochs != 1 and _one_shot(source.fn, source.kind == "async_iterable"):
+        raise ElementSpecError(
+            f"{owner}: source {source.label} is a one-shot iterator; pass a "
+            "re-iterable (e.g. a list) to read it more than once"
+        )
     head = replace(source, epochs=epochs)
     return (head, *specs[1:])

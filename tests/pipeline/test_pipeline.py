@@ -7,7 +7,7 @@ import itertools
 import operator
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
@@ -285,6 +285,45 @@ def test_repeat_rejects_what_it_cannot_do(build: Any) -> None:
     """After a shuffle, a one-shot or queue source, twice, or 0 epochs: ElementSpecError."""
     with pytest.raises(ElementSpecError):
         build()
+
+
+async def _agen() -> AsyncIterator[int]:
+    for x in range(4):
+        yield x
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["iterator", "generator", "async generator"])
+async def test_a_one_shot_source_cannot_be_opened_twice(kind: str) -> None:
+    """A pipeline over a one-shot iterator gives its items once; opening it (or a
+    pipeline extended from it) again raises ElementSpecError saying why and what to
+    pass instead, before anything runs, rather than yielding nothing."""
+    if kind == "iterator":
+        pipe: Pipeline[int] = Pipeline(iter(range(4)))
+    elif kind == "generator":
+        pipe = Pipeline(x for x in range(4))
+    else:
+        pipe = Pipeline(_agen())
+    assert await collect(pipe) == [0, 1, 2, 3]
+    for again in (pipe, pipe.map(abs)):
+        with pytest.raises(ElementSpecError, match="one-shot iterator") as info:
+            again.open()
+        assert "can be read once" in str(info.value)
+        assert "a list" in str(info.value)
+
+
+@pytest.mark.anyio
+async def test_re_iterable_sources_open_again() -> None:
+    """A list, a range and an object whose __iter__ gives a fresh iterator are read
+    afresh at each open."""
+
+    class Fresh:
+        def __iter__(self) -> Iterator[int]:
+            return iter(range(3))
+
+    for source in ([1, 2], range(3), Fresh()):
+        pipe = Pipeline(source)
+        assert await collect(pipe) == await collect(pipe) == list(source)
 
 
 @pytest.mark.parametrize(
