@@ -34,7 +34,7 @@ __all__ = ["Reply", "Sent", "describe_exit", "read_reply", "remote_failure"]
 class Sent:
     """A burst handed to a worker and not received yet."""
 
-    __slots__ = ("blocks", "cols", "cpu", "n", "row0")
+    __slots__ = ("blocks", "cols", "cpu", "error", "n", "row0")
 
     def __init__(self, n: int, row0: int, cols: list[np.ndarray[Any, Any] | None] | None) -> None:
         self.n = n  # items
@@ -42,6 +42,9 @@ class Sent:
         self.row0 = row0  # (fused) its first row in its batch buffer
         self.cols = cols  # (fused) that buffer's columns
         self.cpu = 0.0  # seconds of the driver's CPU its sending took (measurements)
+        # Why it could not be sent (an item that does not pickle): its answer is this
+        # failure, in its place among the bursts sent before and after it.
+        self.error: BaseException | None = None
 
 
 @dataclass
@@ -138,8 +141,10 @@ def remote_failure(failure: tuple[Any, ...], pid: int | None) -> BaseException:
     return exc
 
 
-def describe_exit(code: int | None) -> str:
-    """How a process ended, in words (``code`` as ``Process.exitcode`` gives it)."""
+def describe_exit(code: int | None, answered: bool) -> str:
+    """How a worker process ended, in words (``code`` as ``Process.exitcode`` gives it;
+    ``answered``: it had answered a burst), saying only what the code tells: a worker
+    that ends with an exit code may have written nothing at all (``os._exit``)."""
     if code is None:
         return "closed its socket but has not exited"
     if code < 0:
@@ -149,7 +154,18 @@ def describe_exit(code: int | None) -> str:
             name = f"signal {-code}"
         hint = " (the system may have run out of memory)" if -code == signal.SIGKILL else ""
         return f"was killed by {name} (signal {-code}){hint}"
+    if answered:
+        how = "sys.exit or os._exit in the function, or in code it calls"
+        if code == 1:
+            how += (
+                ", or an exception that is not an Exception (such as KeyboardInterrupt) "
+                "escaping it, whose traceback Python then prints on the worker's stderr"
+            )
+        return f"exited with code {code} ({how})"
     return (
-        f"exited with code {code} (sys.exit or os._exit in the function, or a failure "
-        "while it started: see its traceback on stderr)"
+        f"exited with code {code} before its first answer: while it started, or in the "
+        "function on its first burst (sys.exit, os._exit). Starting, a worker imports the "
+        "function's module and re-runs the main script's top level (spawn does), which "
+        'must be guarded by `if __name__ == "__main__":` when it starts a pipeline; an '
+        "exception there is printed, with its traceback, on the worker's stderr"
     )

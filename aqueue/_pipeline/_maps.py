@@ -164,11 +164,11 @@ def thread_map_step(
     failed: list[Exception] = []  # raised by an item after those handed on before it
 
     def step() -> Burst:
+        if failed:  # (holding its turn: no later burst goes before the stage stops)
+            raise failed.pop()
         if turns is not None and w.turn >= 0:
             turns.release(w.turn)  # the runner enqueued our previous burst
             w.turn = -1
-        if failed:
-            raise failed.pop()
         t0 = meter.began(w)
         stage.start_thread()
         if turns is None:
@@ -220,11 +220,11 @@ def async_map_step(
 
     async def step() -> Burst:
         nonlocal pending, seq
+        if failed:  # (holding its turn: no later burst goes before the stage stops)
+            raise failed.pop()
         if turns is not None and w.turn >= 0 and not pending:
             turns.release(w.turn)  # the runner enqueued the last of our previous burst
             w.turn = -1
-        if failed:
-            raise failed.pop()
         t0 = meter.began(w)
         if pending:  # a burst not finished in one slice: go on with it (no pause here)
             stage.check()

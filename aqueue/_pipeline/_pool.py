@@ -63,7 +63,7 @@ from typing import Any
 import anyio
 import numpy as np
 
-from .._errors import QueueClosedError, WorkerProcessError, add_note
+from .._errors import ElementSpecError, QueueClosedError, WorkerProcessError, add_note
 from . import _worker
 from ._handoff import Reply, Sent, describe_exit, read_reply
 from ._shm import Arena, Block
@@ -76,13 +76,21 @@ _ALIGN = 64  # (as the worker aligns arrays in scratch blocks)
 _dumps = functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+def _short(value: Any) -> str:
+    """``repr(value)``, cut to a line."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 class Worker:
     """One worker process and its socket, seen from the main process."""
 
     def __init__(self, pool: WorkerPool, index: int) -> None:
         self.pool = pool
         self.index = index
-        self.proc: multiprocessing.process.BaseProcess | None = None
+        self.proc: multiprocessing.process.BaseProcess | None = None  # (None once reaped)
+        self.pid: int | None = None
+        self.exitcode: int | None = None  # once reaped
         self.conn: Connection | None = None
         self.sock: socket.socket | None = None  # a second handle on the socket, for fds
         self.known: set[int] = set()  # chunks sent to the worker
@@ -91,10 +99,6 @@ class Worker:
         self.death: WorkerProcessError | None = None
         self.ready_s = 0.0  # seconds from the pool's start to this worker's first answer
         self._status_lock = threading.Lock()
-
-    @property
-    def pid(self) -> int | None:
-        return None if self.proc is None else self.proc.pid
 
     def start(self) -> None:
         """Spawn the process (on the pool's helper thread)."""
@@ -117,7 +121,7 @@ class Worker:
             proc.start()
         finally:
             child.close()
-        self.proc, self.conn = proc, parent
+        self.proc, self.conn, self.pid = proc, parent, proc.pid
         self.sock = socket.socket(fileno=os.dup(parent.fileno()))
 
     # -- one call --------------------------------------------------------------------------
@@ -134,7 +138,8 @@ class Worker:
         check: Callable[[], None],
     ) -> Sent:
         """Hand a burst to the worker (it queues behind those sent before); ``receive``
-        gets its results, in the order sent.
+        gets its results, in the order sent. A burst whose items do not pickle is not
+        sent: its answer is an ElementSpecError naming the first such item.
 
         Raises:
             WorkerProcessError: The worker died.
@@ -157,7 +162,14 @@ class Worker:
                     first = self._share(block)
                 if spec is not None:
                     self._send_chunks({c[0] for c in spec if c is not None})
-                conn.send_bytes(_dumps(("b", items, row0, spec, first, want_layout)))
+                try:
+                    message = _dumps(("b", items, row0, spec, first, want_layout))
+                except Exception as exc:
+                    sent.error = self._unpicklable(items, exc)
+                    sent.error.__cause__ = exc
+                    self._drop(sent)
+                    return sent
+                conn.send_bytes(message)
         except BaseException as exc:
             self._drop(sent)
             other = self._translated(exc)
@@ -175,6 +187,8 @@ class Worker:
             WorkerProcessError: The worker died, or could not load ``fn``.
             QueueClosedError: The run is stopping (a clean end).
         """
+        if sent.error is not None:  # (never sent)
+            return Reply([], 0.0, 0.0, None, 0, 0, sent.error)
         pool = self.pool
         try:
             with self.lock:
@@ -234,6 +248,23 @@ class Worker:
             socket.send_fds(self.sock, [b"c"], [chunk.fd])
             self.known.add(index)
 
+    def _unpicklable(self, items: list[Any], exc: Exception) -> ElementSpecError:
+        """The error for a burst that does not pickle, naming its first item that does
+        not (``exc`` when none alone fails)."""
+        culprit, why = None, exc
+        for item in items:
+            try:
+                _dumps(item)
+            except Exception as e:
+                culprit, why = item, e
+                break
+        what = "an item" if culprit is None else _short(culprit)
+        return ElementSpecError(
+            f"pipeline stage {self.pool.label}: {what} ({type(culprit).__name__}) cannot "
+            f"be sent to a worker process: it does not pickle ({why}); "
+            "executor='process' needs items that pickle"
+        )
+
     def _not_loaded(self, data: bytes) -> WorkerProcessError:
         text, trace = pickle.loads(data[1:])
         exc = WorkerProcessError(
@@ -255,9 +286,23 @@ class Worker:
         with self._status_lock:
             proc = self.proc
             if proc is None:
-                return None
+                return self.exitcode
             proc.join(timeout)
             return proc.exitcode
+
+    def reap(self, timeout: float) -> None:
+        """Wait up to ``timeout`` s for the process to exit, then release what the
+        ``Process`` object holds (its sentinel and start-up pipe: descriptors that
+        would otherwise stay open until the garbage collector found the object)."""
+        with self._status_lock:
+            proc = self.proc
+            if proc is None:
+                return
+            proc.join(timeout)
+            self.exitcode = proc.exitcode
+            if self.exitcode is not None:
+                proc.close()
+                self.proc = None
 
     def gone(self) -> WorkerProcessError:
         """The error for this worker's unexpected end (the same object every time)."""
@@ -265,7 +310,7 @@ class Worker:
             code = self.exit_status(_EXIT_WAIT_S)
             self.death = WorkerProcessError(
                 f"pipeline stage {self.pool.label}: worker process {self.pid} "
-                f"{describe_exit(code)}",
+                f"{describe_exit(code, self.ready_s > 0)}",
                 stage=self.pool.label,
                 pid=self.pid,
                 exitcode=code,
@@ -398,11 +443,12 @@ class WorkerPool:
                     break
                 await anyio.sleep(0.005)
             for w in self.workers:
-                if w.proc is None:
+                proc = w.proc  # (only this task reaps it: it stays while this looks)
+                if proc is None:
                     continue
-                if not multiprocessing.connection.wait([w.proc.sentinel], 0):
-                    w.proc.kill()
-                await anyio.to_thread.run_sync(w.exit_status, 5.0)
+                if not multiprocessing.connection.wait([proc.sentinel], 0):
+                    proc.kill()
+                await anyio.to_thread.run_sync(w.reap, 5.0)
                 w.release()
             self.arena.close()
         finally:

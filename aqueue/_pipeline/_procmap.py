@@ -247,11 +247,11 @@ def process_map_step(
             send(items)
 
     def step() -> Burst:
+        if failed:  # (holding its turn: no later burst goes before the stage stops)
+            raise failed.pop()
         if turns is not None and w.turn >= 0:
             turns.release(w.turn)  # the runner enqueued our previous burst
             w.turn = -1
-        if failed:
-            raise failed.pop()
         if not sent:
             t0 = meter.began(w)
             stage.start_thread()  # holding nothing
@@ -282,6 +282,7 @@ def process_map_step(
         w.returned = _perf()
         if reply.error is not None:
             failed.append(reply.error)
+            sent.clear()  # (bursts after the failing item: dropped with the stage)
             if not reply.results:
                 raise failed.pop()  # (in its turn: after every item before it)
         return pack(reply.results)
@@ -358,6 +359,7 @@ def fused_map_step(
         ledger keeps the buffer's bursts: the stage fails, a checkpoint cannot be
         taken any more.)"""
         failed.append(error)
+        sent.clear()  # (bursts after the failing item: dropped with the stage)
         if ordered:
             turns.wait(buf.seq, [])
             w.turn = buf.seq
@@ -368,11 +370,11 @@ def fused_map_step(
         return pack(items)
 
     def step() -> Burst:
+        if failed:  # (holding its turn: no later buffer goes before the stage stops)
+            raise failed.pop()
         if ordered and w.turn >= 0:
             turns.release(w.turn)
             w.turn = -1
-        if failed:
-            raise failed.pop()
         while True:
             if not sent:
                 t0 = meter.began(w)

@@ -354,14 +354,14 @@ def collate(items: list[Any], *, pad: bool = False, whole: Whole | None = None) 
 
 def _stacked(items: list[Any], pad: bool = False) -> Any:
     arrays = [np.asarray(x) for x in items]
-    if any(a.dtype.kind in "SU" for a in arrays):
-        arrays = [a.astype(object) for a in arrays]
     shapes = {a.shape for a in arrays}
     if len(shapes) == 1:
-        return np.stack(arrays)
+        return np.stack(arrays)  # (text keeps its kind: the widest item's width)
     if not pad:
         raise ElementSpecError(
             f"batch: items have different shapes {sorted(shapes)}; use "
             "batch(..., dynamic_pad=True) to pad them"
         )
-    return pad_stack(arrays, np.result_type(*arrays))
+    # The dtype np.stack would give the items (it promotes as concatenate does).
+    dtype = np.concatenate([a.reshape(-1)[:0] for a in arrays]).dtype
+    return pad_stack(arrays, dtype)

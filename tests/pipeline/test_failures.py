@@ -12,6 +12,7 @@ nothing). Every test runs on asyncio and on trio.
 from __future__ import annotations
 
 import operator
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -448,3 +449,19 @@ async def test_a_failure_during_a_checkpoint_is_raised_by_it() -> None:
 
     with pytest.raises(OSError, match="disk gone"):
         await checkpoints()
+
+
+async def test_an_item_a_process_map_cannot_send() -> None:
+    """An item that does not pickle: the items before it come out, in order, then the
+    loop raises ElementSpecError naming it."""
+    lock = threading.Lock()
+
+    def item(i: int) -> Any:
+        return lock if i == 20 else i
+
+    pipe = Pipeline(range(40)).map(item).map(proc_fns.jitter, executor="process")
+    out = await consume(pipe)
+    err = raised_in_the_loop(out, ElementSpecError, "2 'map(jitter)'")
+    assert "_thread.lock" in str(err)
+    assert out.items == list(range(len(out.items)))
+    assert len(out.items) <= 20

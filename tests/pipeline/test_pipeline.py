@@ -138,6 +138,28 @@ async def test_batch_dynamic_pad_and_dicts() -> None:
 
 
 @pytest.mark.anyio
+async def test_batch_of_text_has_the_dtype_np_stack_gives() -> None:
+    """Text items (unicode or bytes arrays of several widths, Python str) batch to the
+    dtype np.stack gives them (e.g. ``<U2``), not to object; padded text too."""
+    cases: list[list[Any]] = [
+        [np.array(["a"]), np.array(["bc"])],
+        [np.array([b"a"]), np.array([b"bcd"])],
+        ["a", "bc"],
+        [np.str_("xy"), np.str_("z")],
+    ]
+    for items in cases:
+        (got,) = await collect(Pipeline(items).batch(2))
+        want = np.stack(items)
+        assert got.dtype == want.dtype, items
+        assert got.tolist() == want.tolist()
+    (padded,) = await collect(
+        Pipeline([np.array(["a"]), np.array(["bc", "d"])]).batch(2, dynamic_pad=True)
+    )
+    assert padded.dtype == np.dtype("<U2")
+    assert padded.tolist() == [["a", ""], ["bc", "d"]]
+
+
+@pytest.mark.anyio
 async def test_batch_of_different_shapes_without_padding_fails() -> None:
     """Different shapes without dynamic_pad: ElementSpecError naming the stage."""
     pipe = Pipeline.from_iterable([1, 2]).map(np.arange).batch(2)
