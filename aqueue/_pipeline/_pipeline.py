@@ -12,10 +12,10 @@
 
 A Pipeline's chain of stages never changes: each builder method returns a new
 Pipeline (it only remembers its latest run, for ``statistics()``). The chain is a tuple
-of StageSpecs, built and checked by ``_stage_spec.py`` (the methods here hold the public
+of StageSpecs, built and checked by ``spec/_stage_spec.py`` (the methods here hold the public
 signatures, types and docstrings); ``open()`` runs it as a ``PipelineRun``
-(``_run.py``: its queues, workers, and how a run ends); ``statistics()`` and
-``describe()`` come from ``_report.py``.
+(``run/_run.py``: its queues, workers, and how a run ends); ``statistics()`` and
+``describe()`` come from ``run/_describe.py``.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from .._errors import CheckpointError
 from .._queues._protocol import AsyncQueue, Sink
 from .._running._coordinator import Coordinator
 from .._running._monitor import Monitor
-from ._checkpoint import check_state, refusal
-from ._meter import StageStatistics
-from ._report import describe_run, zero_statistics
-from ._run import OpenPipeline, PipelineRun
-from ._stage_spec import (
+from .flow._meter import StageStatistics
+from .run._checkpoint import check_state, refusal
+from .run._describe import describe_run, zero_statistics
+from .run._run import OpenPipeline, PipelineRun
+from .spec._stage_spec import (
     StageSpec,
     async_iterable_source,
     batch_stage,
@@ -49,7 +49,7 @@ from ._stage_spec import (
     then,
     to_queue_stage,
 )
-from ._state import PipelineState
+from .spec._state import PipelineState
 
 __all__ = ["Pipeline"]
 

@@ -26,7 +26,7 @@ from support import notes
 
 import aqueue
 from aqueue import ElementSpecError, FIFOQueue, OutOfRangeError, Pipeline
-from aqueue._pipeline import _control
+from aqueue._pipeline.flow import _control
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

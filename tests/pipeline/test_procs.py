@@ -581,7 +581,7 @@ async def test_describe_says_whether_threads_share_a_gil(monkeypatch: pytest.Mon
     """describe()'s first line names the interpreter and says whether it runs with a
     GIL (sys._is_gil_enabled, Python 3.13+); with one, a busy thread map's advice
     points to executor='process'."""
-    from aqueue._pipeline._report import bottleneck  # (the rule itself, on made-up figures)
+    from aqueue._pipeline.run._describe import bottleneck  # (the rule itself, on made-up figures)
 
     pipe = Pipeline(range(200)).map(proc_fns.gil_bound, concurrency=2)
     await collect(pipe)
@@ -683,7 +683,7 @@ def test_the_bottleneck_of_a_process_stage_is_its_workers_or_its_hand_off() -> N
     """describe()'s verdict for a process map: its worker processes when they are busy
     (with the hand-off's share beside it), the hand-off when the workers wait for the
     main process, the workers' start-up when it took half the run."""
-    from aqueue._pipeline._report import bottleneck  # (the rule itself, on made-up figures)
+    from aqueue._pipeline.run._describe import bottleneck  # (the rule itself, on made-up figures)
 
     pipe = Pipeline(range(3)).map(proc_fns.jitter, executor="process")
     specs = pipe._specs

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import add_note
+from ..._errors import add_note
 from ._shm import Arena, Block
 
 __all__ = ["Reply", "Sent", "describe_exit", "read_reply", "remote_failure"]

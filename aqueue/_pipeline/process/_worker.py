@@ -1,6 +1,6 @@
 """What runs inside a worker process of a process map (``map(fn, executor="process")``).
 
-The main process (``_pool.py``) starts each worker with ``multiprocessing``'s *spawn*
+The main process (``_workers.py``) starts each worker with ``multiprocessing``'s *spawn*
 start method and talks to it over one socket (a duplex ``multiprocessing`` Pipe). This
 module is the worker's side; it imports only the standard library and numpy, and a
 worker runs it as a file (``runpy.run_path``, under ``RUN_NAME``), so that a worker
@@ -271,5 +271,5 @@ class _Writer(pickle.Pickler):
         return len(self.blocks) - 1, 0
 
 
-if __name__ == RUN_NAME:  # a worker runs this file (``runpy.run_path``, from _pool.py)
+if __name__ == RUN_NAME:  # a worker runs this file (``runpy.run_path``, from _workers.py)
     main(*globals()["_AQUEUE_WORKER"])

@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .._errors import ElementSpecError, epochs_arg, int_arg, name_arg, seed_arg
-from .._queues._protocol import AsyncQueue, Sink
-from .._running._producers import is_async_callable
+from ..._errors import ElementSpecError, epochs_arg, int_arg, name_arg, seed_arg
+from ..._queues._protocol import AsyncQueue, Sink
+from ..._running._producers import is_async_callable
 
 __all__ = [
     "Reads",
@@ -99,7 +99,7 @@ def threaded(spec: StageSpec) -> bool:
 
 def fused(specs: Sequence[StageSpec], i: int) -> bool:
     """Whether stage ``i`` is a process map that writes the batches of the batch stage
-    after it in place (``_procmap.py``: fusion; not with ``dynamic_pad``)."""
+    after it in place (``process/_driver.py``: fusion; not with ``dynamic_pad``)."""
     spec = specs[i]
     if spec.kind != "map" or spec.executor != "process" or i + 1 >= len(specs):
         return False
@@ -254,7 +254,7 @@ def map_stage(
 
 
 def _process_fn(fn: Any, owner: str) -> None:
-    """Refuse, at once, a function worker processes could not load (see ``_pool.py``)."""
+    """Refuse, at once, a function worker processes could not load (see ``process/_workers.py``)."""
     if sys.platform == "win32":  # pragma: no cover - the suite runs on POSIX
         raise ElementSpecError(
             f"{owner}: executor='process' needs a POSIX system (Linux, macOS): its shared "

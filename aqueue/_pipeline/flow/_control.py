@@ -13,7 +13,7 @@ go on with what had passed it); ``stop()`` stops every stage (the run is finishi
 ``cut`` only grows.
 
 A checkpoint requests a pause and waits until the run is at rest (see
-``_checkpoint.py``); so every item is then in a stage queue, in a stage's own buffer
+``run/_checkpoint.py``); so every item is then in a stage queue, in a stage's own buffer
 (a shuffle), or not yet read (the source): never in a worker's hands.
 
 Async sources wait for their next item inside ``interruptible()``: stopping cancels
@@ -29,7 +29,7 @@ from typing import Any
 
 import anyio
 
-from .._errors import QueueClosedError
+from ..._errors import QueueClosedError
 
 __all__ = ["Control", "Stage"]
 

@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from ..flow._turns import ThreadTurns
 from ._handoff import Reply
-from ._maps import ThreadTurns
 from ._shm import Arena
 
 __all__ = ["Buffer", "Fuser"]

@@ -1,29 +1,21 @@
-"""Pipeline stages other than map: what each does per burst of items, and how it stops.
+"""Pipeline stages other than sources and maps: filter, shuffle, prefetch, ``to_queue``
+and batch; what each does per burst of items, and how it stops.
 
 A running stage is a QueueRunner whose producers are *steps* built here, in
-``_maps.py`` and in ``_sources.py``: each call of a step takes a burst of items from the
-stage's input queue, does the stage's work and returns the burst's results, which the
-runner enqueues into the stage's output queue in one ``enqueue_many``.
+``_maps.py`` and in ``_sources.py`` (a process map's in ``process/_driver.py``): each call
+of a step takes a burst of items from the stage's input queue (``flow/_bursts.py``),
+does the stage's work and returns the burst's results, which the runner enqueues into
+the stage's output queue in one ``enqueue_many``.
 
 Invariants:
 
-- Items travel between stages as bursts: 1-d ``dtype=object`` arrays of the items
-  themselves (``pack`` builds one without looking into the items, so any Python
-  object, tuples and arrays included, passes unchanged). Stage queues are FIFOQueues of
-  one scalar object component; a burst costs one lock, one copy of references and at
-  most one wake-up per hand-off, whatever its length.
-- A step never returns an empty burst: it takes again, or ends.
-- A step never takes a new burst once the run is stopping, nor while it is paused: it
-  starts at its ``Stage``'s ``start_task``/``start_thread`` (``_control.py``), where a
-  stopping run raises QueueClosedError (a clean end for its runner) and a pause waits.
-  It holds no item there, so a paused run holds every item in a queue or a buffer.
-- Bursts are taken with ``take`` (a task: what is there now without waiting, else
-  ``dequeue_burst``) or the blocking view's ``dequeue_burst`` (a thread), at most
-  ``burst_size`` items: about half a millisecond of work (one expensive item, many
-  cheap ones), so no worker sits on items the others could work on, and no item waits
-  long in a worker's hands.
-- Measurements are per burst (``_meter.py``): a burst's get wait, its work time, and the
-  put wait of the previous burst.
+- A step never takes a new burst once its stage is stopping, nor while it is paused: it
+  starts at its ``Stage``'s ``start_task``/``start_thread`` (``flow/_control.py``),
+  where a stopping stage raises QueueClosedError (a clean end for its runner) and a
+  pause waits. It holds no item there, so a paused run holds every item in a queue or
+  a buffer.
+- Measurements are per burst (``flow/_meter.py``): a burst's get wait, its work time,
+  and the put wait of the previous burst.
 """
 
 from __future__ import annotations
@@ -36,82 +28,26 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import ElementSpecError, OutOfRangeError, QueueClosedError, QueueEmpty, add_note
-from .._queues._tuples import pad_stack
-from ._control import Stage
+from ..._errors import ElementSpecError, OutOfRangeError
+from ..._queues._tuples import pad_stack
+from ..flow._bursts import BURST_MAX, Burst, noted, pack, take
+from ..flow._control import Stage
 
 if TYPE_CHECKING:
-    from .._queues._queue import QueueBase
-    from .._queues._views import BlockingQueue
+    from ..._queues._queue import QueueBase
+    from ..._queues._views import BlockingQueue
 
 __all__ = [
-    "CLEAN",
-    "Burst",
     "ShuffleStep",
     "batch_step",
-    "burst_size",
     "collate",
     "filter_step",
-    "noted",
-    "pack",
     "prefetch_step",
     "send_step",
-    "take",
 ]
 
-Burst = npt.NDArray[Any]  # a 1-d object array of items
 Whole = Callable[[list[Any]], "npt.NDArray[Any] | None"]  # see ``collate``
-_BURST_MAX = 256  # items per burst at most (bounds one step's loop time)
-
-CLEAN = (OutOfRangeError, QueueClosedError)  # a source queue ended: not a failure
 _perf = time.perf_counter
-
-
-def pack(items: list[Any]) -> Burst:
-    """A burst of ``items``: a 1-d object array holding each item as it is."""
-    return np.fromiter(items, dtype=object, count=len(items))
-
-
-_BURST_S = 0.0005  # a worker's burst holds about this much work
-
-
-def burst_size(item_s: float) -> int:
-    """How many items a worker takes at a time, when an item took it ``item_s`` seconds
-    so far (0: not known yet).
-
-    About ``_BURST_S`` of work: one expensive item at a time (so expensive items spread
-    over every worker, and each is handed on as soon as it is done), many cheap ones (so
-    the hand-offs, not the items, do not set the pace). One item until the cost is
-    known; at most ``_BURST_MAX``.
-    """
-    if item_s <= 0.0:
-        return 1
-    n = int(_BURST_S / item_s)
-    return 1 if n < 1 else n if n < _BURST_MAX else _BURST_MAX
-
-
-async def take(queue: QueueBase[Any], n: int) -> Burst:
-    """Up to ``n`` items of ``queue``: those there now, without a checkpoint, else the
-    first ones to arrive (``dequeue_burst``).
-
-    Only for steps that return what they take (or what they make of it): their
-    runner's enqueue checkpoints once per burst, so taking without a checkpoint never
-    starves other tasks.
-    """
-    burst: Burst
-    if queue.size():
-        try:
-            burst = queue.dequeue_up_to_nowait(n)
-            return burst
-        except QueueEmpty:  # earlier dequeues are waiting: queue up behind them
-            pass
-    burst = await queue.dequeue_burst(n)
-    return burst
-
-
-def noted(exc: BaseException, label: str) -> None:
-    """Name the stage in which ``exc`` was raised (a note, PEP 678)."""
-    add_note(exc, f"raised in pipeline stage {label}")
 
 
 # -- filter, shuffle, prefetch, send, batch ------------------------------------------------
@@ -131,7 +67,7 @@ def filter_step(
         t0 = meter.began(w)
         while True:
             await stage.start_task()
-            burst = await take(source, _BURST_MAX)
+            burst = await take(source, BURST_MAX)
             t1 = meter.got(t0)
             kept: list[Any] = []
             seen = 0
@@ -204,7 +140,7 @@ class ShuffleStep:
         while not out and not self.ended:
             t_wait = _perf()
             try:
-                burst = await take(self._source, _BURST_MAX)
+                burst = await take(self._source, BURST_MAX)
             except OutOfRangeError:
                 self.ended = True
                 break
@@ -216,7 +152,7 @@ class ShuffleStep:
                     out.append(self._pick())
         meter.get_waits.append(waited)
         if self.ended:
-            while self.buf and len(out) < _BURST_MAX:
+            while self.buf and len(out) < BURST_MAX:
                 out.append(self._pick())
         if not out:
             raise StopAsyncIteration
@@ -232,7 +168,7 @@ def prefetch_step(source: QueueBase[Any], stage: Stage) -> Callable[[], Any]:
     async def step() -> Burst:
         t0 = meter.began(w)
         await stage.start_task()
-        burst = await take(source, _BURST_MAX)
+        burst = await take(source, BURST_MAX)
         w.returned = meter.got(t0)
         return burst
 
@@ -249,7 +185,7 @@ def send_step(source: QueueBase[Any], many: bool, stage: Stage) -> Callable[[], 
     async def step() -> Any:
         t0 = meter.began(w)
         await stage.start_task()
-        burst = await take(source, _BURST_MAX)
+        burst = await take(source, BURST_MAX)
         t1 = meter.got(t0)
         try:
             items = burst.tolist()
@@ -319,7 +255,7 @@ def collate(items: list[Any], *, pad: bool = False, whole: Whole | None = None) 
     With ``pad``, arrays of one rank but different shapes are padded at the end of
     each dimension to the largest, with 0 (or ``""`` for strings and objects).
     ``whole(arrays)``, when given, may return an array whose rows the arrays already
-    are (a process map wrote them in place: ``_procmap.Fuser``), which is then the
+    are (a process map wrote them in place: ``process/_inplace.py``), which is then the
     component's batch, as it is.
 
     Raises:

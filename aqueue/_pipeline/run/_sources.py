@@ -24,13 +24,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._input._epochs import Epochs
-from ._control import Stage
-from ._stages import CLEAN, Burst, noted, pack
+from ..._input._epochs import Epochs
+from ..flow._bursts import CLEAN, Burst, noted, pack
+from ..flow._control import Stage
 
 if TYPE_CHECKING:
-    from .._queues._protocol import AsyncQueue
-    from .._queues._queue import QueueBase
+    from ..._queues._protocol import AsyncQueue
+    from ..._queues._queue import QueueBase
 
 __all__ = ["AsyncSource", "SequenceSource", "SyncSource", "producer_step", "queue_step"]
 

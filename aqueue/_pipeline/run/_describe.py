@@ -1,7 +1,7 @@
 """What a pipeline run reports: its StageStatistics, ``describe()`` text and bottleneck.
 
 Statistics are measured per stage: the workers record into the stage's ``Meter``
-(``_meter.py``), the queues count what went through them, and ``sample_occupancy``, a
+(``flow/_meter.py``), the queues count what went through them, and ``sample_occupancy``, a
 task of the run, samples every queue's occupancy until the run ends or every queue is
 closed and empty: every ``_SAMPLE_MIN_S`` at first, then less often as the run ages (a
 hundredth of its age, at most every ``_SAMPLE_MAX_S``), so a short run still gets about
@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .._queues._fifo import StageQueue
-from ._meter import Meter, StageStatistics, percentiles
-from ._stage_spec import StageSpec
+from ..._queues._fifo import StageQueue
+from ..flow._meter import Meter, StageStatistics, percentiles
+from ..spec._stage_spec import StageSpec
 
 if TYPE_CHECKING:
-    from ._fuser import Fuser
-    from ._pool import WorkerPool
+    from ..process._inplace import Fuser
+    from ..process._workers import WorkerPool
 
 __all__ = [
     "bottleneck",

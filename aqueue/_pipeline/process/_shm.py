@@ -1,6 +1,6 @@
 """Shared memory for process maps: an arena of anonymous chunks, cut into blocks.
 
-A process map (``_procmap.py``) moves numpy results from its worker processes to the
+A process map (``_driver.py``) moves numpy results from its worker processes to the
 main process through an ``Arena``: the main process owns it, cuts *blocks* out of it
 and tells a worker which block to write a burst's arrays (or a batch's rows) into; the
 items the main process hands on are numpy views of those blocks, never copies.

@@ -2,7 +2,7 @@
 
 ``map(fn, concurrency=C, executor="process")`` runs as C *driver* threads in the main
 process, each the step of one worker process of the stage's ``WorkerPool``
-(``_pool.py``). A driver works as a thread worker does (``_maps.py``): it takes a
+(``_workers.py``). A driver works as a thread worker does (``run/_maps.py``): it takes a
 burst (about ``PROCESS_BURST_S`` of work in the worker: one hand-off per burst, not per
 item), hands it to its worker and returns the results as one burst; ordered delivery
 uses the same turns. Two differences:
@@ -14,7 +14,7 @@ uses the same turns. Two differences:
   milliseconds to be scheduled). It reaches its pause point only with nothing sent.
 - The ledger. Every burst a stage has taken and not handed on (returned, or delivered
   in a batch buffer) is in its ``Ledger``, with its inputs and, once received, its
-  results. A checkpoint (``_checkpoint.py``) reads it: the results of the bursts
+  results. A checkpoint (``run/_checkpoint.py``) reads it: the results of the bursts
   received, up to the first one not received (all received ones, when the map is not
   ordered), belong after the stage's output queue's items; the inputs of the rest go
   back in front of its input queue's items. A driver waiting for a result is not at
@@ -25,7 +25,7 @@ Measurements: a worker's busy time is what it spent in ``fn`` (it says so in eac
 answer), and the driver's own CPU time, the *hand-off*, is counted apart.
 
 Fusion. When ``batch(n)`` (without ``dynamic_pad``) follows the map, the workers write
-the batches in place (a ``Fuser``, ``_fuser.py``): a fused driver takes its bursts into
+the batches in place (a ``Fuser``, ``_inplace.py``): a fused driver takes its bursts into
 the rows of the current batch buffer and returns a buffer's rows once it completes one.
 
 Invariants:
@@ -44,17 +44,17 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from .._errors import OutOfRangeError, QueueClosedError
-from ._control import Stage
-from ._fuser import Buffer, Fuser
+from ..._errors import OutOfRangeError, QueueClosedError
+from ..flow._bursts import Burst, noted, pack
+from ..flow._control import Stage
+from ..flow._meter import Worker as MeterWorker
+from ..flow._turns import ThreadTurns
 from ._handoff import Reply, Sent
-from ._maps import ThreadTurns
-from ._meter import Worker as MeterWorker
-from ._pool import Worker
-from ._stages import Burst, noted, pack
+from ._inplace import Buffer, Fuser
+from ._workers import Worker
 
 if TYPE_CHECKING:
-    from .._queues._views import BlockingQueue
+    from ..._queues._views import BlockingQueue
 
 __all__ = [
     "PROCESS_BURST_S",

@@ -22,7 +22,7 @@
    enqueues will admit; an ordered map's finished bursts waiting for their turns; a
    process map's ledger: the results it received and has not handed on, after its
    output queue's items, and the inputs of the bursts still in its workers' hands, in
-   front of its input queue's, see ``_procmap.py``), the source's position and each
+   front of its input queue's, see ``process/_driver.py``), the source's position and each
    shuffle's buffer and random state;
 5. checks that nothing moved while it looked (``_generation``: every queue's totals and
    closed flag, every stage's paused count, every ordered map's turn, every process
@@ -50,15 +50,15 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._errors import CheckpointError, CheckpointWarning, ElementSpecError
-from .._input._epochs import in_memory
+from ..._errors import CheckpointError, CheckpointWarning, ElementSpecError
+from ..._input._epochs import in_memory
+from ..spec._stage_spec import resumable
+from ..spec._state import PipelineState
 from ._sources import SequenceSource
-from ._stage_spec import resumable
-from ._state import PipelineState
 
 if TYPE_CHECKING:
+    from ..spec._stage_spec import StageSpec
     from ._run import PipelineRun
-    from ._stage_spec import StageSpec
 
 __all__ = [
     "apply_positions",

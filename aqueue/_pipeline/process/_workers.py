@@ -3,7 +3,7 @@
 A ``WorkerPool`` belongs to one run of one ``map(fn, executor="process")`` stage: its
 ``concurrency`` worker processes live from the run's start to its end (every epoch and
 ``repeat`` of that run), each driven by one thread of the main process (a *driver*: the
-stage's step, ``_procmap.py``), which hands it a burst and waits for the results.
+stage's step, ``_driver.py``), which hands it a burst and waits for the results.
 
 Start. The pool's task (``run``, started when the pipeline opens) spawns the workers on
 a helper thread, so the event loop never waits for an interpreter to come up. The start
@@ -63,7 +63,7 @@ from typing import Any
 import anyio
 import numpy as np
 
-from .._errors import ElementSpecError, QueueClosedError, WorkerProcessError, add_note
+from ..._errors import ElementSpecError, QueueClosedError, WorkerProcessError, add_note
 from . import _worker
 from ._handoff import Reply, Sent, describe_exit, read_reply
 from ._shm import Arena, Block

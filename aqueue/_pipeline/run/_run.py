@@ -18,7 +18,7 @@ instead, at that read and each later one. The coordinator's scope is never cance
 a stage, so the body runs on until it reads. Leaving the block: a failure a read has
 raised is not raised again (the body's own exit stands); one no read raised is raised
 (or noted in the body's exception). Steps hand on the items done before a failing item
-and raise at their next call (``_maps.py``, ``_sources.py``, ``_procmap.py``).
+and raise at their next call (``_maps.py``, ``_sources.py``, ``process/_driver.py``).
 
 Each stage ``i`` owns output queue ``i`` (a FIFOQueue of one object component holding
 the items themselves, named ``"<i>:<label>"``, of the capacity ``_stage_spec.capacity``
@@ -27,7 +27,7 @@ gives) and one QueueRunner of the same name whose producers are the stage's step
 own, or the one passed to ``open``); stage ``i`` reads queue ``i - 1``. Every step
 returns a burst, which its runner enqueues in one ``enqueue_many``. End of input
 travels down the chain as queue closes; a stage's exception fails the run (see
-above). The run's measurements and report are in ``_report.py``.
+above). The run's measurements and report are in ``_describe.py``.
 
 Workers: an async function runs in ``concurrency`` tasks; a sync function on
 ``concurrency`` long-lived threads that take and put items through the queues' blocking
@@ -35,8 +35,8 @@ views (no event-loop round trip per item); ``executor="process"`` in ``concurren
 long-lived worker processes (a ``WorkerPool``, spawned when the run starts and reaped
 before ``async with pipe.open()`` is left), each driven by one such thread that hands
 it a burst at a time, the numpy results coming back through shared memory
-(``_pool.py``, ``_procmap.py``); where a batch stage follows, the workers write the
-batches in place (a ``Fuser``). ``map`` delivers in completion order unless
+(``process/_workers.py``, ``process/_driver.py``); where a batch stage follows, the
+workers write the batches in place (a ``Fuser``). ``map`` delivers in completion order unless
 ``ordered=True``.
 Sources: lists, tuples and ranges are read on the event loop (they fill the first queue
 at once); other sync iterables and sync producers on a thread, since they may block.
@@ -57,27 +57,29 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
-from .._errors import OutOfRangeError, QueueClosedError, add_note
-from .._input._epochs import in_memory
-from .._queues._fifo import StageQueue
-from .._queues._queue import QueueBase
-from .._running._coordinator import Coordinator
-from .._running._monitor import Monitor
-from .._running._producers import NewThreads, ThreadRecord, is_async_callable
-from .._running._runner import QueueRunner, Supervisor
+from ..._errors import OutOfRangeError, QueueClosedError, add_note
+from ..._input._epochs import in_memory
+from ..._queues._fifo import StageQueue
+from ..._queues._queue import QueueBase
+from ..._running._coordinator import Coordinator
+from ..._running._monitor import Monitor
+from ..._running._producers import NewThreads, ThreadRecord, is_async_callable
+from ..._running._runner import QueueRunner, Supervisor
+from ..flow._bursts import noted
+from ..flow._control import Control, Stage
+from ..flow._meter import Meter, StageStatistics
+from ..flow._turns import AsyncTurns, ThreadTurns
+from ..process._driver import Ledger, Sizes, fused_map_step, process_map_step
+from ..process._inplace import Fuser
+from ..process._shm import Arena
+from ..process._workers import WorkerPool
+from ..spec._stage_spec import StageSpec, capacity, fresh, fused, threaded
+from ..spec._state import PipelineState
 from ._checkpoint import apply_positions, apply_state, take_checkpoint
-from ._control import Control, Stage
-from ._fuser import Fuser
-from ._maps import AsyncTurns, ThreadTurns, async_map_step, thread_map_step
-from ._meter import Meter, StageStatistics
-from ._pool import WorkerPool
-from ._procmap import Ledger, Sizes, fused_map_step, process_map_step
-from ._report import process_notes, sample_occupancy, stage_statistics
-from ._shm import Arena
+from ._describe import process_notes, sample_occupancy, stage_statistics
+from ._maps import async_map_step, thread_map_step
 from ._sources import AsyncSource, SequenceSource, SyncSource, producer_step, queue_step
-from ._stage_spec import StageSpec, capacity, fresh, fused, threaded
-from ._stages import ShuffleStep, batch_step, filter_step, noted, prefetch_step, send_step
-from ._state import PipelineState
+from ._stages import ShuffleStep, batch_step, filter_step, prefetch_step, send_step
 
 __all__ = ["OpenPipeline", "PipelineItems", "PipelineRun"]
 
