@@ -32,7 +32,8 @@ from .._running._monitor import Monitor
 from .flow._meter import StageStatistics
 from .run._checkpoint import check_state, refusal
 from .run._describe import describe_run, zero_statistics
-from .run._run import OpenPipeline, PipelineRun
+from .run._open import OpenPipeline
+from .run._run import PipelineRun
 from .spec._stage_spec import (
     StageSpec,
     async_iterable_source,
@@ -208,9 +209,12 @@ class Pipeline(Generic[T]):
                 top level must be guarded by ``if __name__ == "__main__":``), and the
                 items must pickle. For CPU-bound Python that holds the GIL; on
                 free-threaded Python (3.13t), threads run it in parallel too.
-            capacity: Capacity of the output queue (default: twice the concurrency of
-                this or the next stage, at least 8; at least 64 for processes, whose
-                bursts of results then go in with few wake-ups).
+            capacity: Capacity of the output queue, in items (default: twice the
+                concurrency of this or the next stage, at least 8; at least 64 for
+                processes, whose bursts of results then go in with few wake-ups; at
+                least twice the batch size of a ``batch`` right after it, which, after
+                processes writing the batches in place, takes them from the queue a
+                batch at a time).
             name: Label in statistics (default ``"map(<fn name>)"``).
 
         Raises:

@@ -171,6 +171,31 @@ async def test_batches_after_a_process_map_are_written_in_place() -> None:
     assert_nothing_left()
 
 
+@pytest.mark.parametrize("fn", [proc_fns.jitter, proc_fns.lagging], ids=["ints", "frames"])
+async def test_batches_written_in_place_by_unordered_workers(fn: Any) -> None:
+    """Three unordered workers writing batches in place (buffers complete out of order;
+    with a slow item 280, the last, short one before the full one holding 280): every
+    item once, every batch full but the last, and the stages count items (rows), not
+    batches."""
+    n, size = 301, 8
+    pipe = (
+        Pipeline(range(n))
+        .map(fn, executor="process", concurrency=3)
+        .batch(size, allow_smaller_final_batch=True)
+    )
+    got = await collect(pipe)
+    if fn is proc_fns.lagging:  # (arrays, ids): the ids, and each array matches its id
+        assert all(np.array_equal(a[:, 0, 0], i) for a, i in got)
+        got = [i for _, i in got]
+    assert sorted(int(x) for b in got for x in b) == list(range(n))
+    assert [len(b) for b in got] == [size] * (n // size) + [n % size]
+    _, mapped, batched = pipe.statistics()
+    assert (mapped.items_in, mapped.items_out) == (n, n)
+    assert (batched.items_in, batched.items_out) == (n, len(got))
+    del got
+    assert_nothing_left()
+
+
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_rows_that_miss_their_column_are_copied_into_the_batch() -> None:
     """A result of another dtype cannot go in place: its batch is stacked as usual (and

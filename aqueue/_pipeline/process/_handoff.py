@@ -1,5 +1,7 @@
-"""The hand-off of one burst, seen from the main process: what was sent, and reading
-what came back (``_worker.py`` has the protocol).
+"""The hand-off of one burst, seen from the main process: what was sent, reading what
+came back (``_worker.py`` has the protocol), and the errors of what went wrong (a
+function's exception, an item that does not pickle, a function a worker could not
+load, a worker's end).
 
 A worker answers a burst with a pickle stream whose numpy arrays are *persistent ids*:
 ``("r", k)``, row ``row0 + j`` of column ``k`` of the burst's batch buffer (a fused
@@ -25,10 +27,18 @@ from typing import Any
 
 import numpy as np
 
-from ..._errors import add_note
+from ..._errors import ElementSpecError, WorkerProcessError, add_note
 from ._shm import Arena, Block
 
-__all__ = ["Reply", "Sent", "describe_exit", "read_reply", "remote_failure"]
+__all__ = [
+    "Reply",
+    "Sent",
+    "describe_exit",
+    "not_loaded",
+    "read_reply",
+    "remote_failure",
+    "unpicklable",
+]
 
 
 class Sent:
@@ -169,3 +179,39 @@ def describe_exit(code: int | None, answered: bool) -> str:
         'must be guarded by `if __name__ == "__main__":` when it starts a pipeline; an '
         "exception there is printed, with its traceback, on the worker's stderr"
     )
+
+
+def unpicklable(stage: str, items: list[Any], exc: Exception) -> ElementSpecError:
+    """The error for a burst of pipeline stage ``stage`` that does not pickle (``exc``),
+    naming its first item that does not (its cause: that item's own error)."""
+    culprit, why = None, exc
+    for item in items:
+        try:
+            pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as e:
+            culprit, why = item, e
+            break
+    text = "an item" if culprit is None else repr(culprit)
+    what = text if len(text) <= 80 else text[:77] + "..."
+    error = ElementSpecError(
+        f"pipeline stage {stage}: {what} ({type(culprit).__name__}) cannot be sent to a "
+        f"worker process: it does not pickle ({why}); executor='process' needs items "
+        "that pickle"
+    )
+    error.__cause__ = why
+    return error
+
+
+def not_loaded(stage: str, pid: int | None, data: bytes) -> WorkerProcessError:
+    """The error of a worker's ``L`` answer: it could not load the function."""
+    text, trace = pickle.loads(data[1:])
+    exc = WorkerProcessError(
+        f"pipeline stage {stage}: worker process {pid} could not load the function: "
+        f"{text}. executor='process' needs a function that pickles by reference: defined "
+        "at module level in an importable module, or in the main script under "
+        "`if __name__ == '__main__':`",
+        stage=stage,
+        pid=pid,
+    )
+    add_note(exc, f"traceback in worker process {pid}:\n{trace.rstrip()}")
+    return exc

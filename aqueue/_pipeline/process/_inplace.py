@@ -1,54 +1,96 @@
 """Batches written in place: the batch buffers of a process map that a batch stage
-follows (``Fuser``).
+follows (``BatchWriter``), and what the batch stage is handed (``BatchRecord``).
 
-When ``batch(n)`` (without ``dynamic_pad``) follows the map, the stage writes
-the batches itself (a ``Fuser``): it cuts *batch buffers* of ``n`` rows out of the
-stage's shared memory, and the k-th numpy array of each result goes straight into row
-``r`` of column k of its buffer (one copy in all: the worker's). Rows are assigned when
-items are taken, in take order (under the turns' lock); a burst never spans two
-buffers. The driver that completes a buffer (every row assigned and done, or the input
-ended) hands on its rows as one burst (one ``enqueue_many``, so a buffer's rows lie
-together and in order in the map's output queue), in buffer order when the map is
-ordered (the turns number buffers, not bursts). The batch stage (``batch_step``, given
-``Fuser.whole``) then finds that its ``n`` items are the ``n`` rows of one column and
-returns the column itself: no copy, no new allocation. Anything else (a row that did
-not fit its column: another dtype or shape; the first buffer, filled before the
-result's layout was known; rows after a resume) is a view like any other item, and the
-batch stage copies it as usual. Correctness never depends on the layout: only the check
-in ``whole`` decides.
+When ``batch(n)`` (without ``dynamic_pad``) follows the map, the map's drivers write
+the batches themselves (a ``BatchWriter``): the writer cuts *batch buffers* of ``n``
+rows out of the stage's shared memory, and the k-th numpy array of each result goes
+straight into row ``r`` of column k of its buffer (one copy in all: the worker's). Rows
+are assigned when items are taken, in take order (under the turns' lock); a burst never
+spans two buffers. The driver that completes a buffer (every row assigned and done, or
+the input ended) hands it on as one item, a ``BatchRecord``: its rows (the results, in
+order) and, when every row was written in place from row 0, its columns; in buffer
+order when the map is ordered (the turns number buffers, not bursts). The map's output
+queue thus holds records, a batch each; the batch stage (``run/_stages.py``) takes a
+record and stacks its rows, where a component's rows are the rows of one of its columns
+taking the column itself (``BatchRecord.column``): no copy, no new allocation. Anything
+else (a row that did not fit its column: another dtype or shape; the first buffer,
+filled before the result's layout was known) is stacked as usual. Correctness never
+depends on the layout: only the check in ``column`` decides.
+
+Alignment. Records line up with the batch stage's batches: every buffer is ``n`` rows
+but the first one after a resume, which starts at row ``start_row % n`` (the resumed
+items, ahead of it in the queue as records of ``n`` rows, ``records_of``, end with a
+record of ``start_row % n`` rows); the last buffer holds what was assigned when the
+input ended (``allow_smaller_final_batch`` decides what becomes of it, as for any
+leftover).
+
+The counts a stage reports are rows: ``rows_out`` (handed on in records) and
+``rows_taken`` (taken out of records by the batch stage); ``fused`` counts the batches
+the batch stage took as written.
 
 Invariants:
 
 - Rows are assigned in take order under the turns' taking lock; a burst never spans two
   buffers; a buffer is *complete* when every row is assigned and done, or the input
   ended and every assigned row is done.
-- A buffer's rows are handed on once, whole: ``delivered`` is set under the fuser's
-  lock by the one driver that finds it complete.
-- ``whole`` returns a column only for a registered column (one whose rows were all
-  written in place, from row 0) whose rows are exactly the items; a column's
-  registration goes with the column.
+- A buffer is handed on once: ``delivered`` is set under the writer's lock by the one
+  driver that finds it complete (or cuts it short after a failure).
+- A record has columns only if each of its rows was written in place, from row 0, so
+  each column's first ``len(rows)`` rows are exactly the rows' arrays.
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..flow._turns import ThreadTurns
 from ._handoff import Reply
 from ._shm import Arena
 
-__all__ = ["Buffer", "Fuser"]
+__all__ = ["BatchRecord", "BatchWriter", "Buffer", "records_of"]
 
 _ALIGN = 64
 _PENDING = object()  # a row whose result has not come back
 
+Column = np.ndarray[Any, Any]
+
+
+class BatchRecord:
+    """A batch's rows, handed on as one item: the results in order, and the columns
+    their arrays were written into (None: not all in place)."""
+
+    __slots__ = ("cols", "in_place", "rows")
+
+    def __init__(self, rows: list[Any], cols: list[Column | None] | None) -> None:
+        self.rows = rows
+        self.cols = cols
+        self.in_place = False  # a column was taken as a batch component
+
+    def column(self, arrays: list[Any]) -> Column | None:
+        """The column whose first rows ``arrays`` are, all of them in order (a batch
+        component), or None. ``arrays`` are one component of each of ``rows``."""
+        if self.cols is None or len(arrays) != len(self.rows):
+            return None
+        own = getattr(arrays[0], "base", None)  # each row of a column is a view of it
+        for col in self.cols:
+            if col is None or col.base is not own:
+                continue
+            if all(type(a) is np.ndarray and a.base is own for a in arrays):
+                self.in_place = True
+                return col if len(arrays) == len(col) else col[: len(arrays)]
+        return None
+
+
+def records_of(items: list[Any], n: int) -> list[BatchRecord]:
+    """Resumed items as records of ``n`` rows (the last one shorter)."""
+    return [BatchRecord(items[k : k + n], None) for k in range(0, len(items), n)]
+
 
 class Buffer:
-    """One batch buffer of a fused stage: ``n`` rows, filled from row ``r0``."""
+    """One batch buffer of a writer: ``n`` rows, filled from row ``r0``."""
 
     __slots__ = (
         "assigned",
@@ -68,7 +110,7 @@ class Buffer:
         seq: int,
         r0: int,
         n: int,
-        cols: list[np.ndarray[Any, Any] | None] | None,
+        cols: list[Column | None] | None,
         spec: tuple[Any, ...] | None,
     ) -> None:
         self.seq = seq
@@ -83,34 +125,31 @@ class Buffer:
         self.seqs: list[int] = []  # the ledger entries of its bursts
 
 
-class Fuser:
-    """The batch buffers of a fused process map (see the module docstring).
+class BatchWriter:
+    """The batch buffers of a process map (see the module docstring).
 
     Args:
         n: The batch size of the batch stage after the map.
         arena: The stage's shared memory.
-        turns: The stage's turns (their lock orders takes; for an ordered map they
-            number buffers).
+        number: Numbers each new buffer (the turns' numbering, which, for an ordered
+            map, is the buffers' delivery order).
         start_row: Items already in the map's output queue when the run starts (a
             resume): the first buffer starts at this row modulo ``n``, so later
             buffers line up with the batch stage's batches.
     """
 
-    def __init__(self, n: int, arena: Arena, turns: ThreadTurns, start_row: int) -> None:
+    def __init__(self, n: int, arena: Arena, number: Callable[[], int], start_row: int) -> None:
         self.n = n
         self.arena = arena
-        self.turns = turns
+        self._number = number
         self.layout: list[tuple[np.dtype[Any], tuple[int, ...]]] | None = None
         self.current: Buffer | None = None
         self.ended = False
         self.fused = 0  # batches the batch stage took as written
+        self.rows_out = 0  # rows handed on in records
+        self.rows_taken = 0  # rows the batch stage took out of records
         self._start_row = start_row % n
         self._lock = threading.Lock()
-        self._registry: dict[
-            int, tuple[weakref.ref[np.ndarray[Any, Any]], int, tuple[int, ...]]
-        ] = {}  # id(a column's own array) -> (it, rows handed on, its shape)
-
-    # -- the drivers' side -------------------------------------------------------------------
 
     def reserve(self) -> Buffer:
         """The buffer the next take goes into (a new one if none has room); called
@@ -119,7 +158,7 @@ class Fuser:
             buf = self.current
             if buf is None or buf.assigned == self.n:
                 r0, self._start_row = self._start_row, 0
-                buf = self.current = self._new(self.turns.number(), r0)
+                buf = self.current = self._new(self._number(), r0)
             return buf
 
     def room(self, buf: Buffer) -> int:
@@ -164,33 +203,36 @@ class Fuser:
             self.current = None
         return True
 
-    def cut_short(self, buf: Buffer) -> list[Any]:
-        """The rows of ``buf`` done before the first one not done (a burst of it
-        failed), to be handed on as items; the buffer is delivered then."""
+    def deliver(self, buf: Buffer) -> BatchRecord:
+        """The record of a complete buffer, to be handed on (with its columns when every
+        row was written in place from row 0)."""
+        rows = buf.rows[buf.r0 : buf.assigned]
+        buf.rows = []
+        cols = None
+        if buf.cols is not None:
+            if buf.r0 == 0 and buf.foreign == 0:
+                cols = buf.cols
+            elif buf.foreign:
+                self.layout = None  # the results changed form: learn it again
+        self.rows_out += len(rows)
+        return BatchRecord(rows, cols)
+
+    def cut_short(self, buf: Buffer) -> BatchRecord | None:
+        """The record of the rows of ``buf`` done before the first one not done (a
+        burst of it failed), or None if there are none; the buffer is delivered then."""
         with self._lock:
             if buf.delivered:
-                return []
+                return None
             buf.delivered = True
             if self.current is buf:
                 self.current = None
             rows = buf.rows[buf.r0 : buf.assigned]
             buf.rows = []
         end = next((k for k, row in enumerate(rows) if row is _PENDING), len(rows))
-        return rows[:end]
-
-    def deliver(self, buf: Buffer) -> list[Any]:
-        """The rows of a complete buffer, to be handed on; register its columns for
-        ``whole`` when every row was written in place from row 0."""
-        items = buf.rows[buf.r0 : buf.assigned]
-        buf.rows = []
-        if buf.cols is not None:
-            if buf.r0 == 0 and buf.foreign == 0:
-                for col in buf.cols:
-                    if col is not None:
-                        self._register(col, len(items))
-            elif buf.foreign:
-                self.layout = None  # the results changed form: learn it again
-        return items
+        if not end:
+            return None
+        self.rows_out += end
+        return BatchRecord(rows[:end], None)
 
     def _new(self, seq: int, r0: int) -> Buffer:
         layout, n = self.layout, self.n
@@ -199,7 +241,7 @@ class Fuser:
         offsets: list[int | None] = []
         total = 0
         for dtype, shape in layout:
-            if not shape or dtype.kind in "SU":  # 0-d, or text (batched as objects): no column
+            if not shape or dtype.kind in "SU":  # 0-d, or text (np.stack's width): no column
                 offsets.append(None)
                 continue
             total = -(-total // _ALIGN) * _ALIGN
@@ -207,50 +249,21 @@ class Fuser:
             total += n * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         block = self.arena.alloc(total)
         base = self.arena.adopt(block)  # freed once every column and row view is gone
-        cols: list[np.ndarray[Any, Any] | None] = []
+        cols: list[Column | None] = []
         spec: list[Any] = []
         for (dtype, shape), off in zip(layout, offsets):
             if off is None:
                 cols.append(None)
                 spec.append(None)
                 continue
-            # Each column is an array of its own over the block (its rows' ``base``),
-            # which keeps the block's base alive: ``whole`` tells columns apart by it.
+            # Each column is an array of its own over the block (the ``base`` of each of
+            # its rows), which keeps the block's base alive: ``BatchRecord.column`` tells
+            # columns apart by it.
             count = n * int(np.prod(shape, dtype=np.int64))
             own = np.frombuffer(base.data, dtype=dtype, count=count, offset=off)
             cols.append(own.reshape((n, *shape)))
             spec.append((block.chunk, block.offset + off, dtype, shape, n))
         return Buffer(seq, r0, n, cols, tuple(spec))
-
-    # -- the batch stage's side ---------------------------------------------------------------
-
-    def _register(self, col: np.ndarray[Any, Any], m: int) -> None:
-        own = col.base  # the column's own array, the ``base`` of each of its rows
-        assert isinstance(own, np.ndarray)
-        key = id(own)
-        registry = self._registry
-
-        def forget(_: object) -> None:
-            registry.pop(key, None)
-
-        registry[key] = (weakref.ref(own, forget), m, col.shape)
-
-    def whole(self, arrays: list[Any]) -> np.ndarray[Any, Any] | None:
-        """The column whose rows ``arrays`` are, all of them in order; else None."""
-        own = getattr(arrays[0], "base", None)
-        entry = self._registry.get(id(own))
-        if entry is None or entry[0]() is not own or entry[1] != len(arrays):
-            return None
-        for a in arrays:
-            if type(a) is not np.ndarray or a.base is not own:
-                return None
-        # The rows of a registered column reach the batch stage together and in order
-        # (one enqueue_many), each once: these are its rows 0..m-1.
-        del self._registry[id(own)]
-        self.fused += 1
-        assert isinstance(own, np.ndarray)
-        col = own.reshape(entry[2])
-        return col if len(arrays) == len(col) else col[: len(arrays)]
 
     def drop(self) -> None:
         """The run is finishing: let go of the buffer being filled (its block is freed

@@ -63,9 +63,9 @@ from typing import Any
 import anyio
 import numpy as np
 
-from ..._errors import ElementSpecError, QueueClosedError, WorkerProcessError, add_note
+from ..._errors import QueueClosedError, WorkerProcessError
 from . import _worker
-from ._handoff import Reply, Sent, describe_exit, read_reply
+from ._handoff import Reply, Sent, describe_exit, not_loaded, read_reply, unpicklable
 from ._shm import Arena, Block
 
 __all__ = ["GRACE_S", "Worker", "WorkerPool"]
@@ -74,12 +74,6 @@ GRACE_S = 0.5  # seconds a worker busy in fn gets to exit after a stop, before S
 _EXIT_WAIT_S = 1.0  # seconds to wait for the exit status of a worker whose socket closed
 _ALIGN = 64  # (as the worker aligns arrays in scratch blocks)
 _dumps = functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def _short(value: Any) -> str:
-    """``repr(value)``, cut to a line."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class Worker:
@@ -165,8 +159,7 @@ class Worker:
                 try:
                     message = _dumps(("b", items, row0, spec, first, want_layout))
                 except Exception as exc:
-                    sent.error = self._unpicklable(items, exc)
-                    sent.error.__cause__ = exc
+                    sent.error = unpicklable(pool.label, items, exc)
                     self._drop(sent)
                     return sent
                 conn.send_bytes(message)
@@ -208,7 +201,7 @@ class Worker:
                         sent.blocks.append(block)
                         conn.send_bytes(_dumps(("s", *self._share(block))))
                     else:  # b"L"
-                        raise self._not_loaded(data)
+                        raise not_loaded(pool.label, self.pid, data)
         except BaseException as exc:
             self._drop(sent)
             other = self._translated(exc)
@@ -247,36 +240,6 @@ class Worker:
             self.conn.send_bytes(_dumps(("c", index, chunk.size)))
             socket.send_fds(self.sock, [b"c"], [chunk.fd])
             self.known.add(index)
-
-    def _unpicklable(self, items: list[Any], exc: Exception) -> ElementSpecError:
-        """The error for a burst that does not pickle, naming its first item that does
-        not (``exc`` when none alone fails)."""
-        culprit, why = None, exc
-        for item in items:
-            try:
-                _dumps(item)
-            except Exception as e:
-                culprit, why = item, e
-                break
-        what = "an item" if culprit is None else _short(culprit)
-        return ElementSpecError(
-            f"pipeline stage {self.pool.label}: {what} ({type(culprit).__name__}) cannot "
-            f"be sent to a worker process: it does not pickle ({why}); "
-            "executor='process' needs items that pickle"
-        )
-
-    def _not_loaded(self, data: bytes) -> WorkerProcessError:
-        text, trace = pickle.loads(data[1:])
-        exc = WorkerProcessError(
-            f"pipeline stage {self.pool.label}: worker process {self.pid} could not load "
-            f"the function: {text}. executor='process' needs a function that pickles by "
-            "reference: defined at module level in an importable module, or in the main "
-            "script under `if __name__ == '__main__':`",
-            stage=self.pool.label,
-            pid=self.pid,
-        )
-        add_note(exc, f"traceback in worker process {self.pid}:\n{trace.rstrip()}")
-        return exc
 
     # -- its end -----------------------------------------------------------------------------
 

@@ -1,33 +1,24 @@
-"""One run of a Pipeline: PipelineRun (its queues, runners and stage steps), and the
-public objects around it, OpenPipeline and PipelineItems.
+"""One run of a Pipeline: PipelineRun, its queues, runners and stages, and how a failure
+or the end stops them.
 
-``OpenPipeline`` (what ``Pipeline.open`` returns) enters a Coordinator if none was
-given, builds a ``PipelineRun`` and starts it; leaving the block finishes the run
-(every stage stops taking items, every queue is closed with ``cancel_pending_enqueues``,
-ordered-map workers waiting for their turn are woken) and then leaves the coordinator.
-``PipelineItems`` reads the last stage's queue.
+Each stage ``i`` owns output queue ``i`` (a FIFOQueue of one object component holding
+the items themselves, named ``"<i>:<label>"``, of the capacity ``_stage_spec.capacity``
+gives) and one QueueRunner of the same name whose producers are the stage's steps
+(built from the table in ``_build.py``), all started in one Coordinator (its own, or
+the one passed to ``open``); stage ``i`` reads queue ``i - 1``. Every step returns a
+burst, which its runner enqueues in one ``enqueue_many``. End of input travels down the
+chain as queue closes. The run's measurements and report are in ``_describe.py``.
 
 Failures are the run's, not the coordinator's: each stage's runner is a ``StageRunner``
 whose producers report a failure to ``PipelineRun.fail`` (and so do the tasks of a
 stage, its worker processes' watcher). The first failure of stage ``i`` stops stages
 ``0..i`` (their steps end at their next check, their queues close, releasing pending
 enqueues, their worker processes stop) while stages ``i + 1..`` go on with what had
-passed it, to the end of their input; the consumer reads those items, and where the
-last queue ends (OutOfRangeError) ``raise_failure`` raises the stage's exception
-instead, at that read and each later one. The coordinator's scope is never cancelled by
-a stage, so the body runs on until it reads. Leaving the block: a failure a read has
-raised is not raised again (the body's own exit stands); one no read raised is raised
-(or noted in the body's exception). Steps hand on the items done before a failing item
-and raise at their next call (``_maps.py``, ``_sources.py``, ``process/_driver.py``).
-
-Each stage ``i`` owns output queue ``i`` (a FIFOQueue of one object component holding
-the items themselves, named ``"<i>:<label>"``, of the capacity ``_stage_spec.capacity``
-gives) and one QueueRunner of the same name whose producers are the stage's steps
-(``_sources.py``, ``_maps.py``, ``_stages.py``), all started in one Coordinator (its
-own, or the one passed to ``open``); stage ``i`` reads queue ``i - 1``. Every step
-returns a burst, which its runner enqueues in one ``enqueue_many``. End of input
-travels down the chain as queue closes; a stage's exception fails the run (see
-above). The run's measurements and report are in ``_describe.py``.
+passed it, to the end of their input; the consumer reads those items, then the
+stage's exception (``_open.py``). The coordinator's scope is never cancelled by a
+stage, so the body runs on until it reads. Steps hand on the items done before a
+failing item and raise at their next call (``_maps.py``, ``_sources.py``,
+``process/_driver.py``).
 
 Workers: an async function runs in ``concurrency`` tasks; a sync function on
 ``concurrency`` long-lived threads that take and put items through the queues' blocking
@@ -35,13 +26,13 @@ views (no event-loop round trip per item); ``executor="process"`` in ``concurren
 long-lived worker processes (a ``WorkerPool``, spawned when the run starts and reaped
 before ``async with pipe.open()`` is left), each driven by one such thread that hands
 it a burst at a time, the numpy results coming back through shared memory
-(``process/_workers.py``, ``process/_driver.py``); where a batch stage follows, the
-workers write the batches in place (a ``Fuser``). ``map`` delivers in completion order unless
-``ordered=True``.
-Sources: lists, tuples and ranges are read on the event loop (they fill the first queue
-at once); other sync iterables and sync producers on a thread, since they may block.
-Thread stages start a few event-loop iterations after the async ones, so that creating
-threads does not delay the first items.
+(``process/``); where a batch stage follows, the workers write the batches in place
+(a ``BatchWriter``: the map's output queue then holds a record per batch, and the
+stage counts report rows, ``row_counts``). ``map`` delivers in completion order unless
+``ordered=True``. Sources: lists, tuples and ranges are read on the event loop (they
+fill the first queue at once); other sync iterables and sync producers on a thread,
+since they may block. Thread stages start a few event-loop iterations after the async
+ones, so that creating threads does not delay the first items.
 """
 
 from __future__ import annotations
@@ -52,186 +43,37 @@ import os
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import anyio
 
-from ..._errors import OutOfRangeError, QueueClosedError, add_note
-from ..._input._epochs import in_memory
+from ..._errors import QueueClosedError, add_note
 from ..._queues._fifo import StageQueue
-from ..._queues._queue import QueueBase
 from ..._running._coordinator import Coordinator
-from ..._running._monitor import Monitor
-from ..._running._producers import NewThreads, ThreadRecord, is_async_callable
+from ..._running._producers import NewThreads, ThreadRecord
 from ..._running._runner import QueueRunner, Supervisor
 from ..flow._bursts import noted
 from ..flow._control import Control, Stage
 from ..flow._meter import Meter, StageStatistics
 from ..flow._turns import AsyncTurns, ThreadTurns
-from ..process._driver import Ledger, Sizes, fused_map_step, process_map_step
-from ..process._inplace import Fuser
+from ..process._driver import Ledger
+from ..process._inplace import BatchWriter
 from ..process._shm import Arena
 from ..process._workers import WorkerPool
-from ..spec._stage_spec import StageSpec, capacity, fresh, fused, threaded
+from ..spec._stage_spec import StageSpec, capacity, fused, threaded
 from ..spec._state import PipelineState
-from ._checkpoint import apply_positions, apply_state, take_checkpoint
+from ._build import BUILDERS, Reader, builder_key
+from ._checkpoint import apply_positions, apply_state
 from ._describe import process_notes, sample_occupancy, stage_statistics
-from ._maps import async_map_step, thread_map_step
-from ._sources import AsyncSource, SequenceSource, SyncSource, producer_step, queue_step
-from ._stages import ShuffleStep, batch_step, filter_step, prefetch_step, send_step
+from ._sources import SequenceSource
+from ._stages import ShuffleStep
 
-__all__ = ["OpenPipeline", "PipelineItems", "PipelineRun"]
+__all__ = ["PipelineRun", "StageRunner"]
 
-T = TypeVar("T")
 logger = logging.getLogger("aqueue")
 
 _MAX_DEFER_CHECKPOINTS = 256  # at most this many loop iterations before thread stages start
 _CLOSE_LIMIT_S = 10.0  # leaving the block waits at most this long for worker processes
-
-
-class PipelineItems(Generic[T]):
-    """The items of a running pipeline: what ``async with pipe.open() as items`` gives.
-
-    ``async for item in items`` iterates until the pipeline has delivered everything;
-    ``await items.get()`` takes the next one (OutOfRangeError after the last);
-    ``await items.checkpoint()`` takes a ``PipelineState``. When a stage has failed,
-    each of them raises the stage's exception once the items handed on before it are
-    taken (see ``Pipeline.open``).
-    """
-
-    __slots__ = ("_queue", "_run")
-
-    def __init__(self, run: PipelineRun) -> None:
-        self._run = run
-        self._queue = run.queues[-1]
-
-    @property
-    def queue(self) -> QueueBase[Any]:
-        """The last stage's output queue (one object component: the items)."""
-        return self._queue
-
-    async def get(self) -> T:
-        """The next item.
-
-        Raises:
-            OutOfRangeError: The pipeline has ended and every item was taken.
-            Exception: A stage failed: its exception, once every item it had handed on
-                was taken (again at each later call).
-        """
-        try:
-            item: T = await self._queue.dequeue()
-        except OutOfRangeError as exc:
-            end = exc
-        else:
-            return item
-        self._run.raise_failure()  # (outside the except clause: not chained to the end)
-        raise end
-
-    async def checkpoint(self) -> PipelineState:
-        """A consistent cut of the running pipeline (see ``Pipeline.open``).
-
-        Everything received so far came before it; opening the same pipeline with it
-        (``pipe.open(state=...)``) delivers what this run would deliver next. The
-        workers pause at their next item boundary for as short a time as the items
-        they hold take to finish; cancelling this call leaves the run going unchanged.
-
-        The state refers to the items themselves, not copies (so the pause stays
-        short): the items it holds are the ones this run delivers next. Save it (or
-        copy it) before changing delivered items in place.
-
-        Raises:
-            CheckpointError: A stage cannot say where it is (a one-shot source, an
-                external queue, ``to_queue``); nothing was paused.
-            Exception: A stage failed: its exception.
-        """
-        return await take_checkpoint(self._run)
-
-    def __aiter__(self) -> PipelineItems[T]:
-        return self
-
-    async def __anext__(self) -> T:
-        try:
-            item: T = await self._queue.dequeue()
-        except OutOfRangeError:
-            pass
-        else:
-            return item
-        self._run.raise_failure()  # (outside the except clause: see ``get``)
-        raise StopAsyncIteration
-
-
-class OpenPipeline(Generic[T]):
-    """What ``Pipeline.open()`` returns: an async context manager that runs the
-    pipeline while the block runs and gives its ``PipelineItems``; leaving the block
-    stops every stage (see ``Pipeline.open``)."""
-
-    __slots__ = ("_coord", "_monitor", "_on_run", "_own", "_run", "_specs", "_state")
-
-    def __init__(
-        self,
-        specs: tuple[StageSpec, ...],
-        coord: Coordinator | None,
-        on_run: Callable[[PipelineRun], None],
-        state: PipelineState | None,
-        monitor: Monitor | None,
-    ) -> None:
-        self._specs = specs
-        self._on_run = on_run  # the pipeline remembers its latest run
-        self._coord = coord
-        self._state = state
-        self._monitor = monitor
-        self._own: Coordinator | None = None
-        self._run: PipelineRun | None = None
-
-    async def __aenter__(self) -> PipelineItems[T]:
-        source = self._specs[0]
-        fresh(source, "Pipeline.open")  # (another open of it may have run since)
-        if source.reads is not None:
-            source.reads.opened = True
-        coord = self._coord
-        if coord is None:
-            self._own = Coordinator(monitor=self._monitor)
-            coord = await self._own.__aenter__()
-        try:
-            run = self._run = PipelineRun(self._specs, coord)
-            self._on_run(run)
-            if self._monitor is not None:
-                self._monitor.attach_stages("pipeline", run.statistics)
-            run.start(self._state)
-            coord.watch(run.queues[-1])  # the queue the body consumes (input-bound)
-        except BaseException as exc:
-            if self._run is not None:
-                self._run.finish()
-            if self._own is not None:
-                await self._own.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
-        return PipelineItems(run)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        run = self._run
-        assert run is not None
-        run.finish()
-        try:
-            try:
-                suppress = False
-                if self._own is not None:
-                    suppress = await self._own.__aexit__(exc_type, exc, tb)
-            finally:
-                await run.closed()
-        except BaseException as escaped:  # the body's exception, or the coordinator's
-            run.note_unread(escaped)
-            raise
-        if exc is None or suppress or isinstance(exc, OutOfRangeError):
-            run.raise_unread()  # a failure nobody read beats a clean end
-        else:
-            run.note_unread(exc)
-        return suppress
 
 
 class _Reporter:
@@ -289,13 +131,13 @@ class PipelineRun:
         self.meters = [Meter() for _ in specs]
         self.runners: list[QueueRunner | None] = [None] * len(specs)
         self.workers = [0] * len(specs)  # workers per stage, once started
-        self.reader: SequenceSource | SyncSource | AsyncSource | None = None
+        self.reader: Reader | None = None
         self.shuffles: dict[int, ShuffleStep] = {}
         self.started = anyio.Event()  # set once every stage has started
         self.queues: list[StageQueue] = []
         self.turns: dict[int, ThreadTurns | AsyncTurns] = {}  # ordered maps, by stage
         self.pools: dict[int, WorkerPool] = {}  # process maps' worker processes, by stage
-        self.fusers: dict[int, Fuser] = {}  # process maps that write their batches, by stage
+        self.writers: dict[int, BatchWriter] = {}  # process maps that write their batches
         self.ledgers: dict[int, Ledger] = {}  # process maps' bursts in hand, by stage
         self.t0 = time.monotonic()
         self.t1: float | None = None
@@ -315,11 +157,11 @@ class PipelineRun:
         for i, spec in enumerate(self.specs):
             label = f"{i}:{spec.label}"
             self.queues.append(StageQueue(capacity(self.specs, i), name=label))
-        if state is not None:
-            apply_state(self, state)
         for i, spec in enumerate(self.specs):
             if spec.kind == "map" and spec.executor == "process":
-                self._start_pool(i, spec)
+                self._start_pool(i, spec, len(state.queues[i]) if state is not None else 0)
+        if state is not None:
+            apply_state(self, state)
         later: list[int] = []
         tasks = 0
         for i, spec in enumerate(self.specs):
@@ -344,18 +186,18 @@ class PipelineRun:
             name="pipeline occupancy sampler",
         )
 
-    def _start_pool(self, i: int, spec: StageSpec) -> None:
+    def _start_pool(self, i: int, spec: StageSpec, resumed: int) -> None:
         """Start stage ``i``'s worker processes now (its drivers come later, with the
-        other thread stages): spawning takes a while, and runs off the event loop."""
+        other thread stages): spawning takes a while, and runs off the event loop. A
+        batch writer, when the batch stage after it takes batches written in place,
+        starts at row ``resumed`` (a resume's items in the map's output queue)."""
         label = f"{i} '{spec.label}'"
         arena = Arena(f"{os.getpid()}-{i}")
         pool = self.pools[i] = WorkerPool(spec.fn, spec.concurrency, label, arena)
         self.ledgers[i] = Ledger()
         if fused(self.specs, i):
-            turns = ThreadTurns(self.stop, i)
-            self.turns[i] = turns
-            waiting = self.queues[i].size()  # a resume's items, before the buffers
-            self.fusers[i] = Fuser(self.specs[i + 1].size, arena, turns, waiting)
+            turns = self.turns[i] = ThreadTurns(self.stop, i)
+            self.writers[i] = BatchWriter(self.specs[i + 1].size, arena, turns.number, resumed)
 
         async def ended() -> None:
             await self.started.wait()
@@ -375,9 +217,11 @@ class PipelineRun:
             self.fail(i, exc)
 
     def _start_stage(self, i: int) -> int:
-        """Build stage ``i``'s runner and start it; return its number of workers."""
+        """Build stage ``i``'s runner (its steps from ``BUILDERS``) and start it; return
+        its number of workers."""
         spec = self.specs[i]
-        steps = self._steps(i, spec, f"{i} '{spec.label}'")
+        stage = Stage(self.stop, i, f"{i} '{spec.label}'", self.meters[i])
+        steps = BUILDERS[builder_key(spec)](self, i, spec, stage)
         name = f"{i}:{spec.label}"
         target = spec.fn if spec.kind == "to_queue" else self.queues[i]
         runner = StageRunner(target, steps, name, functools.partial(self.fail, i))
@@ -402,67 +246,6 @@ class PipelineRun:
             else:
                 self._start_stage(i)
         self.started.set()
-
-    def _steps(self, i: int, spec: StageSpec, label: str) -> list[Any]:
-        stage = Stage(self.stop, i, label, self.meters[i])
-        k = spec.kind
-        if k == "iterable":
-            if in_memory(spec.fn):  # read on the loop, no thread
-                source = SequenceSource(spec.fn, spec.epochs, stage, self.queues[0])
-                self.reader = source
-                return [source]
-            self.reader = SyncSource(spec.fn, spec.epochs, stage)
-            return [self.reader]
-        if k == "async_iterable":
-            self.reader = AsyncSource(spec.fn, spec.epochs, stage)
-            return [self.reader]
-        if k == "queue":
-            return [queue_step(spec.fn, stage)]
-        if k == "producer":
-            return [producer_step(spec.fn, is_async_callable(spec.fn), stage)]
-        inq = self.queues[i - 1]
-        c = spec.concurrency
-        if k == "map":
-            if spec.executor == "process":
-                return self._process_steps(i, spec, stage)
-            if spec.executor == "thread":
-                view = inq.blocking()
-                tturns = ThreadTurns(self.stop, i) if spec.ordered else None
-                if tturns is not None:
-                    self.turns[i] = tturns
-                return [thread_map_step(spec.fn, view, stage, tturns) for _ in range(c)]
-            call = spec.fn  # an async function, run in tasks
-            aturns = AsyncTurns(self.stop, i) if spec.ordered else None
-            if aturns is not None:
-                self.turns[i] = aturns
-            return [async_map_step(call, inq, stage, aturns) for _ in range(c)]
-        if k == "filter":
-            return [filter_step(spec.fn, spec.executor == "task", inq, stage)]
-        if k == "to_queue":
-            return [send_step(inq, spec.pad, stage)]
-        if k == "shuffle":
-            shuffle = self.shuffles[i] = ShuffleStep(spec.size, spec.seed, inq, stage)
-            return [shuffle]
-        if k == "batch":
-            fuser = self.fusers.get(i - 1)
-            whole = None if fuser is None else fuser.whole
-            return [batch_step(spec.size, spec.smaller, spec.pad, inq.blocking(), stage, whole)]
-        assert k == "prefetch"
-        return [prefetch_step(inq, stage)]
-
-    def _process_steps(self, i: int, spec: StageSpec, stage: Stage) -> list[Any]:
-        pool, view, sizes = self.pools[i], self.queues[i - 1].blocking(), Sizes()
-        ledger = self.ledgers[i]
-        fuser = self.fusers.get(i)
-        if fuser is not None:
-            return [
-                fused_map_step(w, view, stage, fuser.turns, fuser, ledger, sizes, spec.ordered)
-                for w in pool.workers
-            ]
-        turns = ThreadTurns(self.stop, i) if spec.ordered else None
-        if turns is not None:
-            self.turns[i] = turns
-        return [process_map_step(w, view, stage, turns, ledger, sizes) for w in pool.workers]
 
     def _ended(self) -> bool:
         return self.t1 is not None
@@ -494,9 +277,9 @@ class PipelineRun:
         for i, pool in self.pools.items():
             if i <= last:
                 pool.stop()
-        for i, fuser in self.fusers.items():
+        for i, writer in self.writers.items():
             if i <= last:
-                fuser.drop()
+                writer.drop()
         for q in self.queues[: last + 1]:
             q.close(cancel_pending_enqueues=True)
         for i, t in self.turns.items():
@@ -548,11 +331,18 @@ class PipelineRun:
 
     def statistics(self) -> tuple[StageStatistics, ...]:
         """One StageStatistics per stage, so far (see ``_report.stage_statistics``)."""
-        return stage_statistics(self.specs, self.queues, self.meters, self.elapsed)
+        return stage_statistics(
+            self.specs, self.queues, self.meters, self.elapsed, self.row_counts()
+        )
+
+    def row_counts(self) -> dict[int, tuple[int, int]]:
+        """For each queue that holds batch records (a process map's that writes its
+        batches in place): the rows put into it and taken out of it."""
+        return {i: (w.rows_out, w.rows_taken) for i, w in self.writers.items()}
 
     def notes(self) -> list[str]:
         """describe()'s lines about the run's process maps (``_report.process_notes``)."""
-        return process_notes(self.specs, self.statistics(), self.pools, self.fusers)
+        return process_notes(self.specs, self.statistics(), self.pools, self.writers)
 
     def startup(self) -> dict[int, float]:
         """Seconds each process map's workers took to start (so far, while starting)."""

@@ -32,6 +32,7 @@ from ..._errors import ElementSpecError, OutOfRangeError
 from ..._queues._tuples import pad_stack
 from ..flow._bursts import BURST_MAX, Burst, noted, pack, take
 from ..flow._control import Stage
+from ..process._inplace import BatchWriter
 
 if TYPE_CHECKING:
     from ..._queues._queue import QueueBase
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ShuffleStep",
     "batch_step",
+    "record_batch_step",
     "collate",
     "filter_step",
     "prefetch_step",
@@ -212,15 +214,9 @@ def _joined(batches: list[Any]) -> Any:
 
 
 def batch_step(
-    size: int,
-    smaller: bool,
-    pad: bool,
-    source: BlockingQueue[Any],
-    stage: Stage,
-    whole: Whole | None = None,
+    size: int, smaller: bool, pad: bool, source: BlockingQueue[Any], stage: Stage
 ) -> Callable[[], Burst]:
-    """A thread step: take ``size`` items and stack them into one batch (``whole``:
-    see ``collate``)."""
+    """A thread step: take ``size`` items and stack them into one batch."""
     meter = stage.meter
     w = meter.worker()
     take_batch = source.dequeue_up_to if smaller else source.dequeue_many
@@ -236,17 +232,74 @@ def batch_step(
             meter.dropped += len(source.dequeue_up_to(size))
             raise
         t1 = meter.got(t0)
-        try:
-            batch = collate(items.tolist(), pad=pad, whole=whole)
-        except Exception as exc:
-            noted(exc, stage.label)
-            raise
+        batch = _collated(items.tolist(), pad, stage.label)
         w.returned = w.worked(t1)
-        out = np.empty(1, dtype=object)
-        out[0] = batch
-        return out
+        return _one(batch)
 
     return step
+
+
+def record_batch_step(
+    size: int, smaller: bool, source: BlockingQueue[Any], stage: Stage, writer: BatchWriter
+) -> Callable[[], Burst]:
+    """A thread step of a batch stage whose input is a process map's ``BatchRecord``s
+    (the map writes the batches in place, ``process/_inplace.py``): each record is a
+    batch's rows, and a full one is a batch, its columns taken as they are.
+
+    Records line up with batches; the rows of a record that does not fit the rest of a
+    batch (a short last buffer of an unordered map, ahead of a full one) carry over to
+    the next batch. The rows a step holds while it waits for the rest of its batch, or
+    carries over, are in its worker's ``held`` (a checkpoint puts them back in front of
+    the queue's items). At the end, leftovers are dropped unless ``smaller``, as by
+    ``batch_step``.
+    """
+    meter = stage.meter
+    w = meter.worker()
+    rows: list[Any] = w.held  # (rows carried over from the last batch, if any)
+
+    def step() -> Burst:
+        t0 = meter.began(w)
+        stage.start_thread()
+        first = None  # the record the batch starts with, when nothing was carried over
+        try:
+            while len(rows) < size:
+                got = source.dequeue()
+                writer.rows_taken += len(got.rows)
+                if first is None and not rows:
+                    first = got
+                rows.extend(got.rows)
+        except OutOfRangeError:
+            if not rows or not smaller:
+                meter.dropped += len(rows)
+                rows.clear()
+                raise
+        t1 = meter.got(t0)
+        items = rows[:size]
+        del rows[:size]
+        record = first if first is not None and len(first.rows) == len(items) else None
+        batch = _collated(items, False, stage.label, None if record is None else record.column)
+        if record is not None and record.in_place:  # (the batch is that record's rows)
+            writer.fused += 1
+        w.returned = w.worked(t1)
+        return _one(batch)
+
+    return step
+
+
+def _collated(items: list[Any], pad: bool, label: str, whole: Whole | None = None) -> Any:
+    """``collate``, with the stage named in a failure's note."""
+    try:
+        return collate(items, pad=pad, whole=whole)
+    except Exception as exc:
+        noted(exc, label)
+        raise
+
+
+def _one(batch: Any) -> Burst:
+    """A burst of one batch (``pack`` would look into a tuple)."""
+    out = np.empty(1, dtype=object)
+    out[0] = batch
+    return out
 
 
 def collate(items: list[Any], *, pad: bool = False, whole: Whole | None = None) -> Any:
@@ -255,7 +308,7 @@ def collate(items: list[Any], *, pad: bool = False, whole: Whole | None = None) 
     With ``pad``, arrays of one rank but different shapes are padded at the end of
     each dimension to the largest, with 0 (or ``""`` for strings and objects).
     ``whole(arrays)``, when given, may return an array whose rows the arrays already
-    are (a process map wrote them in place: ``process/_inplace.py``), which is then the
+    are (a process map wrote them in place: ``BatchRecord.column``), which is then the
     component's batch, as it is.
 
     Raises:

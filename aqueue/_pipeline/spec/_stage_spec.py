@@ -15,7 +15,10 @@ batch stage reads it (so its ``dequeue_many`` waits for its batch in one copy); 
 source's queue holds at least ``_SOURCE_CAPACITY`` items, so the next stage's workers
 take their items in bursts and the source refills rarely; a process map's at least
 ``_PROCESS_CAPACITY``, so each burst of results goes in with few wake-ups of its driver
-(a stage queue admits a waiting burst in pieces of at least half its capacity).
+(a stage queue admits a waiting burst in pieces of at least half its capacity). A
+process map whose batches its workers write in place (``fused``) hands on a record per
+batch: its queue holds that many rows in batches (the capacity over the batch size,
+rounded up).
 """
 
 from __future__ import annotations
@@ -110,18 +113,20 @@ def fused(specs: Sequence[StageSpec], i: int) -> bool:
 def capacity(specs: Sequence[StageSpec], i: int) -> int:
     """Stage ``i``'s output queue capacity (see the module docstring)."""
     spec = specs[i]
-    if spec.capacity is not None:
-        return spec.capacity
-    cap = max(_MIN_CAPACITY, 2 * spec.concurrency)
-    if spec.kind in _SOURCES:
-        cap = max(cap, _SOURCE_CAPACITY)
-    elif spec.kind == "map" and spec.executor == "process":
-        cap = max(cap, _PROCESS_CAPACITY)
-    if i + 1 < len(specs):
-        after = specs[i + 1]
-        cap = max(cap, 2 * after.concurrency)
-        if after.kind == "batch":
-            cap = max(cap, 2 * after.size)
+    cap = spec.capacity
+    if cap is None:
+        cap = max(_MIN_CAPACITY, 2 * spec.concurrency)
+        if spec.kind in _SOURCES:
+            cap = max(cap, _SOURCE_CAPACITY)
+        elif spec.kind == "map" and spec.executor == "process":
+            cap = max(cap, _PROCESS_CAPACITY)
+        if i + 1 < len(specs):
+            after = specs[i + 1]
+            cap = max(cap, 2 * after.concurrency)
+            if after.kind == "batch":
+                cap = max(cap, 2 * after.size)
+    if fused(specs, i):  # its items go in batch records: as many rows, in batches
+        return -(-cap // specs[i + 1].size)
     return cap
 
 
