@@ -327,12 +327,12 @@ def test_private_layers_do_not_import_the_public_package() -> None:
 
 
 # The pipeline's folders, from the bottom up: each imports only the ones before it.
-_PIPELINE_FOLDERS = ("spec", "flow", "process", "run")
+_PIPELINE_FOLDERS = ("defs", "flow", "process", "run")
 
 
 @pytest.mark.parametrize("folder", _PIPELINE_FOLDERS)
 def test_pipeline_folders_import_only_downwards(folder: str) -> None:
-    """Within the pipeline layer, spec < flow < process < run < ``_pipeline.py`` (the
+    """Within the pipeline layer, defs < flow < process < run < ``_pipeline.py`` (the
     builder), type-only imports included: no folder imports one above it."""
     above = _PIPELINE_FOLDERS[_PIPELINE_FOLDERS.index(folder) + 1 :]
     forbidden = [f"aqueue._pipeline.{f}" for f in above] + ["aqueue._pipeline._pipeline"]

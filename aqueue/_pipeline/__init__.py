@@ -11,8 +11,8 @@ The folders, from the bottom up (each imports only the ones below it; a test che
 ================  =====================================================================
 folder / file     what it holds
 ================  =====================================================================
-``spec/``         what a pipeline is: StageSpec and the builder methods' checks;
-                  PipelineState, a checkpoint, and its file
+``defs/``         what a pipeline is defined as (its spec): StageSpec and the builder
+                  methods' checks; PipelineState, a checkpoint, and its file
 ``flow/``         what every running stage works with, whatever its kind: its control
                   (stop, pause), bursts of items, turns of ordered output, its meter
 ``process/``      the process executor: worker processes, their shared memory, the

@@ -12,7 +12,7 @@
 
 A Pipeline's chain of stages never changes: each builder method returns a new
 Pipeline (it only remembers its latest run, for ``statistics()``). The chain is a tuple
-of StageSpecs, built and checked by ``spec/_stage_spec.py`` (the methods here hold the public
+of StageSpecs, built and checked by ``defs/_stage_spec.py`` (the methods here hold the public
 signatures, types and docstrings); ``open()`` runs it as a ``PipelineRun``
 (``run/_run.py``: its queues, workers, and how a run ends); ``statistics()`` and
 ``describe()`` come from ``run/_describe.py``.
@@ -29,12 +29,7 @@ from .._errors import CheckpointError
 from .._queues._protocol import AsyncQueue, Sink
 from .._running._coordinator import Coordinator
 from .._running._monitor import Monitor
-from .flow._meter import StageStatistics
-from .run._checkpoint import check_state, refusal
-from .run._describe import describe_run, zero_statistics
-from .run._open import OpenPipeline
-from .run._run import PipelineRun
-from .spec._stage_spec import (
+from .defs._stage_spec import (
     StageSpec,
     async_iterable_source,
     batch_stage,
@@ -50,7 +45,12 @@ from .spec._stage_spec import (
     then,
     to_queue_stage,
 )
-from .spec._state import PipelineState
+from .defs._state import PipelineState
+from .flow._meter import StageStatistics
+from .run._checkpoint import check_state, refusal
+from .run._describe import describe_run, zero_statistics
+from .run._open import OpenPipeline
+from .run._run import PipelineRun
 
 __all__ = ["Pipeline"]
 

@@ -707,8 +707,8 @@ def test_the_bottleneck_rule_has_margins() -> None:
     blamed below 30%, and in between there is no clear bottleneck; so a stage that is
     45% busy in one run and 55% in the next gets the same verdict. A batch stage is
     never told to use more concurrency."""
+    from aqueue._pipeline.defs._stage_spec import StageSpec
     from aqueue._pipeline.run._describe import bottleneck
-    from aqueue._pipeline.spec._stage_spec import StageSpec
 
     specs = [
         StageSpec("iterable", "from_iterable(range)"),

@@ -46,6 +46,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import multiprocessing
 import multiprocessing.connection
@@ -56,7 +57,7 @@ import runpy
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -144,31 +145,24 @@ class Worker:
                 check()
         sent = Sent(len(items), row0, cols)
         pool = self.pool
-        try:
-            with self.lock:
-                conn = self.conn
-                if pool.stopping or conn is None:
-                    raise QueueClosedError("the pipeline is stopping")
-                first = None
-                if scratch > 0:
-                    block = pool.arena.alloc(scratch)
-                    sent.blocks.append(block)
-                    first = self._share(block)
-                if spec is not None:
-                    self._send_chunks({c[0] for c in spec if c is not None})
-                try:
-                    message = _dumps(("b", items, row0, spec, first, want_layout))
-                except Exception as exc:
-                    sent.error = unpicklable(pool.label, items, exc)
-                    self._drop(sent)
-                    return sent
-                conn.send_bytes(message)
-        except BaseException as exc:
-            self._drop(sent)
-            other = self._translated(exc)
-            if other is exc:
-                raise
-            raise other from (None if isinstance(other, QueueClosedError) else exc)
+        with self._call(sent), self.lock:
+            conn = self.conn
+            if pool.stopping or conn is None:
+                raise QueueClosedError("the pipeline is stopping")
+            first = None
+            if scratch > 0:
+                block = pool.arena.alloc(scratch)
+                sent.blocks.append(block)
+                first = self._share(block)
+            if spec is not None:
+                self._send_chunks({c[0] for c in spec if c is not None})
+            try:
+                message = _dumps(("b", items, row0, spec, first, want_layout))
+            except Exception as exc:
+                sent.error = unpicklable(pool.label, items, exc)
+                self._drop(sent)
+                return sent
+            conn.send_bytes(message)
         return sent
 
     def receive(self, sent: Sent) -> Reply:
@@ -184,7 +178,7 @@ class Worker:
             return Reply([], 0.0, 0.0, None, 0, 0, sent.error)
         pool = self.pool
         try:
-            with self.lock:
+            with self._call(sent), self.lock:
                 conn = self.conn
                 if pool.stopping or conn is None:
                     raise QueueClosedError("the pipeline is stopping")
@@ -202,15 +196,22 @@ class Worker:
                         conn.send_bytes(_dumps(("s", *self._share(block))))
                     else:  # b"L"
                         raise not_loaded(pool.label, self.pid, data)
+        finally:
+            if pool.stopping:
+                self.release()  # (the pool's end may have found this call running)
+
+    @contextlib.contextmanager
+    def _call(self, sent: Sent) -> Iterator[None]:
+        """A send or receive of ``sent``: on any failure, its blocks are freed and what
+        leaves is ``_translated`` (chained to the original, unless a clean end)."""
+        try:
+            yield
         except BaseException as exc:
             self._drop(sent)
             other = self._translated(exc)
             if other is exc:
                 raise
             raise other from (None if isinstance(other, QueueClosedError) else exc)
-        finally:
-            if pool.stopping:
-                self.release()  # (the pool's end may have found this call running)
 
     def _drop(self, sent: Sent) -> None:
         for block in sent.blocks:

@@ -8,7 +8,7 @@ buffer, an ordered map's turns. A map's key says its executor (``"map/thread"``)
 process map's worker processes, batch writer and ledger exist before its drivers are
 built (the run starts them first, ``PipelineRun.start``).
 
-A new kind of stage is a spec (``spec/_stage_spec.py``), its steps, and one line here.
+A new kind of stage is a spec (``defs/_stage_spec.py``), its steps, and one line here.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from typing import Any, Protocol
 from ..._input._epochs import in_memory
 from ..._queues._fifo import StageQueue
 from ..._running._producers import is_async_callable
+from ..defs._stage_spec import StageSpec
 from ..flow._control import Control, Stage
 from ..flow._turns import AsyncTurns, ThreadTurns
 from ..process._driver import Ledger, Sizes, map_step
 from ..process._inplace import BatchWriter
 from ..process._workers import WorkerPool
-from ..spec._stage_spec import StageSpec
 from ._maps import async_map_step, thread_map_step
 from ._sources import AsyncSource, SequenceSource, SyncSource, producer_step, queue_step
 from ._stages import (

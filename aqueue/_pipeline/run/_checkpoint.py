@@ -59,10 +59,10 @@ import anyio
 from ..._errors import CheckpointError, CheckpointWarning, ElementSpecError
 from ..._input._epochs import in_memory
 from ..._running._runner import QueueRunner
+from ..defs._stage_spec import StageSpec, resumable
+from ..defs._state import PipelineState
 from ..flow._meter import Meter
 from ..process._inplace import records_of
-from ..spec._stage_spec import StageSpec, resumable
-from ..spec._state import PipelineState
 from ._build import Site
 from ._sources import SequenceSource
 

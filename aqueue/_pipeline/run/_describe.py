@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 import anyio
 
 from ..._queues._fifo import StageQueue
+from ..defs._stage_spec import StageSpec
 from ..flow._meter import Meter, StageStatistics, percentiles
-from ..spec._stage_spec import StageSpec
 
 if TYPE_CHECKING:
     from ..process._inplace import BatchWriter

@@ -24,8 +24,8 @@ from ..._errors import OutOfRangeError
 from ..._queues._queue import QueueBase
 from ..._running._coordinator import Coordinator
 from ..._running._monitor import Monitor
-from ..spec._stage_spec import StageSpec, fresh
-from ..spec._state import PipelineState
+from ..defs._stage_spec import StageSpec, fresh
+from ..defs._state import PipelineState
 from ._checkpoint import take_checkpoint
 from ._run import PipelineRun
 

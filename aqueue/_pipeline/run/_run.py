@@ -52,6 +52,8 @@ from ..._queues._fifo import StageQueue
 from ..._running._coordinator import Coordinator
 from ..._running._producers import NewThreads, ThreadRecord
 from ..._running._runner import QueueRunner, Supervisor
+from ..defs._stage_spec import StageSpec, capacity, fused, threaded
+from ..defs._state import PipelineState
 from ..flow._bursts import noted
 from ..flow._control import Control, Stage
 from ..flow._meter import Meter, StageStatistics
@@ -60,8 +62,6 @@ from ..process._driver import Ledger
 from ..process._inplace import BatchWriter
 from ..process._shm import Arena
 from ..process._workers import WorkerPool
-from ..spec._stage_spec import StageSpec, capacity, fused, threaded
-from ..spec._state import PipelineState
 from ._build import BUILDERS, Reader, builder_key
 from ._checkpoint import apply_positions, apply_state
 from ._describe import process_notes, sample_occupancy, stage_statistics

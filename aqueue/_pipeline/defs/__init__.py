@@ -1,5 +1,6 @@
-"""What a pipeline is: the description a Pipeline's builder methods make, and a
-checkpoint of a running one. Nothing here runs anything.
+"""What a pipeline is defined as, its spec: the description a Pipeline's builder
+methods make, and a checkpoint of a running one. Nothing here runs anything. (Named as
+SPDL names its folder of definitions; ``spec/`` is where tools look for tests.)
 
 ===================  ==================================================================
 file                 what it holds
