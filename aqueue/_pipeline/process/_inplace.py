@@ -76,12 +76,15 @@ class BatchRecord:
             return None
         own = getattr(arrays[0], "base", None)  # each row of a column is a view of it
         for col in self.cols:
-            if col is None or col.base is not own:
-                continue
-            if all(type(a) is np.ndarray and a.base is own for a in arrays):
-                self.in_place = True
-                return col if len(arrays) == len(col) else col[: len(arrays)]
-        return None
+            if col is not None and col.base is own:
+                break
+        else:
+            return None
+        for a in arrays:
+            if type(a) is not np.ndarray or a.base is not own:
+                return None
+        self.in_place = True
+        return col if len(arrays) == len(col) else col[: len(arrays)]
 
 
 def records_of(items: list[Any], n: int) -> list[BatchRecord]:

@@ -75,9 +75,10 @@ def thread_map_step(
                 turns.count_taking(-1)
         t1 = meter.got(t0)
         out: list[Any] = []
+        keep = out.append  # (bound once: the loop costs what a comprehension does)
         try:
             for x in burst:
-                out.append(fn(x))
+                keep(fn(x))
         except Exception as exc:
             noted(exc, label)
             failed.append(exc)
