@@ -23,6 +23,7 @@ import importlib.util
 import json
 import os
 import pkgutil
+import re
 import subprocess
 import sys
 import textwrap
@@ -351,14 +352,19 @@ _MAPPED = sorted(p for p in PACKAGES if p.startswith("aqueue._"))
 @pytest.mark.parametrize("package", _MAPPED)
 def test_each_private_folder_docstring_maps_all_its_files(package: str) -> None:
     """A private folder's docstring (a layer's, or a folder inside one) is its map for
-    the next engineer: it names every module of the folder and every folder in it (a
-    file or folder added without a line there fails)."""
+    the next engineer: it names every module of the folder and every folder in it, and
+    its rows name nothing else (a file or folder added without a row fails, and so does
+    a row left behind by one moved or removed)."""
     doc = importlib.import_module(package).__doc__ or ""
     here = ROOT.joinpath(*package.split(".")[1:])
     files = sorted(p.name for p in here.glob("_*.py") if p.name != "__init__.py")
     folders = sorted(f"{p.parent.name}/" for p in here.glob("*/__init__.py"))
     assert files or folders
     assert [f for f in files + folders if f"``{f}``" not in doc] == []
+    # And nothing more: the map's rows (a line that starts with a file or folder name)
+    # name only what is there (a file moved or removed without its row fails).
+    rows = re.findall(r"^``(_\w+\.py|\w+/)``", doc, flags=re.M)
+    assert sorted(rows) == sorted(files + folders)
 
 
 def test_the_layers_and_their_folders_are_mapped() -> None:
