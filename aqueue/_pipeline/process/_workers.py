@@ -46,7 +46,6 @@ Invariants:
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import multiprocessing
 import multiprocessing.connection
@@ -57,9 +56,10 @@ import runpy
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from multiprocessing.connection import Connection
-from typing import Any
+from types import TracebackType
+from typing import Any, Literal
 
 import anyio
 import numpy as np
@@ -200,18 +200,10 @@ class Worker:
             if pool.stopping:
                 self.release()  # (the pool's end may have found this call running)
 
-    @contextlib.contextmanager
-    def _call(self, sent: Sent) -> Iterator[None]:
+    def _call(self, sent: Sent) -> _Call:
         """A send or receive of ``sent``: on any failure, its blocks are freed and what
         leaves is ``_translated`` (chained to the original, unless a clean end)."""
-        try:
-            yield
-        except BaseException as exc:
-            self._drop(sent)
-            other = self._translated(exc)
-            if other is exc:
-                raise
-            raise other from (None if isinstance(other, QueueClosedError) else exc)
+        return _Call(self, sent)
 
     def _drop(self, sent: Sent) -> None:
         for block in sent.blocks:
@@ -300,6 +292,35 @@ class Worker:
             self.sock = self.conn = None
         finally:
             self.lock.release()
+
+
+class _Call:
+    """``Worker._call``: a context manager of its own rather than a generator's (it
+    runs twice per burst: a plain object costs about half a microsecond less)."""
+
+    __slots__ = ("sent", "worker")
+
+    def __init__(self, worker: Worker, sent: Sent) -> None:
+        self.worker = worker
+        self.sent = sent
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Literal[False]:
+        if exc is None:
+            return False
+        worker = self.worker
+        worker._drop(self.sent)
+        other = worker._translated(exc)
+        if other is exc:
+            return False  # (the original goes on)
+        raise other from (None if isinstance(other, QueueClosedError) else exc)
 
 
 class WorkerPool:

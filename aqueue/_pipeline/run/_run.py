@@ -82,14 +82,14 @@ class _Reporter:
     which stops the stages up to the failing one, instead of stopping everything and
     cancelling the coordinator's scope (the body included)."""
 
-    __slots__ = ("_fail", "_inner")
+    __slots__ = ("_fail", "_inner", "should_stop")
 
     def __init__(self, inner: Supervisor, fail: Callable[[Exception], None]) -> None:
         self._inner = inner
         self._fail = fail
-
-    def should_stop(self) -> bool:
-        return self._inner.should_stop()
+        # The coordinator's own check, not a call through this object: each producer
+        # asks it before every burst.
+        self.should_stop: Callable[[], bool] = inner.should_stop
 
     def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str) -> None:
         self._inner.spawn(fn, *args, name=name)
@@ -330,7 +330,7 @@ class PipelineRun:
         return (self.t1 if self.t1 is not None else time.monotonic()) - self.t0
 
     def statistics(self) -> tuple[StageStatistics, ...]:
-        """One StageStatistics per stage, so far (see ``_report.stage_statistics``)."""
+        """One StageStatistics per stage, so far (see ``_describe.stage_statistics``)."""
         return stage_statistics(
             self.specs, self.queues, self.meters, self.elapsed, self.row_counts()
         )
@@ -341,7 +341,7 @@ class PipelineRun:
         return {i: (w.rows_out, w.rows_taken) for i, w in self.writers.items()}
 
     def notes(self) -> list[str]:
-        """describe()'s lines about the run's process maps (``_report.process_notes``)."""
+        """describe()'s lines about the run's process maps (``_describe.process_notes``)."""
         return process_notes(self.specs, self.statistics(), self.pools, self.writers)
 
     def startup(self) -> dict[int, float]:
