@@ -29,11 +29,11 @@ from ._input._functions import limit_epochs as limit_epochs
 from ._input._functions import range_input_producer as range_input_producer
 from ._input._functions import slice_input_producer as slice_input_producer
 from ._input._functions import string_input_producer as string_input_producer
-from ._pipeline._meter import StageStatistics as StageStatistics
 from ._pipeline._pipeline import Pipeline as Pipeline
-from ._pipeline._run import OpenPipeline as OpenPipeline
-from ._pipeline._run import PipelineItems as PipelineItems
-from ._pipeline._state import PipelineState as PipelineState
+from ._pipeline.defs._state import PipelineState as PipelineState
+from ._pipeline.flow._meter import StageStatistics as StageStatistics
+from ._pipeline.run._open import OpenPipeline as OpenPipeline
+from ._pipeline.run._open import PipelineItems as PipelineItems
 from ._queues._fifo import FIFOQueue as FIFOQueue
 from ._queues._fifo import PaddingFIFOQueue as PaddingFIFOQueue
 from ._queues._protocol import AsyncQueue as AsyncQueue

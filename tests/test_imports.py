@@ -24,6 +24,7 @@ import importlib.util
 import json
 import os
 import pkgutil
+import re
 import subprocess
 import sys
 import textwrap
@@ -193,7 +194,11 @@ def import_failures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[
 
 def test_modules_were_discovered() -> None:
     """The discovery finds the layers' modules (so the checks below are not vacuous)."""
-    for name in ("aqueue._queues._engine", "aqueue._running._runner", "aqueue._pipeline._stages"):
+    for name in (
+        "aqueue._queues._engine",
+        "aqueue._running._runner",
+        "aqueue._pipeline.run._stages",
+    ):
         assert name in MODULES
 
 
@@ -279,7 +284,8 @@ def test_layer_checks_see_real_imports() -> None:
     assert "aqueue._queues._protocol" in _imports_of("aqueue._running._runner")
     assert "aqueue._queues._engine" in _imports_of("aqueue._queues._queue")
     assert "aqueue._running._runner" in _imports_of("aqueue._input._functions")
-    assert "aqueue._input._epochs" in _imports_of("aqueue._pipeline._sources")
+    assert "aqueue._input._epochs" in _imports_of("aqueue._pipeline.run._sources")
+    assert "aqueue._pipeline.flow._turns" in _imports_of("aqueue._pipeline.process._driver")
 
 
 _FORBIDDEN = {
@@ -329,26 +335,66 @@ def test_private_layers_do_not_import_the_public_package() -> None:
     assert bad == {}
 
 
-@pytest.mark.parametrize(
-    "layer",
-    [
-        "aqueue._waiting",
-        "aqueue._queues",
-        "aqueue._replay",
-        "aqueue._running",
-        "aqueue._input",
-        "aqueue._pipeline",
-    ],
-)
-def test_each_layer_docstring_maps_all_its_files(layer: str) -> None:
-    """A layer's docstring is its map for the next engineer: it names every module of
-    the layer (a file added without a line there fails)."""
-    doc = importlib.import_module(layer).__doc__ or ""
-    files = sorted(
-        p.name for p in (ROOT / layer.split(".")[1]).glob("_*.py") if p.name != "__init__.py"
-    )
-    assert len(files) > 2
-    assert [f for f in files if f"``{f}``" not in doc] == []
+# The pipeline's folders, from the bottom up: each imports only the ones before it.
+_PIPELINE_FOLDERS = ("defs", "flow", "process", "run")
+
+
+@pytest.mark.parametrize("folder", _PIPELINE_FOLDERS)
+def test_pipeline_folders_import_only_downwards(folder: str) -> None:
+    """Within the pipeline layer, defs < flow < process < run < ``_pipeline.py`` (the
+    builder), type-only imports included: no folder imports one above it."""
+    above = _PIPELINE_FOLDERS[_PIPELINE_FOLDERS.index(folder) + 1 :]
+    forbidden = [f"aqueue._pipeline.{f}" for f in above] + ["aqueue._pipeline._pipeline"]
+    modules = [n for n in MODULES if _within(n, f"aqueue._pipeline.{folder}")]
+    assert len(modules) > 2
+    bad = {
+        name: sorted(t for t in _imports_of(name) if any(_within(t, f) for f in forbidden))
+        for name in modules
+    }
+    assert {k: v for k, v in bad.items() if v} == {}
+
+
+def test_pipeline_modules_stay_short() -> None:
+    """No module of the pipeline layer is past 450 lines unless its docstring says it
+    is one concept (the house rule: 150-400 as a rule, 450 at most)."""
+    modules = [n for n in MODULES if _within(n, "aqueue._pipeline")]
+    assert len(modules) > 20
+    long = {
+        name: n
+        for name in modules
+        if (n := len(_source(name).read_text().splitlines())) > 450
+        and "one concept" not in (ast.get_docstring(ast.parse(_source(name).read_text())) or "")
+    }
+    assert long == {}
+
+
+_MAPPED = sorted(p for p in PACKAGES if p.startswith("aqueue._"))
+
+
+@pytest.mark.parametrize("package", _MAPPED)
+def test_each_private_folder_docstring_maps_all_its_files(package: str) -> None:
+    """A private folder's docstring (a layer's, or a folder inside one) is its map for
+    the next engineer: it names every module of the folder and every folder in it, and
+    its rows name nothing else (a file or folder added without a row fails, and so does
+    a row left behind by one moved or removed)."""
+    doc = importlib.import_module(package).__doc__ or ""
+    here = ROOT.joinpath(*package.split(".")[1:])
+    files = sorted(p.name for p in here.glob("_*.py") if p.name != "__init__.py")
+    folders = sorted(f"{p.parent.name}/" for p in here.glob("*/__init__.py"))
+    assert files or folders
+    assert [f for f in files + folders if f"``{f}``" not in doc] == []
+    # And nothing more: the map's rows (a line that starts with a file or folder name)
+    # name only what is there (a file moved or removed without its row fails).
+    rows = re.findall(r"^``(_\w+\.py|\w+/)``", doc, flags=re.M)
+    assert sorted(rows) == sorted(files + folders)
+
+
+def test_the_layers_and_their_folders_are_mapped() -> None:
+    """Each layer is among the mapped folders, and so is each pipeline folder."""
+    for layer in ("_queues", "_replay", "_running", "_input", "_pipeline"):
+        assert f"aqueue.{layer}" in _MAPPED
+    for folder in _PIPELINE_FOLDERS:
+        assert f"aqueue._pipeline.{folder}" in _MAPPED
 
 
 def _private_names_imported(name: str) -> list[str]:

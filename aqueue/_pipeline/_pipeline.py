@@ -12,10 +12,10 @@
 
 A Pipeline's chain of stages never changes: each builder method returns a new
 Pipeline (it only remembers its latest run, for ``statistics()``). The chain is a tuple
-of StageSpecs, built and checked by ``_stage_spec.py`` (the methods here hold the public
+of StageSpecs, built and checked by ``defs/_stage_spec.py`` (the methods here hold the public
 signatures, types and docstrings); ``open()`` runs it as a ``PipelineRun``
-(``_run.py``: its queues, workers, and how a run ends); ``statistics()`` and
-``describe()`` come from ``_report.py``.
+(``run/_run.py``: its queues, workers, and how a run ends); ``statistics()`` and
+``describe()`` come from ``run/_describe.py``.
 """
 
 from __future__ import annotations
@@ -29,15 +29,12 @@ from .._errors import CheckpointError
 from .._queues._protocol import AsyncQueue, Sink
 from .._running._coordinator import Coordinator
 from .._running._monitor import Monitor
-from ._checkpoint import check_state, refusal
-from ._meter import StageStatistics
-from ._report import describe_run, zero_statistics
-from ._run import OpenPipeline, PipelineRun
-from ._stage_spec import (
+from .defs._stage_spec import (
     StageSpec,
     async_iterable_source,
     batch_stage,
     filter_stage,
+    fresh,
     iterable_source,
     map_stage,
     prefetch_stage,
@@ -48,7 +45,12 @@ from ._stage_spec import (
     then,
     to_queue_stage,
 )
-from ._state import PipelineState
+from .defs._state import PipelineState
+from .flow._meter import StageStatistics
+from .run._checkpoint import check_state, refusal
+from .run._describe import describe_run, zero_statistics
+from .run._open import OpenPipeline
+from .run._run import PipelineRun
 
 __all__ = ["Pipeline"]
 
@@ -67,7 +69,9 @@ class Pipeline(Generic[T]):
     repeatedly. Each stage method (``map``, ``filter``, ``shuffle``, ``batch``,
     ``prefetch``, ``repeat``) returns a new Pipeline with one more stage; a Pipeline's
     own chain never changes, so one can be opened many times and extended in several
-    ways. ``open()`` runs it::
+    ways (but a one-shot iterator source, such as a generator, is read by the first
+    run only: opening a pipeline over it again raises ElementSpecError). ``open()``
+    runs it::
 
         pipe = aqueue.Pipeline(paths).map(load, concurrency=8).batch(32).prefetch(2)
         async with pipe.open() as batches:
@@ -205,9 +209,12 @@ class Pipeline(Generic[T]):
                 top level must be guarded by ``if __name__ == "__main__":``), and the
                 items must pickle. For CPU-bound Python that holds the GIL; on
                 free-threaded Python (3.13t), threads run it in parallel too.
-            capacity: Capacity of the output queue (default: twice the concurrency of
-                this or the next stage, at least 8; at least 64 for processes, whose
-                bursts of results then go in with few wake-ups).
+            capacity: Capacity of the output queue, in items (default: twice the
+                concurrency of this or the next stage, at least 8; at least 64 for
+                processes, whose bursts of results then go in with few wake-ups; at
+                least twice the batch size of a ``batch`` right after it, which, after
+                processes writing the batches in place, takes them from the queue a
+                batch at a time).
             name: Label in statistics (default ``"map(<fn name>)"``).
 
         Raises:
@@ -349,9 +356,18 @@ class Pipeline(Generic[T]):
         ``items`` also has ``await items.get()`` (OutOfRangeError after the last item)
         and ``await items.checkpoint()``, a ``PipelineState``: a consistent cut of the
         running pipeline (everything received so far came before it). Leaving the
-        block stops every stage. With its own coordinator, a stage failure leaves the
-        block as the original exception, and an OutOfRangeError raised by the body ends
-        the block quietly (TF: OutOfRange ends training).
+        block stops every stage. With its own coordinator, an OutOfRangeError raised by
+        the body ends the block quietly (TF: OutOfRange ends training).
+
+        A stage that raises fails the run: the stages before it stop, the stages after
+        it hand on what had passed it, and the body receives those items and then, at
+        its next read (``async for``, ``get()``, ``checkpoint()``), the stage's own
+        exception, with a note naming the stage (as DataLoader and tf.data raise at the
+        next item; the body is not cancelled). Each later read raises it again. Once a
+        read has raised it, leaving the block adds nothing: the exception goes on as
+        the body lets it (if the body caught it and finished, the block ends quietly).
+        A failure no read raised (the body left the loop early) is raised when the
+        block is left, or noted in the body's own exception, if it raised one.
 
         Args:
             coord: Run the stages in this running Coordinator instead of a new one.
@@ -365,10 +381,14 @@ class Pipeline(Generic[T]):
 
         Raises:
             ElementSpecError: ``state`` is of another pipeline (the first difference
-                is named); nothing starts.
+                is named), or the source is a one-shot iterator (a generator, an
+                ``iter(...)``) that an earlier run has read: it can be read once; pass
+                a re-iterable (a list, a range) or build a new Pipeline around a fresh
+                iterator. Nothing starts.
             CheckpointError: This pipeline's source cannot be resumed (see
                 ``checkpoint``).
         """
+        fresh(self._specs[0], "Pipeline.open")
         if coord is not None and not isinstance(coord, Coordinator):
             raise TypeError(f"Pipeline.open: expected a Coordinator, got {type(coord).__name__}")
         if monitor is not None and not isinstance(monitor, Monitor):
@@ -391,6 +411,9 @@ class Pipeline(Generic[T]):
 
         Args:
             coord: Run the stages in this running Coordinator instead of a new one.
+
+        Raises:
+            Exception: A stage failed: its exception (see ``open``).
         """
         count = 0
         async with self.open(coord) as items:

@@ -120,3 +120,12 @@ def gil_bound(i: int) -> int:
     for k in range(2_000):
         total += (k * i) % 7
     return total
+
+
+def lagging(i: int) -> tuple[np.ndarray, int]:
+    """``frame(i)``, item 280 after 0.3 s: its worker holds the next burst too, and the
+    batches after those complete first (with 301 items in batches of 8, the last, short
+    one among them)."""
+    if i == 280:
+        time.sleep(0.3)
+    return frame(i)

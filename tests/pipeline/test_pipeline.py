@@ -7,7 +7,7 @@ import itertools
 import operator
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
@@ -135,6 +135,28 @@ async def test_batch_dynamic_pad_and_dicts() -> None:
     (got,) = await collect(pipe)
     assert got["ids"].tolist() == [[1, 0, 0], [1, 2, 3], [1, 2, 0]]
     assert got["n"].tolist() == [1, 3, 2]
+
+
+@pytest.mark.anyio
+async def test_batch_of_text_has_the_dtype_np_stack_gives() -> None:
+    """Text items (unicode or bytes arrays of several widths, Python str) batch to the
+    dtype np.stack gives them (e.g. ``<U2``), not to object; padded text too."""
+    cases: list[list[Any]] = [
+        [np.array(["a"]), np.array(["bc"])],
+        [np.array([b"a"]), np.array([b"bcd"])],
+        ["a", "bc"],
+        [np.str_("xy"), np.str_("z")],
+    ]
+    for items in cases:
+        (got,) = await collect(Pipeline(items).batch(2))
+        want = np.stack(items)
+        assert got.dtype == want.dtype, items
+        assert got.tolist() == want.tolist()
+    (padded,) = await collect(
+        Pipeline([np.array(["a"]), np.array(["bc", "d"])]).batch(2, dynamic_pad=True)
+    )
+    assert padded.dtype == np.dtype("<U2")
+    assert padded.tolist() == [["a", ""], ["bc", "d"]]
 
 
 @pytest.mark.anyio
@@ -285,6 +307,45 @@ def test_repeat_rejects_what_it_cannot_do(build: Any) -> None:
     """After a shuffle, a one-shot or queue source, twice, or 0 epochs: ElementSpecError."""
     with pytest.raises(ElementSpecError):
         build()
+
+
+async def _agen() -> AsyncIterator[int]:
+    for x in range(4):
+        yield x
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["iterator", "generator", "async generator"])
+async def test_a_one_shot_source_cannot_be_opened_twice(kind: str) -> None:
+    """A pipeline over a one-shot iterator gives its items once; opening it (or a
+    pipeline extended from it) again raises ElementSpecError saying why and what to
+    pass instead, before anything runs, rather than yielding nothing."""
+    if kind == "iterator":
+        pipe: Pipeline[int] = Pipeline(iter(range(4)))
+    elif kind == "generator":
+        pipe = Pipeline(x for x in range(4))
+    else:
+        pipe = Pipeline(_agen())
+    assert await collect(pipe) == [0, 1, 2, 3]
+    for again in (pipe, pipe.map(abs)):
+        with pytest.raises(ElementSpecError, match="one-shot iterator") as info:
+            again.open()
+        assert "can be read once" in str(info.value)
+        assert "a list" in str(info.value)
+
+
+@pytest.mark.anyio
+async def test_re_iterable_sources_open_again() -> None:
+    """A list, a range and an object whose __iter__ gives a fresh iterator are read
+    afresh at each open."""
+
+    class Fresh:
+        def __iter__(self) -> Iterator[int]:
+            return iter(range(3))
+
+    for source in ([1, 2], range(3), Fresh()):
+        pipe = Pipeline(source)
+        assert await collect(pipe) == await collect(pipe) == list(source)
 
 
 @pytest.mark.parametrize(
@@ -646,8 +707,8 @@ def test_the_bottleneck_rule_has_margins() -> None:
     blamed below 30%, and in between there is no clear bottleneck; so a stage that is
     45% busy in one run and 55% in the next gets the same verdict. A batch stage is
     never told to use more concurrency."""
-    from aqueue._pipeline._report import bottleneck
-    from aqueue._pipeline._stage_spec import StageSpec
+    from aqueue._pipeline.defs._stage_spec import StageSpec
+    from aqueue._pipeline.run._describe import bottleneck
 
     specs = [
         StageSpec("iterable", "from_iterable(range)"),

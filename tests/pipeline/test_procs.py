@@ -171,6 +171,31 @@ async def test_batches_after_a_process_map_are_written_in_place() -> None:
     assert_nothing_left()
 
 
+@pytest.mark.parametrize("fn", [proc_fns.jitter, proc_fns.lagging], ids=["ints", "frames"])
+async def test_batches_written_in_place_by_unordered_workers(fn: Any) -> None:
+    """Three unordered workers writing batches in place (buffers complete out of order;
+    with a slow item 280, the last, short one before the full one holding 280): every
+    item once, every batch full but the last, and the stages count items (rows), not
+    batches."""
+    n, size = 301, 8
+    pipe = (
+        Pipeline(range(n))
+        .map(fn, executor="process", concurrency=3)
+        .batch(size, allow_smaller_final_batch=True)
+    )
+    got = await collect(pipe)
+    if fn is proc_fns.lagging:  # (arrays, ids): the ids, and each array matches its id
+        assert all(np.array_equal(a[:, 0, 0], i) for a, i in got)
+        got = [i for _, i in got]
+    assert sorted(int(x) for b in got for x in b) == list(range(n))
+    assert [len(b) for b in got] == [size] * (n // size) + [n % size]
+    _, mapped, batched = pipe.statistics()
+    assert (mapped.items_in, mapped.items_out) == (n, n)
+    assert (batched.items_in, batched.items_out) == (n, len(got))
+    del got
+    assert_nothing_left()
+
+
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_rows_that_miss_their_column_are_copied_into_the_batch() -> None:
     """A result of another dtype cannot go in place: its batch is stacked as usual (and
@@ -274,6 +299,11 @@ async def test_a_worker_that_dies_ends_the_run_naming_stage_pid_and_cause(
     assert err.pid is not None
     assert f"pipeline stage 1 'map({fn.__name__})': worker process {err.pid} {how}" in str(err)
     assert err.exitcode == (-signal.SIGKILL if "SIGKILL" in how else 3)
+    # Neither writes anything: the message must not send the user to a traceback.
+    assert "stderr" not in str(err)
+    assert "traceback" not in str(err)
+    if "exited" in how:
+        assert "sys.exit or os._exit in the function" in str(err)
     assert_nothing_left({err.pid})
 
 
@@ -363,6 +393,63 @@ async def test_a_function_the_workers_cannot_import() -> None:
     finally:
         del sys.modules["only_here"]
     assert_nothing_left()
+
+
+async def test_an_item_that_does_not_pickle_names_the_item_and_the_stage() -> None:
+    """An item that cannot be sent to a worker (a lock): ElementSpecError naming the
+    stage, the item and why; the items before its burst went through."""
+    import threading
+
+    lock = threading.Lock()
+
+    def item(i: int) -> Any:
+        return lock if i == 5 else i
+
+    pipe = Pipeline(range(10)).map(item).map(proc_fns.jitter, executor="process")
+    with pytest.raises(ElementSpecError) as info:
+        await collect(pipe)
+    text = str(info.value)
+    assert "pipeline stage 2 'map(jitter)'" in text
+    assert "<unlocked _thread.lock object" in text
+    assert "cannot be sent to a worker process" in text
+    assert "cannot pickle '_thread.lock' object" in text
+    assert_nothing_left()
+
+
+UNGUARDED = """
+import sys
+import anyio
+sys.path.insert(0, {tests!r})
+import proc_fns
+from aqueue import Pipeline
+
+async def main():
+    print("items:", await Pipeline(range(8)).map(proc_fns.frame, executor="process").run())
+
+anyio.run(main)  # no `if __name__ == "__main__":` guard
+"""
+
+
+def test_a_main_script_without_the_guard_gets_a_hint(tmp_path: Path) -> None:
+    """A main script that starts a process map at its top level, unguarded: each worker
+    re-runs that top level and fails there (spawn cannot start a process while one is
+    starting); the main process's WorkerProcessError says so and shows the guard."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(textwrap.dedent(UNGUARDED.format(tests=str(HERE))))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert done.returncode != 0
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("aqueue.WorkerProcessError")]
+    assert "before its first answer" in line
+    assert "re-runs the main script's top level" in line
+    assert 'if __name__ == "__main__":' in line
 
 
 def test_functions_that_do_not_pickle_are_refused_when_the_stage_is_built() -> None:
@@ -519,7 +606,7 @@ async def test_describe_says_whether_threads_share_a_gil(monkeypatch: pytest.Mon
     """describe()'s first line names the interpreter and says whether it runs with a
     GIL (sys._is_gil_enabled, Python 3.13+); with one, a busy thread map's advice
     points to executor='process'."""
-    from aqueue._pipeline._report import bottleneck  # (the rule itself, on made-up figures)
+    from aqueue._pipeline.run._describe import bottleneck  # (the rule itself, on made-up figures)
 
     pipe = Pipeline(range(200)).map(proc_fns.gil_bound, concurrency=2)
     await collect(pipe)
@@ -621,7 +708,7 @@ def test_the_bottleneck_of_a_process_stage_is_its_workers_or_its_hand_off() -> N
     """describe()'s verdict for a process map: its worker processes when they are busy
     (with the hand-off's share beside it), the hand-off when the workers wait for the
     main process, the workers' start-up when it took half the run."""
-    from aqueue._pipeline._report import bottleneck  # (the rule itself, on made-up figures)
+    from aqueue._pipeline.run._describe import bottleneck  # (the rule itself, on made-up figures)
 
     pipe = Pipeline(range(3)).map(proc_fns.jitter, executor="process")
     specs = pipe._specs
@@ -657,3 +744,45 @@ async def test_empty_input_an_early_exit_and_a_given_coordinator(
             assert not [p for p in pids if alive(p)]  # (before the coordinator's exit)
     assert len(got) == 5
     assert_nothing_left(pids)
+
+
+def open_descriptors() -> list[str]:
+    """What this process's descriptors point to."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            continue  # (the listing's own descriptor, closed meanwhile)
+    return sorted(out)
+
+
+async def test_no_descriptor_outlives_its_pipeline() -> None:
+    """Runs that end normally, that are left early and that fail close every descriptor
+    they opened (the workers' sockets, their process sentinels and start-up pipes, the
+    shared memory) by the time the block is left, without the garbage collector: the
+    count stays where one warm-up run left it."""
+
+    async def normal() -> None:
+        await collect(Pipeline(range(30)).map(proc_fns.frame, executor="process", concurrency=3))
+
+    async def early() -> None:
+        pipe = Pipeline(range(300)).map(proc_fns.jitter, executor="process", concurrency=3)
+        async with pipe.open() as items:
+            await items.get()
+
+    async def failing() -> None:
+        with pytest.raises(ValueError, match="bad item 7"):
+            await collect(Pipeline(range(30)).map(proc_fns.fail_at_7, executor="process"))
+
+    gc.collect()
+    gc.disable()
+    try:
+        await normal()  # (a first run may open what lives as long as the process)
+        baseline = open_descriptors()
+        for _ in range(2):
+            for run in (normal, early, failing):
+                await run()
+                assert open_descriptors() == baseline, run.__name__
+    finally:
+        gc.enable()

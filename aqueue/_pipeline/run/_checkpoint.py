@@ -22,8 +22,11 @@
    enqueues will admit; an ordered map's finished bursts waiting for their turns; a
    process map's ledger: the results it received and has not handed on, after its
    output queue's items, and the inputs of the bursts still in its workers' hands, in
-   front of its input queue's, see ``_procmap.py``), the source's position and each
-   shuffle's buffer and random state;
+   front of its input queue's, see ``process/_driver.py``; the rows of the batch
+   records in a process map's queue, when its workers write the batches in place, and
+   the rows the batch stage holds while it waits for the rest of its batch), the
+   source's position and each shuffle's buffer and random state; a state holds items,
+   never records (``apply_state`` puts resumed rows back in records of a batch);
 5. checks that nothing moved while it looked (``_generation``: every queue's totals and
    closed flag, every stage's paused count, every ordered map's turn, every process
    map's ledger; a worker can only leave a state of rest through one of them) and
@@ -40,24 +43,28 @@ CheckpointWarning, which Python shows once per line of code by default.
 So the cut holds every item exactly once: unread at the source, in a queue, or in a
 shuffle buffer; everything the consumer received came before it. ``apply_state``
 puts a state into a run before its workers start.
+
+A checkpoint reads the run through ``Running`` (what ``PipelineRun`` offers), so this
+module does not import the run's.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 
-from .._errors import CheckpointError, CheckpointWarning, ElementSpecError
-from .._input._epochs import in_memory
+from ..._errors import CheckpointError, CheckpointWarning, ElementSpecError
+from ..._input._epochs import in_memory
+from ..._running._runner import QueueRunner
+from ..defs._stage_spec import StageSpec, resumable
+from ..defs._state import PipelineState
+from ..flow._meter import Meter
+from ..process._inplace import records_of
+from ._build import Site
 from ._sources import SequenceSource
-from ._state import PipelineState
-
-if TYPE_CHECKING:
-    from ._run import PipelineRun
-    from ._stage_spec import StageSpec
 
 __all__ = [
     "apply_positions",
@@ -70,11 +77,23 @@ __all__ = [
     "take_checkpoint",
 ]
 
+
+class Running(Site, Protocol):
+    """What a checkpoint reads of a run (``PipelineRun``), beside what its stages
+    registered (``Site``)."""
+
+    specs: tuple[StageSpec, ...]
+    runners: list[QueueRunner | None]
+    meters: list[Meter]
+    workers: list[int]
+    started: anyio.Event
+
+    def check_running(self) -> None:
+        """Raise the run's failure, or QueueClosedError once it is finishing."""
+        ...
+
+
 _QUICK_POLLS = 10  # event-loop turns to look for rest before polling every half millisecond
-
-
-def _has_protocol(obj: Any) -> bool:
-    return callable(getattr(obj, "state", None)) and callable(getattr(obj, "restore", None))
 
 
 def refusal(specs: Sequence[StageSpec]) -> str | None:
@@ -86,14 +105,14 @@ def refusal(specs: Sequence[StageSpec]) -> str | None:
             f"{where} reads an external queue, whose position is the queue's own (take "
             "a snapshot of that queue instead)"
         )
-    if head.kind == "producer" and not _has_protocol(head.fn):
+    if head.kind == "producer" and not resumable(head.fn):
         return (
             f"{where} calls {type(head.fn).__name__} objects, which cannot say where they "
             "are; give the source state() and restore(state) methods"
         )
     if head.kind in ("iterable", "async_iterable"):
         source = head.fn
-        if not in_memory(source) and not _has_protocol(source):
+        if not in_memory(source) and not resumable(source):
             return (
                 f"{where} reads a {type(source).__name__}, a one-shot iterator that cannot "
                 "say where it is; pass a list, tuple, range or array, or give the source state() "
@@ -137,7 +156,7 @@ def fingerprint(specs: Sequence[StageSpec]) -> list[dict[str, Any]]:
     return out
 
 
-def at_rest(run: PipelineRun) -> bool:
+def at_rest(run: Running) -> bool:
     """Whether every worker of every stage is at rest (see the module docstring)."""
     for i in range(len(run.specs)):
         runner = run.runners[i]
@@ -164,7 +183,7 @@ def at_rest(run: PipelineRun) -> bool:
     return True
 
 
-def _generation(run: PipelineRun) -> tuple[Any, ...]:
+def _generation(run: Running) -> tuple[Any, ...]:
     """What changes whenever a worker leaves a state of rest (see the module
     docstring): two equal readings around a capture mean nothing moved in between."""
     queues = []
@@ -176,7 +195,7 @@ def _generation(run: PipelineRun) -> tuple[Any, ...]:
     return (tuple(queues), tuple(run.stop.paused), turns, ledgers)
 
 
-async def take_checkpoint(run: PipelineRun) -> PipelineState:
+async def take_checkpoint(run: Running) -> PipelineState:
     """A consistent cut of ``run`` (see the module docstring).
 
     Raises:
@@ -194,7 +213,7 @@ async def take_checkpoint(run: PipelineRun) -> PipelineState:
             ),
             stacklevel=3,  # the caller of items.checkpoint()
         )
-    run.stop.check()
+    run.check_running()
     await run.started.wait()
     run.stop.pause()
     try:
@@ -205,25 +224,27 @@ async def take_checkpoint(run: PipelineRun) -> PipelineState:
                 state = _capture(run)
                 if _generation(run) == before:
                     return state
-            run.stop.check()
+            run.check_running()
             polls += 1
             await anyio.sleep(0 if polls < _QUICK_POLLS else 0.0005)
     finally:
         run.stop.resume()
 
 
-def _capture(run: PipelineRun) -> PipelineState:
+def _capture(run: Running) -> PipelineState:
     reader = run.reader
     source: dict[str, Any] = {}
     if reader is not None:
         source = reader.epochs.state()
         user = run.specs[0].fn
-        if _has_protocol(user):
+        if resumable(user):
             source["user"] = user.state()
     cuts = {i: led.cut(run.specs[i].ordered) for i, led in run.ledgers.items()}
     queues = []
     for i, q in enumerate(run.queues):
         items = q.items()
+        if i in run.writers:  # batch records: their rows are the items
+            items = [row for record in items for row in record.rows]
         turns = run.turns.get(i)
         if turns is not None:
             items += turns.waiting_items()
@@ -267,15 +288,16 @@ def check_state(specs: Sequence[StageSpec], state: PipelineState) -> None:
             )
 
 
-def apply_state(run: PipelineRun, state: PipelineState) -> None:
+def apply_state(run: Running, state: PipelineState) -> None:
     """Put ``state`` into ``run``: queue items now, the source's position and the
     shuffles' buffers once their steps exist (``apply_positions``)."""
-    for q, items in zip(run.queues, state.queues):
+    for i, (q, items) in enumerate(zip(run.queues, state.queues)):
+        writer = run.writers.get(i)
         if items:
-            q.load_items(items)
+            q.load_items(items if writer is None else records_of(items, writer.n))
 
 
-def apply_positions(run: PipelineRun, state: PipelineState) -> None:
+def apply_positions(run: Running, state: PipelineState) -> None:
     """The source's position and each shuffle's state (after the steps were built,
     before they run)."""
     reader = run.reader

@@ -1,6 +1,6 @@
 """What runs inside a worker process of a process map (``map(fn, executor="process")``).
 
-The main process (``_pool.py``) starts each worker with ``multiprocessing``'s *spawn*
+The main process (``_workers.py``) starts each worker with ``multiprocessing``'s *spawn*
 start method and talks to it over one socket (a duplex ``multiprocessing`` Pipe). This
 module is the worker's side; it imports only the standard library and numpy, and a
 worker runs it as a file (``runpy.run_path``, under ``RUN_NAME``), so that a worker
@@ -23,23 +23,24 @@ Messages, main process -> worker (pickled tuples, ``Connection.send``):
 
 Messages, worker -> main process (``Connection.send_bytes``; the first byte says which):
 
-- ``R`` + a pickle stream: the header ``(n, busy_s, write_s, layout)``, then the ``n``
-  results, each pickled with *persistent ids* for its arrays (``("r", k)``: row of
-  column ``k``; ``("a", block, offset, dtype, shape)``: in the burst's ``block``-th
-  scratch block, 0 the one sent with the burst, then one per ``s`` in order). Array
-  bytes never go through pickle; object arrays and other values do;
+- ``R`` + a pickle stream: the header ``(n, busy_s, write_s, layout, failure)``, then
+  the ``n`` results, each pickled with *persistent ids* for its arrays (``("r", k)``:
+  row of column ``k``; ``("a", block, offset, dtype, shape)``: in the burst's
+  ``block``-th scratch block, 0 the one sent with the burst, then one per ``s`` in
+  order). Array bytes never go through pickle; object arrays and other values do.
+  ``failure`` is None, or ``(index, exception bytes or None, repr, traceback text)``:
+  ``fn`` raised on item ``index`` (or its result could not be pickled); the burst ends
+  there, and the ``n = index`` results before it are the answer's;
 - ``M`` + pickle(nbytes): the scratch blocks are full, ask for a block of at least
   ``nbytes`` (the main process answers with ``s``, maybe after ``c``);
-- ``E`` + pickle((index, exception bytes or None, repr, traceback text)): ``fn`` raised
-  on item ``index`` (or its result could not be pickled); the burst ends there;
 - ``L`` + pickle((repr, traceback text)): the function could not be loaded; the worker
   exits.
 
 Invariants: a worker serves one burst at a time, in the order received (the main
 process may send the next one before the answer: a burst read while waiting for an
-``s`` waits in ``pending``), and answers each with exactly one ``R`` or ``E`` (after any
-number of ``M``/``s`` exchanges); it never writes outside the blocks and rows given for
-the burst at hand. It ignores SIGINT
+``s`` waits in ``pending``), and answers each with exactly one ``R`` (after any number
+of ``M``/``s`` exchanges); it never writes outside the blocks and rows given for the
+burst at hand. It ignores SIGINT
 (Ctrl-C reaches the main process, which stops the workers), and exits at once when the
 main process is gone (a thread waits on the parent's sentinel) or its socket closes.
 """
@@ -151,13 +152,14 @@ class _Server:
     ) -> None:
         fn = self.fn
         results = []
+        failure = None
         t0 = _perf()
         for i, x in enumerate(items):
             try:
                 results.append(fn(x))
             except Exception as exc:
-                self.failed(i, exc)
-                return
+                failure = self.failure(i, exc)
+                break
         t1 = _perf()
         columns = None
         if cols is not None:
@@ -176,14 +178,18 @@ class _Server:
             writer.row = row0 + j
             writer.leaf = 0
             writer.layout = [] if want_layout and j == 0 else None
+            end = body.tell()
             try:
                 writer.dump(r)  # one memo for the whole burst: shared objects stay shared
             except Exception as exc:
-                self.failed(j, exc, result=True)
-                return
+                body.seek(end)  # (the results before it stand: nothing later refers to it)
+                body.truncate()
+                del results[j:]
+                failure = self.failure(j, exc, result=True)
+                break
             if j == 0:
                 layout = writer.layout
-        header = (len(results), t1 - t0, _perf() - t1, layout)
+        header = (len(results), t1 - t0, _perf() - t1, layout, failure)
         head = pickle.dumps(header, protocol=pickle.HIGHEST_PROTOCOL)
         self.conn.send_bytes(b"R" + head + body.getvalue())
 
@@ -199,7 +205,10 @@ class _Server:
             else:  # the next burst, sent before the answer: serve it after this one
                 self.pending.append(msg)
 
-    def failed(self, index: int, exc: BaseException, result: bool = False) -> None:
+    @staticmethod
+    def failure(index: int, exc: BaseException, result: bool = False) -> tuple[Any, ...]:
+        """What an ``R`` header says of a failure: ``(index, exception bytes or None,
+        repr, traceback text)``."""
         text = traceback.format_exc()
         if result:
             text += "(raised while passing the result back: a result must pickle)\n"
@@ -207,7 +216,7 @@ class _Server:
             raw: bytes | None = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:
             raw = None
-        _send(self.conn, b"E", (index, raw, repr(exc), text))
+        return (index, raw, repr(exc), text)
 
 
 class _Writer(pickle.Pickler):
@@ -262,5 +271,5 @@ class _Writer(pickle.Pickler):
         return len(self.blocks) - 1, 0
 
 
-if __name__ == RUN_NAME:  # a worker runs this file (``runpy.run_path``, from _pool.py)
+if __name__ == RUN_NAME:  # a worker runs this file (``runpy.run_path``, from _workers.py)
     main(*globals()["_AQUEUE_WORKER"])

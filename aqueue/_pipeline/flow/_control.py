@@ -2,13 +2,18 @@
 
 Every step of every stage holds the run's ``Control`` and its stage number. At the
 start of each call, before it takes new input and while it holds no item, a step
-calls ``check()`` (a stopping run ends it cleanly: QueueClosedError) and then its
+calls ``check(stage)`` (a stopping stage ends it cleanly: QueueClosedError) and then its
 *pause point*: ``pause_thread(stage)`` on a worker thread, ``await pause_task(stage)``
 in a task. While a pause is requested the worker waits there, counted in
 ``paused[stage]``, until ``resume()``.
 
+Stopping goes from the source down: ``stop_through(i)`` stops stages ``0..i`` (``cut``
+becomes ``i + 1``), which is what a failure of stage ``i`` does (the stages after it
+go on with what had passed it); ``stop()`` stops every stage (the run is finishing).
+``cut`` only grows.
+
 A checkpoint requests a pause and waits until the run is at rest (see
-``_checkpoint.py``); so every item is then in a stage queue, in a stage's own buffer
+``run/_checkpoint.py``); so every item is then in a stage queue, in a stage's own buffer
 (a shuffle), or not yet read (the source): never in a worker's hands.
 
 Async sources wait for their next item inside ``interruptible()``: stopping cancels
@@ -24,7 +29,7 @@ from typing import Any
 
 import anyio
 
-from .._errors import QueueClosedError
+from ..._errors import QueueClosedError
 
 __all__ = ["Control", "Stage"]
 
@@ -32,10 +37,20 @@ __all__ = ["Control", "Stage"]
 class Control:
     """The stop flag and the pause of one run (see the module docstring)."""
 
-    __slots__ = ("_lock", "_resumed", "_scopes", "_task_resumed", "paused", "pausing", "set")
+    __slots__ = (
+        "_lock",
+        "_resumed",
+        "_scopes",
+        "_task_resumed",
+        "cut",
+        "paused",
+        "pausing",
+        "stages",
+    )
 
     def __init__(self, stages: int) -> None:
-        self.set = False  # the run is stopping
+        self.stages = stages
+        self.cut = 0  # stages 0..cut-1 are stopping
         self.pausing = False  # a pause is requested
         self.paused = [0] * stages  # workers waiting at their pause point, per stage
         self._lock = threading.Lock()
@@ -46,21 +61,31 @@ class Control:
 
     # -- stopping ------------------------------------------------------------------------
 
-    def check(self) -> None:
-        """Raise QueueClosedError (a clean end) if the run is stopping."""
-        if self.set:
+    @property
+    def set(self) -> bool:
+        """Whether every stage is stopping (the run is finishing)."""
+        return self.cut >= self.stages
+
+    def check(self, stage: int) -> None:
+        """Raise QueueClosedError (a clean end) if ``stage`` is stopping."""
+        if stage < self.cut:
             raise QueueClosedError("the pipeline is stopping")
 
     def stop(self) -> None:
         """Stop the run: steps end at their next check, pauses end, waits are cancelled."""
-        self.set = True
-        for scope in list(self._scopes):
+        self.stop_through(self.stages - 1)
+
+    def stop_through(self, stage: int) -> None:
+        """Stop stages ``0..stage``: their steps end at their next check, the source's
+        waits are cancelled; a pause ends (a checkpoint of a failing run fails)."""
+        self.cut = max(self.cut, stage + 1)
+        for scope in list(self._scopes):  # (only sources wait in ``interruptible``)
             scope.cancel()
         self.resume()
 
-    async def interruptible(self, fn: Callable[[], Awaitable[Any]]) -> Any:
-        """``await fn()``, ended with QueueClosedError (a clean end) when stopping."""
-        self.check()
+    async def interruptible(self, stage: int, fn: Callable[[], Awaitable[Any]]) -> Any:
+        """``await fn()``, ended with QueueClosedError (a clean end) when ``stage`` stops."""
+        self.check(stage)
         with anyio.CancelScope() as scope:
             self._scopes.add(scope)
             try:
@@ -95,16 +120,16 @@ class Control:
         with self._lock:
             self.paused[stage] += 1
         try:
-            while self.pausing and not self.set:
+            while self.pausing and stage >= self.cut:
                 self._resumed.wait(0.1)
         finally:
             with self._lock:
                 self.paused[stage] -= 1
-        self.check()
+        self.check(stage)
 
     async def pause_task(self, stage: int) -> None:
         """A task worker's pause point."""
-        while self.pausing and not self.set:
+        while self.pausing and stage >= self.cut:
             event = self._task_resumed
             if event is None:
                 break
@@ -115,7 +140,7 @@ class Control:
             finally:
                 with self._lock:
                     self.paused[stage] -= 1
-        self.check()
+        self.check(stage)
 
 
 class Stage:
@@ -130,13 +155,23 @@ class Stage:
         self.label = label
         self.meter = meter
 
+    def check(self) -> None:
+        """Raise QueueClosedError (a clean end) if this stage is stopping."""
+        if self.index < self.control.cut:
+            raise QueueClosedError("the pipeline is stopping")
+
     def start_thread(self) -> None:
         """The start of a thread step: end if stopping, wait while paused."""
-        self.control.check()
+        self.check()
         self.control.pause_thread(self.index)
 
     async def start_task(self) -> None:
         """The start of a task step: end if stopping, wait while paused."""
-        self.control.check()
+        self.check()
         if self.control.pausing:
             await self.control.pause_task(self.index)
+
+    async def interruptible(self, fn: Callable[[], Awaitable[Any]]) -> Any:
+        """``await fn()``, ended with QueueClosedError (a clean end) when this stage
+        stops (see ``Control.interruptible``)."""
+        return await self.control.interruptible(self.index, fn)

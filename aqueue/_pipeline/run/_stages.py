@@ -1,29 +1,21 @@
-"""Pipeline stages other than map: what each does per burst of items, and how it stops.
+"""Pipeline stages other than sources and maps: filter, shuffle, prefetch, ``to_queue``
+and batch; what each does per burst of items, and how it stops.
 
 A running stage is a QueueRunner whose producers are *steps* built here, in
-``_maps.py`` and in ``_sources.py``: each call of a step takes a burst of items from the
-stage's input queue, does the stage's work and returns the burst's results, which the
-runner enqueues into the stage's output queue in one ``enqueue_many``.
+``_maps.py`` and in ``_sources.py`` (a process map's in ``process/_driver.py``): each call
+of a step takes a burst of items from the stage's input queue (``flow/_bursts.py``),
+does the stage's work and returns the burst's results, which the runner enqueues into
+the stage's output queue in one ``enqueue_many``.
 
 Invariants:
 
-- Items travel between stages as bursts: 1-d ``dtype=object`` arrays of the items
-  themselves (``pack`` builds one without looking into the items, so any Python
-  object, tuples and arrays included, passes unchanged). Stage queues are FIFOQueues of
-  one scalar object component; a burst costs one lock, one copy of references and at
-  most one wake-up per hand-off, whatever its length.
-- A step never returns an empty burst: it takes again, or ends.
-- A step never takes a new burst once the run is stopping, nor while it is paused: it
-  starts at its ``Stage``'s ``start_task``/``start_thread`` (``_control.py``), where a
-  stopping run raises QueueClosedError (a clean end for its runner) and a pause waits.
-  It holds no item there, so a paused run holds every item in a queue or a buffer.
-- Bursts are taken with ``take`` (a task: what is there now without waiting, else
-  ``dequeue_burst``) or the blocking view's ``dequeue_burst`` (a thread), at most
-  ``burst_size`` items: about half a millisecond of work (one expensive item, many
-  cheap ones), so no worker sits on items the others could work on, and no item waits
-  long in a worker's hands.
-- Measurements are per burst (``_meter.py``): a burst's get wait, its work time, and the
-  put wait of the previous burst.
+- A step never takes a new burst once its stage is stopping, nor while it is paused: it
+  starts at its ``Stage``'s ``start_task``/``start_thread`` (``flow/_control.py``),
+  where a stopping stage raises QueueClosedError (a clean end for its runner) and a
+  pause waits. It holds no item there, so a paused run holds every item in a queue or
+  a buffer.
+- Measurements are per burst (``flow/_meter.py``): a burst's get wait, its work time,
+  and the put wait of the previous burst.
 """
 
 from __future__ import annotations
@@ -36,82 +28,28 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import ElementSpecError, OutOfRangeError, QueueClosedError, QueueEmpty, add_note
-from .._queues._tuples import pad_stack
-from ._control import Stage
+from ..._errors import ElementSpecError, OutOfRangeError
+from ..._queues._tuples import pad_stack
+from ..flow._bursts import BURST_MAX, Burst, noted, pack, take
+from ..flow._control import Stage
+from ..process._inplace import BatchWriter
 
 if TYPE_CHECKING:
-    from .._queues._queue import QueueBase
-    from .._queues._views import BlockingQueue
+    from ..._queues._queue import QueueBase
+    from ..._queues._views import BlockingQueue
 
 __all__ = [
-    "CLEAN",
-    "Burst",
     "ShuffleStep",
     "batch_step",
-    "burst_size",
+    "record_batch_step",
     "collate",
     "filter_step",
-    "noted",
-    "pack",
     "prefetch_step",
     "send_step",
-    "take",
 ]
 
-Burst = npt.NDArray[Any]  # a 1-d object array of items
 Whole = Callable[[list[Any]], "npt.NDArray[Any] | None"]  # see ``collate``
-_BURST_MAX = 256  # items per burst at most (bounds one step's loop time)
-
-CLEAN = (OutOfRangeError, QueueClosedError)  # a source queue ended: not a failure
 _perf = time.perf_counter
-
-
-def pack(items: list[Any]) -> Burst:
-    """A burst of ``items``: a 1-d object array holding each item as it is."""
-    return np.fromiter(items, dtype=object, count=len(items))
-
-
-_BURST_S = 0.0005  # a worker's burst holds about this much work
-
-
-def burst_size(item_s: float) -> int:
-    """How many items a worker takes at a time, when an item took it ``item_s`` seconds
-    so far (0: not known yet).
-
-    About ``_BURST_S`` of work: one expensive item at a time (so expensive items spread
-    over every worker, and each is handed on as soon as it is done), many cheap ones (so
-    the hand-offs, not the items, do not set the pace). One item until the cost is
-    known; at most ``_BURST_MAX``.
-    """
-    if item_s <= 0.0:
-        return 1
-    n = int(_BURST_S / item_s)
-    return 1 if n < 1 else n if n < _BURST_MAX else _BURST_MAX
-
-
-async def take(queue: QueueBase[Any], n: int) -> Burst:
-    """Up to ``n`` items of ``queue``: those there now, without a checkpoint, else the
-    first ones to arrive (``dequeue_burst``).
-
-    Only for steps that return what they take (or what they make of it): their
-    runner's enqueue checkpoints once per burst, so taking without a checkpoint never
-    starves other tasks.
-    """
-    burst: Burst
-    if queue.size():
-        try:
-            burst = queue.dequeue_up_to_nowait(n)
-            return burst
-        except QueueEmpty:  # earlier dequeues are waiting: queue up behind them
-            pass
-    burst = await queue.dequeue_burst(n)
-    return burst
-
-
-def noted(exc: BaseException, label: str) -> None:
-    """Name the stage in which ``exc`` was raised (a note, PEP 678)."""
-    add_note(exc, f"raised in pipeline stage {label}")
 
 
 # -- filter, shuffle, prefetch, send, batch ------------------------------------------------
@@ -123,23 +61,30 @@ def filter_step(
     """A task step: the items of the next burst for which ``pred`` is true (order kept)."""
     meter = stage.meter
     w = meter.worker()
+    failed: list[Exception] = []  # raised by an item after those kept before it
 
     async def step() -> Burst:
+        if failed:
+            raise failed.pop()
         t0 = meter.began(w)
         while True:
             await stage.start_task()
-            burst = await take(source, _BURST_MAX)
+            burst = await take(source, BURST_MAX)
             t1 = meter.got(t0)
+            kept: list[Any] = []
+            seen = 0
             try:
-                if is_async:
-                    kept = [x for x in burst if await pred(x)]
-                else:
-                    kept = [x for x in burst if pred(x)]
+                for x in burst:
+                    if await pred(x) if is_async else pred(x):
+                        kept.append(x)
+                    seen += 1
             except Exception as exc:
                 noted(exc, stage.label)
-                raise
+                if not kept:
+                    raise
+                failed.append(exc)
             t0 = w.worked(t1)
-            meter.dropped += len(burst) - len(kept)
+            meter.dropped += seen - len(kept)
             if kept:
                 w.returned = t0
                 return pack(kept)
@@ -197,7 +142,7 @@ class ShuffleStep:
         while not out and not self.ended:
             t_wait = _perf()
             try:
-                burst = await take(self._source, _BURST_MAX)
+                burst = await take(self._source, BURST_MAX)
             except OutOfRangeError:
                 self.ended = True
                 break
@@ -209,7 +154,7 @@ class ShuffleStep:
                     out.append(self._pick())
         meter.get_waits.append(waited)
         if self.ended:
-            while self.buf and len(out) < _BURST_MAX:
+            while self.buf and len(out) < BURST_MAX:
                 out.append(self._pick())
         if not out:
             raise StopAsyncIteration
@@ -225,7 +170,7 @@ def prefetch_step(source: QueueBase[Any], stage: Stage) -> Callable[[], Any]:
     async def step() -> Burst:
         t0 = meter.began(w)
         await stage.start_task()
-        burst = await take(source, _BURST_MAX)
+        burst = await take(source, BURST_MAX)
         w.returned = meter.got(t0)
         return burst
 
@@ -242,7 +187,7 @@ def send_step(source: QueueBase[Any], many: bool, stage: Stage) -> Callable[[], 
     async def step() -> Any:
         t0 = meter.began(w)
         await stage.start_task()
-        burst = await take(source, _BURST_MAX)
+        burst = await take(source, BURST_MAX)
         t1 = meter.got(t0)
         try:
             items = burst.tolist()
@@ -269,15 +214,9 @@ def _joined(batches: list[Any]) -> Any:
 
 
 def batch_step(
-    size: int,
-    smaller: bool,
-    pad: bool,
-    source: BlockingQueue[Any],
-    stage: Stage,
-    whole: Whole | None = None,
+    size: int, smaller: bool, pad: bool, source: BlockingQueue[Any], stage: Stage
 ) -> Callable[[], Burst]:
-    """A thread step: take ``size`` items and stack them into one batch (``whole``:
-    see ``collate``)."""
+    """A thread step: take ``size`` items and stack them into one batch."""
     meter = stage.meter
     w = meter.worker()
     take_batch = source.dequeue_up_to if smaller else source.dequeue_many
@@ -293,17 +232,74 @@ def batch_step(
             meter.dropped += len(source.dequeue_up_to(size))
             raise
         t1 = meter.got(t0)
-        try:
-            batch = collate(items.tolist(), pad=pad, whole=whole)
-        except Exception as exc:
-            noted(exc, stage.label)
-            raise
+        batch = _collated(items.tolist(), pad, stage.label)
         w.returned = w.worked(t1)
-        out = np.empty(1, dtype=object)
-        out[0] = batch
-        return out
+        return _one(batch)
 
     return step
+
+
+def record_batch_step(
+    size: int, smaller: bool, source: BlockingQueue[Any], stage: Stage, writer: BatchWriter
+) -> Callable[[], Burst]:
+    """A thread step of a batch stage whose input is a process map's ``BatchRecord``s
+    (the map writes the batches in place, ``process/_inplace.py``): each record is a
+    batch's rows, and a full one is a batch, its columns taken as they are.
+
+    Records line up with batches; the rows of a record that does not fit the rest of a
+    batch (a short last buffer of an unordered map, ahead of a full one) carry over to
+    the next batch. The rows a step holds while it waits for the rest of its batch, or
+    carries over, are in its worker's ``held`` (a checkpoint puts them back in front of
+    the queue's items). At the end, leftovers are dropped unless ``smaller``, as by
+    ``batch_step``.
+    """
+    meter = stage.meter
+    w = meter.worker()
+    rows: list[Any] = w.held  # (rows carried over from the last batch, if any)
+
+    def step() -> Burst:
+        t0 = meter.began(w)
+        stage.start_thread()
+        first = None  # the record the batch starts with, when nothing was carried over
+        try:
+            while len(rows) < size:
+                got = source.dequeue()
+                writer.rows_taken += len(got.rows)
+                if first is None and not rows:
+                    first = got
+                rows.extend(got.rows)
+        except OutOfRangeError:
+            if not rows or not smaller:
+                meter.dropped += len(rows)
+                rows.clear()
+                raise
+        t1 = meter.got(t0)
+        items = rows[:size]
+        del rows[:size]
+        record = first if first is not None and len(first.rows) == len(items) else None
+        batch = _collated(items, False, stage.label, None if record is None else record.column)
+        if record is not None and record.in_place:  # (the batch is that record's rows)
+            writer.fused += 1
+        w.returned = w.worked(t1)
+        return _one(batch)
+
+    return step
+
+
+def _collated(items: list[Any], pad: bool, label: str, whole: Whole | None = None) -> Any:
+    """``collate``, with the stage named in a failure's note."""
+    try:
+        return collate(items, pad=pad, whole=whole)
+    except Exception as exc:
+        noted(exc, label)
+        raise
+
+
+def _one(batch: Any) -> Burst:
+    """A burst of one batch (``pack`` would look into a tuple)."""
+    out = np.empty(1, dtype=object)
+    out[0] = batch
+    return out
 
 
 def collate(items: list[Any], *, pad: bool = False, whole: Whole | None = None) -> Any:
@@ -312,7 +308,7 @@ def collate(items: list[Any], *, pad: bool = False, whole: Whole | None = None) 
     With ``pad``, arrays of one rank but different shapes are padded at the end of
     each dimension to the largest, with 0 (or ``""`` for strings and objects).
     ``whole(arrays)``, when given, may return an array whose rows the arrays already
-    are (a process map wrote them in place: ``_procmap.Fuser``), which is then the
+    are (a process map wrote them in place: ``BatchRecord.column``), which is then the
     component's batch, as it is.
 
     Raises:
@@ -347,14 +343,14 @@ def collate(items: list[Any], *, pad: bool = False, whole: Whole | None = None) 
 
 def _stacked(items: list[Any], pad: bool = False) -> Any:
     arrays = [np.asarray(x) for x in items]
-    if any(a.dtype.kind in "SU" for a in arrays):
-        arrays = [a.astype(object) for a in arrays]
     shapes = {a.shape for a in arrays}
     if len(shapes) == 1:
-        return np.stack(arrays)
+        return np.stack(arrays)  # (text keeps its kind: the widest item's width)
     if not pad:
         raise ElementSpecError(
             f"batch: items have different shapes {sorted(shapes)}; use "
             "batch(..., dynamic_pad=True) to pad them"
         )
-    return pad_stack(arrays, np.result_type(*arrays))
+    # The dtype np.stack would give the items (it promotes as concatenate does).
+    dtype = np.concatenate([a.reshape(-1)[:0] for a in arrays]).dtype
+    return pad_stack(arrays, dtype)

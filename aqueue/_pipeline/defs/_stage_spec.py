@@ -5,7 +5,9 @@ order. A StageSpec is frozen and holds only validated arguments; the functions h
 (one per source kind and per stage method) check a method's arguments and return its
 spec, raising the errors its public docstring names, with the same messages. ``then``
 and ``repeated`` give the new chain; no function changes an existing one. At most one
-``to_queue`` stage, and only last.
+``to_queue`` stage, and only last. A source that is a one-shot iterator carries a
+``Reads`` record, shared by every chain built on it, which its first run marks:
+``fresh`` refuses a second one.
 
 Default capacities (``capacity``): a queue holds at least ``_MIN_CAPACITY`` items,
 twice the concurrency of the stages on either side, and twice the batch size when a
@@ -13,7 +15,10 @@ batch stage reads it (so its ``dequeue_many`` waits for its batch in one copy); 
 source's queue holds at least ``_SOURCE_CAPACITY`` items, so the next stage's workers
 take their items in bursts and the source refills rarely; a process map's at least
 ``_PROCESS_CAPACITY``, so each burst of results goes in with few wake-ups of its driver
-(a stage queue admits a waiting burst in pieces of at least half its capacity).
+(a stage queue admits a waiting burst in pieces of at least half its capacity). A
+process map whose batches its workers write in place (``fused``) hands on a record per
+batch: its queue holds that many rows in batches (the capacity over the batch size,
+rounded up).
 """
 
 from __future__ import annotations
@@ -24,11 +29,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .._errors import ElementSpecError, epochs_arg, int_arg, name_arg, seed_arg
-from .._queues._protocol import AsyncQueue, Sink
-from .._running._producers import is_async_callable
+from ..._errors import ElementSpecError, epochs_arg, int_arg, name_arg, seed_arg
+from ..._queues._protocol import AsyncQueue, Sink
+from ..._running._producers import is_async_callable
 
 __all__ = [
+    "Reads",
     "StageSpec",
     "async_iterable_source",
     "batch_stage",
@@ -36,6 +42,7 @@ __all__ = [
     "capacity",
     "describe_fn",
     "filter_stage",
+    "fresh",
     "fused",
     "iterable_source",
     "map_stage",
@@ -43,6 +50,7 @@ __all__ = [
     "producer_source",
     "queue_source",
     "repeated",
+    "resumable",
     "shuffle_stage",
     "then",
     "threaded",
@@ -56,6 +64,15 @@ _SOURCE_CAPACITY = 256  # default capacity of a source's output queue, at least
 _PROCESS_CAPACITY = 64
 _SOURCES = ("iterable", "async_iterable", "queue", "producer")
 _ELEMENTWISE = ("map", "filter", "prefetch")  # the stages that may precede ``repeat``
+
+
+class Reads:
+    """Whether a one-shot iterator source has been read by a run (see ``fresh``)."""
+
+    __slots__ = ("opened",)
+
+    def __init__(self) -> None:
+        self.opened = False
 
 
 @dataclass(frozen=True)
@@ -74,6 +91,7 @@ class StageSpec:
     smaller: bool = False
     pad: bool = False
     seed: int | None = None
+    reads: Reads | None = None  # a one-shot iterator source's record (else None)
 
 
 def threaded(spec: StageSpec) -> bool:
@@ -84,7 +102,7 @@ def threaded(spec: StageSpec) -> bool:
 
 def fused(specs: Sequence[StageSpec], i: int) -> bool:
     """Whether stage ``i`` is a process map that writes the batches of the batch stage
-    after it in place (``_procmap.py``: fusion; not with ``dynamic_pad``)."""
+    after it in place (``process/_driver.py``: fusion; not with ``dynamic_pad``)."""
     spec = specs[i]
     if spec.kind != "map" or spec.executor != "process" or i + 1 >= len(specs):
         return False
@@ -95,18 +113,20 @@ def fused(specs: Sequence[StageSpec], i: int) -> bool:
 def capacity(specs: Sequence[StageSpec], i: int) -> int:
     """Stage ``i``'s output queue capacity (see the module docstring)."""
     spec = specs[i]
-    if spec.capacity is not None:
-        return spec.capacity
-    cap = max(_MIN_CAPACITY, 2 * spec.concurrency)
-    if spec.kind in _SOURCES:
-        cap = max(cap, _SOURCE_CAPACITY)
-    elif spec.kind == "map" and spec.executor == "process":
-        cap = max(cap, _PROCESS_CAPACITY)
-    if i + 1 < len(specs):
-        after = specs[i + 1]
-        cap = max(cap, 2 * after.concurrency)
-        if after.kind == "batch":
-            cap = max(cap, 2 * after.size)
+    cap = spec.capacity
+    if cap is None:
+        cap = max(_MIN_CAPACITY, 2 * spec.concurrency)
+        if spec.kind in _SOURCES:
+            cap = max(cap, _SOURCE_CAPACITY)
+        elif spec.kind == "map" and spec.executor == "process":
+            cap = max(cap, _PROCESS_CAPACITY)
+        if i + 1 < len(specs):
+            after = specs[i + 1]
+            cap = max(cap, 2 * after.concurrency)
+            if after.kind == "batch":
+                cap = max(cap, 2 * after.size)
+    if fused(specs, i):  # its items go in batch records: as many rows, in batches
+        return -(-cap // specs[i + 1].size)
     return cap
 
 
@@ -130,6 +150,39 @@ def _capacity_arg(capacity: Any, label: str) -> int | None:
 # -- sources ---------------------------------------------------------------------------
 
 
+def resumable(obj: Any) -> bool:
+    """Whether a source implements ``state()`` and ``restore(state)`` (checkpoints)."""
+    return callable(getattr(obj, "state", None)) and callable(getattr(obj, "restore", None))
+
+
+def _one_shot(iterable: Any, is_async: bool) -> bool:
+    """Whether ``iterable`` is its own iterator (a generator, ``iter(list)``, a file)."""
+    return (aiter(iterable) if is_async else iter(iterable)) is iterable
+
+
+def _reads(iterable: Any, is_async: bool) -> Reads | None:
+    """A one-shot source's record; None for a re-iterable one, or one that says where
+    it is (``state``/``restore``: reading it again goes on from there)."""
+    if resumable(iterable) or not _one_shot(iterable, is_async):
+        return None
+    return Reads()
+
+
+def fresh(source: StageSpec, owner: str) -> None:
+    """Refuse to run a one-shot iterator source a second time.
+
+    Raises:
+        ElementSpecError: ``source`` is a one-shot iterator an earlier run has read.
+    """
+    if source.reads is not None and source.reads.opened:
+        raise ElementSpecError(
+            f"{owner}: source {source.label} is a one-shot iterator, which an earlier "
+            "run has read: it can be read once. Pass a re-iterable (a list, a tuple, a "
+            "range, or an object whose __iter__ returns a fresh iterator), or build a new "
+            "Pipeline around a fresh iterator for each run"
+        )
+
+
 def iterable_source(iterable: Any, name: str | None) -> StageSpec:
     if isinstance(iterable, (str, bytes)) or not hasattr(iterable, "__iter__"):
         hint = " (use from_async_iterable)" if hasattr(iterable, "__aiter__") else ""
@@ -138,7 +191,7 @@ def iterable_source(iterable: Any, name: str | None) -> StageSpec:
             f"{type(iterable).__name__}{hint}"
         )
     label = name_arg(name, f"from_iterable({type(iterable).__name__})")
-    return StageSpec("iterable", label, iterable)
+    return StageSpec("iterable", label, iterable, reads=_reads(iterable, False))
 
 
 def async_iterable_source(iterable: Any, name: str | None) -> StageSpec:
@@ -148,7 +201,7 @@ def async_iterable_source(iterable: Any, name: str | None) -> StageSpec:
             f"{type(iterable).__name__}"
         )
     label = name_arg(name, f"from_async_iterable({type(iterable).__name__})")
-    return StageSpec("async_iterable", label, iterable)
+    return StageSpec("async_iterable", label, iterable, reads=_reads(iterable, True))
 
 
 def queue_source(queue: Any, name: str | None) -> StageSpec:
@@ -206,7 +259,7 @@ def map_stage(
 
 
 def _process_fn(fn: Any, owner: str) -> None:
-    """Refuse, at once, a function worker processes could not load (see ``_pool.py``)."""
+    """Refuse, at once, a function worker processes could not load (see ``process/_workers.py``)."""
     if sys.platform == "win32":  # pragma: no cover - the suite runs on POSIX
         raise ElementSpecError(
             f"{owner}: executor='process' needs a POSIX system (Linux, macOS): its shared "
@@ -326,13 +379,10 @@ def repeated(specs: tuple[StageSpec, ...], num_epochs: int | None) -> tuple[Stag
         raise ElementSpecError(f"{owner}: source {source.label} cannot be re-read")
     if source.epochs != 1:
         raise ElementSpecError(f"{owner}: the pipeline already repeats")
-    if epochs != 1:
-        obj = source.fn
-        one_shot = aiter(obj) is obj if source.kind == "async_iterable" else iter(obj) is obj
-        if one_shot:
-            raise ElementSpecError(
-                f"{owner}: source {source.label} is a one-shot iterator; pass a "
-                "re-iterable (e.g. a list) to read it more than once"
-            )
+    if epochs != 1 and _one_shot(source.fn, source.kind == "async_iterable"):
+        raise ElementSpecError(
+            f"{owner}: source {source.label} is a one-shot iterator; pass a "
+            "re-iterable (e.g. a list) to read it more than once"
+        )
     head = replace(source, epochs=epochs)
     return (head, *specs[1:])

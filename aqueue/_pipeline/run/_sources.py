@@ -24,13 +24,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._input._epochs import Epochs
-from ._control import Stage
-from ._stages import CLEAN, Burst, noted, pack
+from ..._input._epochs import Epochs
+from ..flow._bursts import CLEAN, Burst, noted, pack
+from ..flow._control import Stage
 
 if TYPE_CHECKING:
-    from .._queues._protocol import AsyncQueue
-    from .._queues._queue import QueueBase
+    from ..._queues._protocol import AsyncQueue
+    from ..._queues._queue import QueueBase
 
 __all__ = ["AsyncSource", "SequenceSource", "SyncSource", "producer_step", "queue_step"]
 
@@ -60,12 +60,21 @@ class _Source:
 
 
 class SyncSource(_Source):
-    """A sync iterable, read on the runner's thread (it may block)."""
+    """A sync iterable, read on the runner's thread (it may block).
+
+    When the iterable raises, the items read before in the same call are handed on
+    first: the call returns them and the next one raises (``_failed``).
+    """
+
+    _failed: Exception | None = None
 
     def __iter__(self) -> SyncSource:
         return self
 
     def __next__(self) -> Burst:
+        if self._failed is not None:
+            failed, self._failed = self._failed, None
+            raise failed
         t0 = self._meter.began(self._w)
         self._stage.start_thread()
         epochs = self._epochs
@@ -80,7 +89,9 @@ class SyncSource(_Source):
                     break
         except Exception as exc:
             noted(exc, self._label)
-            raise
+            if not items:
+                raise
+            self._failed = exc
         if not items:
             raise StopIteration
         self._w.returned = self._w.worked(t0)
@@ -99,7 +110,7 @@ class AsyncSource(_Source):
         t0 = self._meter.began(self._w)
         await self._stage.start_task()
         try:
-            item = await self._stage.control.interruptible(self._epochs.anext)
+            item = await self._stage.interruptible(self._epochs.anext)
         except StopAsyncIteration:
             raise
         except Exception as exc:
@@ -152,7 +163,7 @@ class SequenceSource(_Source):
 
 def queue_step(queue: AsyncQueue[Any], stage: Stage) -> Callable[[], Any]:
     """A task step that takes the elements of ``queue`` until it is closed and drained."""
-    meter, label, stop = stage.meter, stage.label, stage.control
+    meter, label = stage.meter, stage.label
     w = meter.worker()
 
     async def next_burst() -> Burst:
@@ -162,7 +173,7 @@ def queue_step(queue: AsyncQueue[Any], stage: Stage) -> Callable[[], Any]:
         t0 = meter.began(w)
         await stage.start_task()
         try:
-            burst: Burst = await stop.interruptible(next_burst)
+            burst: Burst = await stage.interruptible(next_burst)
         except Exception as exc:
             if not isinstance(exc, _QUIET):
                 noted(exc, label)
@@ -186,7 +197,7 @@ def elements_of(queue: AsyncQueue[Any], batch: Any) -> Burst:
 
 def producer_step(fn: Callable[[], Any], is_async: bool, stage: Stage) -> Callable[[], Any]:
     """A step that calls ``fn()`` for each item (async in a task, sync on a thread)."""
-    meter, label, stop = stage.meter, stage.label, stage.control
+    meter, label = stage.meter, stage.label
     w = meter.worker()
 
     if is_async:
@@ -195,7 +206,7 @@ def producer_step(fn: Callable[[], Any], is_async: bool, stage: Stage) -> Callab
             t0 = meter.began(w)
             await stage.start_task()
             try:
-                value = await stop.interruptible(fn)
+                value = await stage.interruptible(fn)
             except Exception as exc:
                 if not isinstance(exc, _QUIET):
                     noted(exc, label)

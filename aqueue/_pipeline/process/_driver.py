@@ -1,20 +1,20 @@
-"""Process map stages: the drivers' steps and the ledger of bursts in hand.
+"""A process map's step: one driver per worker process, and the ledger of bursts in hand.
 
 ``map(fn, concurrency=C, executor="process")`` runs as C *driver* threads in the main
 process, each the step of one worker process of the stage's ``WorkerPool``
-(``_pool.py``). A driver works as a thread worker does (``_maps.py``): it takes a
+(``_workers.py``). A driver works as a thread worker does (``run/_maps.py``): it takes a
 burst (about ``PROCESS_BURST_S`` of work in the worker: one hand-off per burst, not per
 item), hands it to its worker and returns the results as one burst; ordered delivery
-uses the same turns. Two differences:
+uses the same turns (``flow/_turns.py``). Two differences:
 
 - Prefetch. A driver keeps up to ``WINDOW`` bursts sent to its worker: before it
   receives a burst's results it sends the next one (if items are there now), so the
   worker starts on it at once instead of waiting for the main process to hand the
   results on, take and send again (on a loaded machine the main process can take
   milliseconds to be scheduled). It reaches its pause point only with nothing sent.
-- The ledger. Every burst a stage has taken and not handed on (returned, or delivered
-  in a batch buffer) is in its ``Ledger``, with its inputs and, once received, its
-  results. A checkpoint (``_checkpoint.py``) reads it: the results of the bursts
+- The ledger. Every burst a stage has taken and not handed on (returned, or in a batch
+  record handed on) is in its ``Ledger``, with its inputs and, once received, its
+  results. A checkpoint (``run/_checkpoint.py``) reads it: the results of the bursts
   received, up to the first one not received (all received ones, when the map is not
   ordered), belong after the stage's output queue's items; the inputs of the rest go
   back in front of its input queue's items. A driver waiting for a result is not at
@@ -24,14 +24,21 @@ uses the same turns. Two differences:
 Measurements: a worker's busy time is what it spent in ``fn`` (it says so in each
 answer), and the driver's own CPU time, the *hand-off*, is counted apart.
 
-Fusion. When ``batch(n)`` (without ``dynamic_pad``) follows the map, the workers write
-the batches in place (a ``Fuser``, ``_fuser.py``): a fused driver takes its bursts into
-the rows of the current batch buffer and returns a buffer's rows once it completes one.
+Batches written in place. When ``batch(n)`` (without ``dynamic_pad``) follows the map,
+the workers write the batches in place: the same driver, given the stage's
+``BatchWriter`` (``_inplace.py``), takes its bursts into the rows of the current batch
+buffer and, once it completes one, hands on the buffer's record (one item, a batch)
+instead of each burst's results.
+
+Failures: ``fn`` raising on an item (or an item that does not pickle) ends the burst
+there; the driver hands on the results before it (a buffer's rows before it, with a
+writer), in their turn, drops the bursts sent after it, and raises the exception at its
+next call.
 
 Invariants:
 
 - Every item a stage took is in its ledger, in a burst returned to its runner (so in
-  its output queue, or a pending enqueue of it), or delivered in a batch buffer.
+  its output queue, or a pending enqueue of it), or in a batch record handed on.
 - Ledger entries change only under its lock, and each change moves ``version`` (a
   checkpoint's sign that something moved while it looked).
 """
@@ -44,26 +51,19 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from .._errors import OutOfRangeError, QueueClosedError
-from ._control import Stage
-from ._fuser import Buffer, Fuser
+from ..._errors import OutOfRangeError, QueueClosedError
+from ..flow._bursts import Burst, noted, pack
+from ..flow._control import Stage
+from ..flow._meter import Worker as MeterWorker
+from ..flow._turns import ThreadTurns
 from ._handoff import Reply, Sent
-from ._maps import ThreadTurns
-from ._meter import Worker as MeterWorker
-from ._pool import Worker
-from ._stages import Burst, noted, pack
+from ._inplace import BatchWriter, Buffer
+from ._workers import Worker
 
 if TYPE_CHECKING:
-    from .._queues._views import BlockingQueue
+    from ..._queues._views import BlockingQueue
 
-__all__ = [
-    "PROCESS_BURST_S",
-    "WINDOW",
-    "Ledger",
-    "Sizes",
-    "fused_map_step",
-    "process_map_step",
-]
+__all__ = ["PROCESS_BURST_S", "WINDOW", "Ledger", "Sizes", "map_step"]
 
 PROCESS_BURST_S = 0.008  # a process worker's burst holds at least this much work
 WINDOW = 2  # bursts a driver keeps sent to its worker (one worked on, one waiting)
@@ -201,6 +201,8 @@ def _receive(
     except Exception as exc:
         noted(exc, label)
         raise
+    if reply.error is not None:
+        noted(reply.error, label)
     ledger.received(seq, reply.results)
     n, cpu = out.n, _cpu() - cpu0 + out.cpu
     w.busy += reply.busy_s
@@ -212,161 +214,171 @@ def _receive(
     return reply
 
 
-def process_map_step(
+def map_step(
     worker: Worker,
     source: BlockingQueue[Any],
     stage: Stage,
     turns: ThreadTurns | None,
     ledger: Ledger,
     sizes: Sizes,
-) -> Callable[[], Burst]:
-    """A driver's step: keep its worker fed (``WINDOW`` bursts), return the results of
-    the oldest burst sent."""
-    meter, label, control = stage.meter, stage.label, stage.control
-    w = meter.worker()
-    pace = _Pace(len(worker.pool.workers))
-    sent: collections.deque[tuple[Sent, int, int]] = collections.deque()  # (sent, seq, turn)
-
-    def send(items: list[Any]) -> None:
-        """Number ``items`` (a turn, for an ordered map: the caller holds the turns'
-        taking lock) and send them."""
-        turn = -1 if turns is None else turns.number()
-        seq = ledger.taken(items)
-        cpu0 = _cpu()
-        out = worker.send(items, scratch=sizes.estimate(len(items)), check=control.check)
-        out.cpu = _cpu() - cpu0
-        sent.append((out, seq, turn))
-
-    def take(wait: bool) -> None:
-        n = pace.burst(w)
-        items = source.dequeue_burst(n).tolist() if wait else _try_take(source, n)
-        if items:
-            send(items)
-
-    def step() -> Burst:
-        if turns is not None and w.turn >= 0:
-            turns.release(w.turn)  # the runner enqueued our previous burst
-            w.turn = -1
-        if not sent:
-            t0 = meter.began(w)
-            stage.start_thread()  # holding nothing
-            if turns is None:
-                take(wait=True)
-            else:
-                turns.count_taking(1)
-                try:
-                    with turns.taking:
-                        take(wait=True)
-                finally:
-                    turns.count_taking(-1)
-            meter.got(t0)
-        if len(sent) < WINDOW and not control.pausing:
-            if turns is None:
-                take(wait=False)
-            elif turns.taking.acquire(blocking=False):  # (else another driver is taking)
-                try:
-                    take(wait=False)
-                finally:
-                    turns.taking.release()
-        out, seq, turn = sent.popleft()
-        reply = _receive(worker, out, seq, label, ledger, w, pace, sizes)
-        if turns is not None:
-            turns.wait(turn, [])  # (the results are in the ledger meanwhile)
-            w.turn = turn
-        ledger.handed((seq,))
-        w.returned = _perf()
-        return pack(reply.results)
-
-    return step
-
-
-def fused_map_step(
-    worker: Worker,
-    source: BlockingQueue[Any],
-    stage: Stage,
-    turns: ThreadTurns,
-    fuser: Fuser,
-    ledger: Ledger,
-    sizes: Sizes,
+    *,
     ordered: bool,
+    writer: BatchWriter | None = None,
 ) -> Callable[[], Burst]:
-    """A driver's step in a fused stage: keep its worker fed, store the results in
-    their buffers, and return the rows of a buffer it completes."""
+    """A driver's step: keep its worker fed (``WINDOW`` bursts sent) and hand on the
+    results of the oldest burst sent: as they are, or, with a ``writer``, written into
+    the rows of its batch buffer, handing on the buffer once that completes.
+
+    Args:
+        worker: The worker process this driver feeds.
+        source: The stage's input queue (its thread view).
+        stage: The stage's control and meter.
+        turns: The stage's turns: their lock orders the drivers' takes and their
+            numbers give the delivery order (bursts; with a writer, buffers). Always
+            given with a writer (rows are assigned in take order), else only for an
+            ordered map.
+        ledger: The stage's bursts in hand.
+        sizes: The stage's scratch space per item.
+        ordered: Deliver in turn.
+        writer: The stage's batch writer, when a batch stage follows.
+    """
     meter, label, control = stage.meter, stage.label, stage.control
     w = meter.worker()
     pace = _Pace(len(worker.pool.workers))
-    sent: collections.deque[tuple[Sent, int, Buffer]] = collections.deque()
+    # Each burst in flight: what was sent, its ledger number, and where its results go:
+    # its batch buffer (with a writer), else its turn (-1: unordered).
+    sent: collections.deque[tuple[Sent, int, Buffer | int]] = collections.deque()
+    failed: list[BaseException] = []  # raised by fn after the results handed on before it
 
     def take(wait: bool) -> Buffer | None:
-        """Take and send a burst into the current buffer (waiting for items when
-        ``wait``); the buffer to hand on when the input has ended and it is complete.
-        The caller holds the turns' taking lock."""
-        buf = fuser.reserve()
-        n = min(pace.burst(w), fuser.room(buf))
-        if wait:
+        """Take a burst (waiting for items when ``wait``) and send it; with a writer,
+        the buffer to hand on when the input has ended and it is complete. The caller
+        holds the turns' taking lock, if there are turns."""
+        n = pace.burst(w)
+        buf = None
+        if writer is not None:
+            buf = writer.reserve()
+            n = min(n, writer.room(buf))
+        if not wait:
+            items = _try_take(source, n)
+        else:
             try:
                 items = source.dequeue_burst(n).tolist()
             except OutOfRangeError:
-                last = fuser.input_ended()
+                last = None if writer is None else writer.input_ended()
                 if last is None:
                     raise
                 return last
-        else:
-            got = _try_take(source, n)
-            if not got:
-                return None
-            items = got
-        row0 = fuser.assign(buf, len(items))
+        if not items:
+            return None
         seq = ledger.taken(items)
-        buf.seqs.append(seq)
+        scratch = sizes.estimate(len(items))
         cpu0 = _cpu()
-        out = worker.send(
-            items,
-            scratch=sizes.estimate(len(items)),
-            row0=row0,
-            cols=buf.cols,
-            spec=buf.spec,
-            want_layout=fuser.layout is None,
-            check=control.check,
-        )
+        if buf is None:
+            where: Buffer | int = -1 if turns is None else turns.number()
+            out = worker.send(items, scratch=scratch, check=stage.check)
+        else:
+            assert writer is not None
+            row0 = writer.assign(buf, len(items))
+            buf.seqs.append(seq)
+            where = buf
+            out = worker.send(
+                items,
+                scratch=scratch,
+                row0=row0,
+                cols=buf.cols,
+                spec=buf.spec,
+                want_layout=writer.layout is None,
+                check=stage.check,
+            )
         out.cpu = _cpu() - cpu0
-        sent.append((out, seq, buf))
+        sent.append((out, seq, where))
         return None
 
-    def deliver(buf: Buffer) -> Burst:
-        if ordered:
-            turns.wait(buf.seq, [])  # (its rows are in the ledger meanwhile)
-            w.turn = buf.seq
-        items = fuser.deliver(buf)
+    def taken(wait: bool) -> Buffer | None:
+        """``take`` under the turns' taking lock (without waiting for the lock when not
+        ``wait``: another driver is taking then)."""
+        if turns is None:
+            return take(wait)
+        if not wait:
+            if not turns.taking.acquire(blocking=False):
+                return None
+            try:
+                return take(False)
+            finally:
+                turns.taking.release()
+        turns.count_taking(1)
+        try:
+            with turns.taking:
+                return take(True)
+        finally:
+            turns.count_taking(-1)
+
+    def in_turn(turn: int) -> None:
+        if ordered and turns is not None:
+            turns.wait(turn, [])  # (the results are in the ledger meanwhile)
+            w.turn = turn
+
+    def results(seq: int, turn: int, reply: Reply) -> Burst:
+        """A burst's results, handed on as they are (in its turn)."""
+        in_turn(turn)
+        ledger.handed((seq,))
+        w.returned = _perf()
+        if reply.error is not None:
+            failed.append(reply.error)
+            sent.clear()  # (bursts after the failing item: dropped with the stage)
+            if not reply.results:
+                raise failed.pop()  # (in its turn: after every item before it)
+        return pack(reply.results)
+
+    def hand_on(buf: Buffer) -> Burst:
+        """A complete buffer's record (in the buffer's turn)."""
+        assert writer is not None
+        in_turn(buf.seq)
+        record = writer.deliver(buf)
         ledger.handed(buf.seqs)
         w.returned = _perf()
-        return pack(items)
+        return pack([record])
+
+    def cut_short(buf: Buffer, error: BaseException) -> Burst:
+        """``fn`` raised in a burst of ``buf``: hand on the buffer's rows before the
+        failure (in the buffer's turn), and raise ``error`` at the next call. (The
+        ledger keeps the buffer's bursts: the stage fails, a checkpoint cannot be taken
+        any more.)"""
+        assert writer is not None
+        failed.append(error)
+        sent.clear()  # (bursts after the failing item: dropped with the stage)
+        in_turn(buf.seq)
+        record = writer.cut_short(buf)
+        if record is None:
+            raise failed.pop()
+        w.returned = _perf()
+        return pack([record])
 
     def step() -> Burst:
-        if ordered and w.turn >= 0:
-            turns.release(w.turn)
+        if failed:  # (holding its turn: no later burst goes before the stage stops)
+            raise failed.pop()
+        if ordered and turns is not None and w.turn >= 0:
+            turns.release(w.turn)  # the runner enqueued our previous burst
             w.turn = -1
         while True:
             if not sent:
                 t0 = meter.began(w)
                 stage.start_thread()  # holding nothing
-                turns.count_taking(1)
-                try:
-                    with turns.taking:
-                        last = take(wait=True)
-                finally:
-                    turns.count_taking(-1)
+                last = taken(True)
                 if last is not None:
-                    return deliver(last)
+                    return hand_on(last)
                 meter.got(t0)
-            if len(sent) < WINDOW and not control.pausing and turns.taking.acquire(False):
-                try:
-                    take(wait=False)
-                finally:
-                    turns.taking.release()
-            out, seq, buf = sent.popleft()
+            if len(sent) < WINDOW and not control.pausing:
+                taken(False)
+            out, seq, where = sent.popleft()
             reply = _receive(worker, out, seq, label, ledger, w, pace, sizes)
-            if fuser.done(buf, out.row0, reply):
-                return deliver(buf)
+            if not isinstance(where, Buffer):
+                return results(seq, where, reply)
+            assert writer is not None
+            if writer.done(where, out.row0, reply):
+                return hand_on(where)
+            if reply.error is not None:
+                return cut_short(where, reply.error)
 
     return step

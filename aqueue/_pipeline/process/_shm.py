@@ -1,6 +1,6 @@
 """Shared memory for process maps: an arena of anonymous chunks, cut into blocks.
 
-A process map (``_procmap.py``) moves numpy results from its worker processes to the
+A process map (``_driver.py``) moves numpy results from its worker processes to the
 main process through an ``Arena``: the main process owns it, cuts *blocks* out of it
 and tells a worker which block to write a burst's arrays (or a batch's rows) into; the
 items the main process hands on are numpy views of those blocks, never copies.
@@ -13,7 +13,13 @@ nothing can be left behind there, whatever happens to any process (the kernel fr
 pages when the last descriptor and the last mapping are gone: a parent killed by
 SIGKILL, its workers exiting when they see it gone). Elsewhere (macOS, other POSIX) a
 chunk is ``shm_open``-ed under a random name and unlinked at once, keeping its
-descriptor: the name exists for the microseconds between the two calls. A chunk is
+descriptor: the name exists for the microseconds between the two calls. That goes
+through ``_posixshmem``, the C module ``multiprocessing.shared_memory`` itself calls,
+because ``SharedMemory`` cannot do it: it keeps the descriptor private (``_fd``), maps
+the segment itself, and registers the name with the resource tracker, which would
+unlink it again and warn at exit (``track=False`` exists only from Python 3.13); the
+arena needs only the bare descriptor of an unlinked segment, to send to the workers.
+``_PosixShm`` types the two functions it calls. A chunk is
 sparse: it takes memory only for the pages written, so chunks are large
 (``CHUNK_BYTES``) and few; a block larger than a chunk gets a chunk of its own.
 
@@ -42,12 +48,14 @@ Invariants:
 
 from __future__ import annotations
 
+import importlib
 import mmap
 import os
 import secrets
 import threading
 import weakref
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -75,12 +83,25 @@ def anonymous_file(size: int, tag: str) -> int:
     return fd
 
 
-def _shm_open_unlinked(tag: str) -> int:
-    import _posixshmem  # type: ignore[import-not-found]  # multiprocessing.shared_memory's
+class _PosixShm(Protocol):
+    """The two functions of CPython's ``_posixshmem`` the arena calls."""
 
+    def shm_open(self, path: str, flags: int, mode: int = 0o777) -> int: ...
+
+    def shm_unlink(self, path: str) -> None: ...
+
+
+def _posix_shm() -> _PosixShm:
+    """CPython's ``_posixshmem``, the C module behind ``multiprocessing.shared_memory``
+    (POSIX builds since 3.8), typed by what the arena calls of it."""
+    return cast(_PosixShm, importlib.import_module("_posixshmem"))
+
+
+def _shm_open_unlinked(tag: str) -> int:
+    shm = _posix_shm()
     name = f"/aqueue-{os.getpid()}-{tag[:20]}-{secrets.token_hex(6)}"
-    fd: int = _posixshmem.shm_open(name, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
-    _posixshmem.shm_unlink(name)  # at once: only the descriptor refers to it now
+    fd = shm.shm_open(name, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    shm.shm_unlink(name)  # at once: only the descriptor refers to it now
     os.set_inheritable(fd, False)
     return fd
 

@@ -1,7 +1,7 @@
 """What a pipeline run reports: its StageStatistics, ``describe()`` text and bottleneck.
 
 Statistics are measured per stage: the workers record into the stage's ``Meter``
-(``_meter.py``), the queues count what went through them, and ``sample_occupancy``, a
+(``flow/_meter.py``), the queues count what went through them, and ``sample_occupancy``, a
 task of the run, samples every queue's occupancy until the run ends or every queue is
 closed and empty: every ``_SAMPLE_MIN_S`` at first, then less often as the run ages (a
 hundredth of its age, at most every ``_SAMPLE_MAX_S``), so a short run still gets about
@@ -12,7 +12,9 @@ run or after it. Before a run, every stage reports zeros (``zero_statistics``).
 
 A stage's ``items_in`` is what the previous stage's queue gave out (for a source, what
 it enqueued); its ``items_out`` what its own queue took in, except for ``to_queue``,
-whose items leave the pipeline: there, items out equal items in.
+whose items leave the pipeline: there, items out equal items in. A queue of batch
+records (a process map whose workers write the batches in place) counts rows, as the
+run gives them (``rows``): the items the map put into it and the batch stage took out.
 """
 
 from __future__ import annotations
@@ -25,13 +27,13 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .._queues._fifo import StageQueue
-from ._meter import Meter, StageStatistics, percentiles
-from ._stage_spec import StageSpec
+from ..._queues._fifo import StageQueue
+from ..defs._stage_spec import StageSpec
+from ..flow._meter import Meter, StageStatistics, percentiles
 
 if TYPE_CHECKING:
-    from ._fuser import Fuser
-    from ._pool import WorkerPool
+    from ..process._inplace import BatchWriter
+    from ..process._workers import WorkerPool
 
 __all__ = [
     "bottleneck",
@@ -108,16 +110,29 @@ def stage_statistics(
     queues: Sequence[StageQueue],
     meters: Sequence[Meter],
     elapsed: float,
+    rows: Mapping[int, tuple[int, int]] | None = None,
 ) -> tuple[StageStatistics, ...]:
-    """One StageStatistics per stage whose queue exists, ``elapsed`` seconds into the run."""
+    """One StageStatistics per stage whose queue exists, ``elapsed`` seconds into the run.
+
+    ``rows[i]``, for a queue that holds batch records rather than items (a process map
+    that writes its batches in place): the items (rows) put into it and taken out of
+    it, which its own totals (records) do not say.
+    """
     elapsed = max(elapsed, 1e-9)
+    rows = rows or {}
     out: list[StageStatistics] = []
     for i, spec in enumerate(specs):
         if i >= len(queues):
             break
         st = queues[i].statistics()
-        items_in = queues[i - 1].statistics().dequeued_total if i > 0 else st.enqueued_total
-        items_out = items_in if spec.kind == "to_queue" else st.enqueued_total
+        if i == 0:
+            items_in = st.enqueued_total
+        elif i - 1 in rows:
+            items_in = rows[i - 1][1]
+        else:
+            items_in = queues[i - 1].statistics().dequeued_total
+        put = rows[i][0] if i in rows else st.enqueued_total
+        items_out = items_in if spec.kind == "to_queue" else put
         m = meters[i]
         g50, g99 = percentiles(m.get_waits)
         p50, p99 = percentiles(m.put_waits)
@@ -168,7 +183,7 @@ def process_notes(
     specs: Sequence[StageSpec],
     stats: tuple[StageStatistics, ...],
     pools: Mapping[int, WorkerPool],
-    fusers: Mapping[int, Fuser],
+    writers: Mapping[int, BatchWriter],
 ) -> list[str]:
     """describe()'s line for each process map: its workers, what the hand-off costs
     the main process per item, and whether the batches after it are written in place."""
@@ -184,10 +199,10 @@ def process_notes(
             f"hand-off {per_item:.0f} µs of main-process CPU per item "
             f"({_handoff_share(s):.0%} of one core)"
         )
-        fuser = fusers.get(i)
-        if fuser is not None and i + 1 < len(stats):
+        writer = writers.get(i)
+        if writer is not None and i + 1 < len(stats):
             line += (
-                f"; {fuser.fused} of {stats[i + 1].items_out} batches of stage {i + 1} "
+                f"; {writer.fused} of {stats[i + 1].items_out} batches of stage {i + 1} "
                 "written in place by the workers"
             )
         lines.append(line)

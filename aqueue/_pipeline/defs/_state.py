@@ -1,7 +1,7 @@
 """PipelineState: a checkpoint of a running pipeline, and its file.
 
 A state holds what a pipeline needs to go on exactly where it was cut (see
-``_checkpoint.py``):
+``run/_checkpoint.py``):
 
 - ``stages``: what each stage is (kind, label, sizes, seeds; not concurrency), checked
   against the pipeline it is restored into;
@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._errors import CheckpointError
-from .._queues._files import read_state_file, write_state_file
+from ..._errors import CheckpointError
+from ..._queues._files import read_state_file, write_state_file
 
 __all__ = ["PipelineState"]
 

@@ -3,7 +3,7 @@
 A ``WorkerPool`` belongs to one run of one ``map(fn, executor="process")`` stage: its
 ``concurrency`` worker processes live from the run's start to its end (every epoch and
 ``repeat`` of that run), each driven by one thread of the main process (a *driver*: the
-stage's step, ``_procmap.py``), which hands it a burst and waits for the results.
+stage's step, ``_driver.py``), which hands it a burst and waits for the results.
 
 Start. The pool's task (``run``, started when the pipeline opens) spawns the workers on
 a helper thread, so the event loop never waits for an interpreter to come up. The start
@@ -58,14 +58,15 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from multiprocessing.connection import Connection
-from typing import Any
+from types import TracebackType
+from typing import Any, Literal
 
 import anyio
 import numpy as np
 
-from .._errors import QueueClosedError, WorkerProcessError, add_note
+from ..._errors import QueueClosedError, WorkerProcessError
 from . import _worker
-from ._handoff import Reply, Sent, describe_exit, read_reply, remote_failure
+from ._handoff import Reply, Sent, describe_exit, not_loaded, read_reply, unpicklable
 from ._shm import Arena, Block
 
 __all__ = ["GRACE_S", "Worker", "WorkerPool"]
@@ -82,7 +83,9 @@ class Worker:
     def __init__(self, pool: WorkerPool, index: int) -> None:
         self.pool = pool
         self.index = index
-        self.proc: multiprocessing.process.BaseProcess | None = None
+        self.proc: multiprocessing.process.BaseProcess | None = None  # (None once reaped)
+        self.pid: int | None = None
+        self.exitcode: int | None = None  # once reaped
         self.conn: Connection | None = None
         self.sock: socket.socket | None = None  # a second handle on the socket, for fds
         self.known: set[int] = set()  # chunks sent to the worker
@@ -91,10 +94,6 @@ class Worker:
         self.death: WorkerProcessError | None = None
         self.ready_s = 0.0  # seconds from the pool's start to this worker's first answer
         self._status_lock = threading.Lock()
-
-    @property
-    def pid(self) -> int | None:
-        return None if self.proc is None else self.proc.pid
 
     def start(self) -> None:
         """Spawn the process (on the pool's helper thread)."""
@@ -117,7 +116,7 @@ class Worker:
             proc.start()
         finally:
             child.close()
-        self.proc, self.conn = proc, parent
+        self.proc, self.conn, self.pid = proc, parent, proc.pid
         self.sock = socket.socket(fileno=os.dup(parent.fileno()))
 
     # -- one call --------------------------------------------------------------------------
@@ -134,7 +133,8 @@ class Worker:
         check: Callable[[], None],
     ) -> Sent:
         """Hand a burst to the worker (it queues behind those sent before); ``receive``
-        gets its results, in the order sent.
+        gets its results, in the order sent. A burst whose items do not pickle is not
+        sent: its answer is an ElementSpecError naming the first such item.
 
         Raises:
             WorkerProcessError: The worker died.
@@ -145,38 +145,40 @@ class Worker:
                 check()
         sent = Sent(len(items), row0, cols)
         pool = self.pool
-        try:
-            with self.lock:
-                conn = self.conn
-                if pool.stopping or conn is None:
-                    raise QueueClosedError("the pipeline is stopping")
-                first = None
-                if scratch > 0:
-                    block = pool.arena.alloc(scratch)
-                    sent.blocks.append(block)
-                    first = self._share(block)
-                if spec is not None:
-                    self._send_chunks({c[0] for c in spec if c is not None})
-                conn.send_bytes(_dumps(("b", items, row0, spec, first, want_layout)))
-        except BaseException as exc:
-            self._drop(sent)
-            other = self._translated(exc)
-            if other is exc:
-                raise
-            raise other from (None if isinstance(other, QueueClosedError) else exc)
+        with self._call(sent), self.lock:
+            conn = self.conn
+            if pool.stopping or conn is None:
+                raise QueueClosedError("the pipeline is stopping")
+            first = None
+            if scratch > 0:
+                block = pool.arena.alloc(scratch)
+                sent.blocks.append(block)
+                first = self._share(block)
+            if spec is not None:
+                self._send_chunks({c[0] for c in spec if c is not None})
+            try:
+                message = _dumps(("b", items, row0, spec, first, want_layout))
+            except Exception as exc:
+                sent.error = unpicklable(pool.label, items, exc)
+                self._drop(sent)
+                return sent
+            conn.send_bytes(message)
         return sent
 
     def receive(self, sent: Sent) -> Reply:
-        """The results of ``sent``, the oldest burst sent and not received.
+        """The results of ``sent``, the oldest burst sent and not received (with, in
+        ``Reply.error``, what ``fn`` raised on the item after them, the worker's
+        traceback in a note).
 
         Raises:
-            Exception: What ``fn`` raised, with the worker's traceback in a note.
             WorkerProcessError: The worker died, or could not load ``fn``.
             QueueClosedError: The run is stopping (a clean end).
         """
+        if sent.error is not None:  # (never sent)
+            return Reply([], 0.0, 0.0, None, 0, 0, sent.error)
         pool = self.pool
         try:
-            with self.lock:
+            with self._call(sent), self.lock:
                 conn = self.conn
                 if pool.stopping or conn is None:
                     raise QueueClosedError("the pipeline is stopping")
@@ -186,25 +188,22 @@ class Worker:
                     if tag == b"R":
                         if not self.ready_s:
                             self.ready_s = time.perf_counter() - pool.t0
-                        return read_reply(data, sent, pool.arena)  # (adopts or frees)
+                        return read_reply(data, sent, pool.arena, self.pid)  # (adopts or frees)
                     if tag == b"M":
                         need = pickle.loads(data[1:])
                         block = pool.arena.alloc(max(need, 2 * sent.n * _ALIGN))
                         sent.blocks.append(block)
                         conn.send_bytes(_dumps(("s", *self._share(block))))
-                    elif tag == b"E":
-                        raise remote_failure(data, self.pid)
                     else:  # b"L"
-                        raise self._not_loaded(data)
-        except BaseException as exc:
-            self._drop(sent)
-            other = self._translated(exc)
-            if other is exc:
-                raise
-            raise other from (None if isinstance(other, QueueClosedError) else exc)
+                        raise not_loaded(pool.label, self.pid, data)
         finally:
             if pool.stopping:
                 self.release()  # (the pool's end may have found this call running)
+
+    def _call(self, sent: Sent) -> _Call:
+        """A send or receive of ``sent``: on any failure, its blocks are freed and what
+        leaves is ``_translated`` (chained to the original, unless a clean end)."""
+        return _Call(self, sent)
 
     def _drop(self, sent: Sent) -> None:
         for block in sent.blocks:
@@ -235,19 +234,6 @@ class Worker:
             socket.send_fds(self.sock, [b"c"], [chunk.fd])
             self.known.add(index)
 
-    def _not_loaded(self, data: bytes) -> WorkerProcessError:
-        text, trace = pickle.loads(data[1:])
-        exc = WorkerProcessError(
-            f"pipeline stage {self.pool.label}: worker process {self.pid} could not load "
-            f"the function: {text}. executor='process' needs a function that pickles by "
-            "reference: defined at module level in an importable module, or in the main "
-            "script under `if __name__ == '__main__':`",
-            stage=self.pool.label,
-            pid=self.pid,
-        )
-        add_note(exc, f"traceback in worker process {self.pid}:\n{trace.rstrip()}")
-        return exc
-
     # -- its end -----------------------------------------------------------------------------
 
     def exit_status(self, timeout: float) -> int | None:
@@ -256,9 +242,23 @@ class Worker:
         with self._status_lock:
             proc = self.proc
             if proc is None:
-                return None
+                return self.exitcode
             proc.join(timeout)
             return proc.exitcode
+
+    def reap(self, timeout: float) -> None:
+        """Wait up to ``timeout`` s for the process to exit, then release what the
+        ``Process`` object holds (its sentinel and start-up pipe: descriptors that
+        would otherwise stay open until the garbage collector found the object)."""
+        with self._status_lock:
+            proc = self.proc
+            if proc is None:
+                return
+            proc.join(timeout)
+            self.exitcode = proc.exitcode
+            if self.exitcode is not None:
+                proc.close()
+                self.proc = None
 
     def gone(self) -> WorkerProcessError:
         """The error for this worker's unexpected end (the same object every time)."""
@@ -266,7 +266,7 @@ class Worker:
             code = self.exit_status(_EXIT_WAIT_S)
             self.death = WorkerProcessError(
                 f"pipeline stage {self.pool.label}: worker process {self.pid} "
-                f"{describe_exit(code)}",
+                f"{describe_exit(code, self.ready_s > 0)}",
                 stage=self.pool.label,
                 pid=self.pid,
                 exitcode=code,
@@ -292,6 +292,35 @@ class Worker:
             self.sock = self.conn = None
         finally:
             self.lock.release()
+
+
+class _Call:
+    """``Worker._call``: a context manager of its own rather than a generator's (it
+    runs twice per burst: a plain object costs about half a microsecond less)."""
+
+    __slots__ = ("sent", "worker")
+
+    def __init__(self, worker: Worker, sent: Sent) -> None:
+        self.worker = worker
+        self.sent = sent
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Literal[False]:
+        if exc is None:
+            return False
+        worker = self.worker
+        worker._drop(self.sent)
+        other = worker._translated(exc)
+        if other is exc:
+            return False  # (the original goes on)
+        raise other from (None if isinstance(other, QueueClosedError) else exc)
 
 
 class WorkerPool:
@@ -399,11 +428,12 @@ class WorkerPool:
                     break
                 await anyio.sleep(0.005)
             for w in self.workers:
-                if w.proc is None:
+                proc = w.proc  # (only this task reaps it: it stays while this looks)
+                if proc is None:
                     continue
-                if not multiprocessing.connection.wait([w.proc.sentinel], 0):
-                    w.proc.kill()
-                await anyio.to_thread.run_sync(w.exit_status, 5.0)
+                if not multiprocessing.connection.wait([proc.sentinel], 0):
+                    proc.kill()
+                await anyio.to_thread.run_sync(w.reap, 5.0)
                 w.release()
             self.arena.close()
         finally:
