@@ -199,8 +199,8 @@ async def trainer(url: str, name: str, actors: int, screens: int, batch: int, sp
 
         seen: set[tuple[int, int, int]] = set()
         duplicates = 0
+        releasing = asyncio.ensure_future(release_guard())
         try:
-            releasing = asyncio.ensure_future(release_guard())
             t0 = time.perf_counter()
             async for b in q.batches(batch, allow_smaller_final_batch=True):
                 for s in b:
@@ -221,6 +221,7 @@ async def trainer(url: str, name: str, actors: int, screens: int, batch: int, sp
             sent = sum(int(report[1]) for report in reports)
             actors_failed = (await local) if local is not None else 0
         except BaseException:  # Ctrl-C (the main task is cancelled), or a failure
+            releasing.cancel()  # (it waits on the server, which this block is leaving)
             if procs is not None:
                 procs.stop()
             raise

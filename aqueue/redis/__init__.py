@@ -16,7 +16,9 @@ Valkey server, run with ``maxmemory-policy noeviction``. Optional: with ``hiredi
 installed, redis-py parses replies in C (W5, 28 KB frames: about +15% elements/s). Processes that open the same
 name share one queue; a reopen with another kind, capacity, dtypes, shapes, names or
 min_after_dequeue raises ElementSpecError naming the field (TensorFlow's shared_name
-rule). Leaving ``async with`` closes this process's connections, never a queue.
+rule). Leaving ``async with`` closes this process's connections, never a queue; the
+queues, tables and views opened in the block then raise ServerClosedError (nothing
+reconnects), and a server object is entered once.
 
 How it works. Every state change is one function of one Lua library (``FUNCTION LOAD``,
 versioned), so capacity, exact-n, min_after_dequeue, uniform random takes (with random
@@ -172,6 +174,7 @@ from ._errors import AuthenticationFailedError as AuthenticationFailedError
 from ._errors import ConnectFailedError as ConnectFailedError
 from ._errors import PasswordRequiredError as PasswordRequiredError
 from ._errors import PayloadError as PayloadError
+from ._errors import ServerClosedError as ServerClosedError
 from ._errors import ServerConnectionError as ServerConnectionError
 from ._errors import ServerError as ServerError
 from ._library import LIBRARY_VERSION as LIBRARY_VERSION
@@ -196,6 +199,7 @@ __all__ = [
     "RedisRandomShuffleQueue",
     "RedisReplayTable",
     "RedisServer",
+    "ServerClosedError",
     "ServerConnectionError",
     "ServerError",
     "connect",

@@ -39,6 +39,9 @@ Invariants:
 - redis-py never retries a call (``retries=0``): a function call is not idempotent, so
   a retry after a lost reply could apply it twice. Connection and timeout errors
   become ServerConnectionError, server error replies ServerError.
+- once closed (the ``connect()`` block ended), a transport performs nothing: every
+  request raises ServerClosedError naming the server, and a call cut off by the close
+  raises it too. redis-py's clients would otherwise reconnect on the next command.
 """
 
 from __future__ import annotations
@@ -53,10 +56,35 @@ import redis
 import redis.asyncio
 from redis.backoff import NoBackoff
 
-from ._errors import ServerConnectionError, ServerError
+from ._errors import ServerClosedError, ServerConnectionError, ServerError
 from ._transport import Call
 
-__all__ = ["RedisAsyncio", "RedisSync", "RedisThreads", "client_options", "map_error"]
+__all__ = [
+    "RedisAsyncio",
+    "RedisSync",
+    "RedisThreads",
+    "client_options",
+    "ended_error",
+    "map_error",
+    "where",
+]
+
+
+def where(client: redis.Redis | redis.asyncio.Redis) -> str:
+    """``host:port`` (or the socket path) a client connects to, for messages."""
+    kw = client.connection_pool.connection_kwargs
+    if kw.get("path"):
+        return str(kw["path"])
+    return f"{kw.get('host', 'localhost')}:{kw.get('port', 6379)}"
+
+
+def ended_error(at: str) -> ServerClosedError:
+    """The error of a request made after the ``connect()`` block of server ``at`` ended."""
+    return ServerClosedError(
+        f"aqueue.redis: the connection block of the server at {at} has ended (`async with "
+        "aqueue.redis.connect(...)` exited, closing its connections); the queues, tables "
+        "and views opened in it no longer work: open them again inside a new block"
+    )
 
 
 def map_error(exc: BaseException, what: str) -> BaseException:
@@ -163,8 +191,15 @@ class RedisSync:
     def __init__(self, url: str, opts: dict[str, Any]) -> None:
         self.client = _sync_client(url, opts)
         self._waits = _sync_client(url, opts)
+        self.where = where(self.client)
+        self.ended = False
+
+    def _error(self, exc: BaseException, what: str) -> BaseException:
+        return ended_error(self.where) if self.ended else map_error(exc, what)
 
     def call(self, call: Call) -> Any:
+        if self.ended:
+            raise ended_error(self.where)
         fn, key = call.fn, call.key
         what = f"{fn} on {key}"
         try:
@@ -175,7 +210,7 @@ class RedisSync:
             pipe = _queued(self.client.pipeline(transaction=_transaction(call)), call)
             replies = pipe.execute(raise_on_error=False)
         except redis.RedisError as exc:
-            raise map_error(exc, what) from exc
+            raise self._error(exc, what) from exc
         err = _first_error(replies)
         if err is not None:
             if call.stage:
@@ -187,19 +222,25 @@ class RedisSync:
         return _reply(call, replies)
 
     def read(self, keys: Sequence[str]) -> list[Any]:
+        if self.ended:
+            raise ended_error(self.where)
         try:
             return list(self.client.mget(keys))
         except redis.RedisError as exc:
-            raise map_error(exc, f"reading {len(keys)} payloads") from exc
+            raise self._error(exc, f"reading {len(keys)} payloads") from exc
 
     def wait(self, key: str, seconds: float) -> bytes | None:
+        if self.ended:
+            raise ended_error(self.where)
         try:
             reply = self._waits.blpop([key], seconds)
         except redis.RedisError as exc:
-            raise map_error(exc, f"waiting on {key}") from exc
+            raise self._error(exc, f"waiting on {key}") from exc
         return _token(reply)
 
     def close(self) -> None:
+        """Close for good: later requests raise ServerClosedError."""
+        self.ended = True
         self.client.close()
         self._waits.close()
 
@@ -238,6 +279,11 @@ class RedisAsyncio:
         self._client = _async_client(url, opts)
         self._waits = _async_client(url, opts)
         self._abandoned: set[asyncio.Future[Any]] = set()
+        self.where = where(self._client)
+        self.ended = False
+
+    def _error(self, exc: BaseException, what: str) -> BaseException:
+        return ended_error(self.where) if self.ended else map_error(exc, what)
 
     async def _finish(self, call: Awaitable[Any], what: str, keep: bool = False) -> Any:
         """Run ``call`` to its end even when the caller is cancelled (see above)."""
@@ -262,9 +308,11 @@ class RedisAsyncio:
                     task.exception()  # retrieved: the caller resolves the outcome itself
                 raise
             except redis.RedisError as exc:
-                raise map_error(exc, what) from exc
+                raise self._error(exc, what) from exc
 
     async def call(self, call: Call) -> Any:
+        if self.ended:
+            raise ended_error(self.where)
         fn, key = call.fn, call.key
         what = f"{fn} on {key}"
         keep = call.keep
@@ -286,9 +334,13 @@ class RedisAsyncio:
         return _reply(call, replies)
 
     async def read(self, keys: Sequence[str]) -> list[Any]:
+        if self.ended:
+            raise ended_error(self.where)
         return list(await self._finish(self._client.mget(keys), f"reading {len(keys)} payloads"))
 
     async def wait(self, key: str, seconds: float) -> bytes | None:
+        if self.ended:
+            raise ended_error(self.where)
         # The BLPOP runs in a task of its own that a cancellation does not touch: it
         # ends by itself within `seconds` and its connection goes back to the pool.
         # (Cancelled inside redis-py instead, the connection is dropped, and a native
@@ -302,7 +354,7 @@ class RedisAsyncio:
             task.add_done_callback(self._forget)
             raise
         except redis.RedisError as exc:
-            raise map_error(exc, f"waiting on {key}") from exc
+            raise self._error(exc, f"waiting on {key}") from exc
         return _token(reply)
 
     def _forget(self, task: asyncio.Future[Any]) -> None:
@@ -311,6 +363,8 @@ class RedisAsyncio:
             task.exception()  # (a lost token only delays another waiter by one wait)
 
     async def aclose(self) -> None:
+        """Close for good: later requests raise ServerClosedError."""
+        self.ended = True
         for task in list(self._abandoned):
             task.cancel()
         if self._abandoned:

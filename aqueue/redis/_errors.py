@@ -14,7 +14,11 @@ The tree, below aqueue's own ``QueueError``::
     │       ├── ConnectFailedError        nothing answered at HOST:PORT (connection
     │       │                             refused, unknown host, timed out)
     │       ├── AuthenticationFailedError the server refused the credentials in the URL
-    │       └── PasswordRequiredError     the server requires a password; the URL has none
+    │       ├── PasswordRequiredError     the server requires a password; the URL has none
+    │       └── ServerClosedError(ServerConnectionError, anyio.ClosedResourceError)
+    │                                     a queue, table or view used after the
+    │                                     ``async with connect(...)`` block it was opened
+    │                                     in has ended (nothing reconnects)
     └── PayloadError(QueueError, ValueError)
             an element read from the server is not a valid AQ1 payload for this
             queue (foreign or corrupted data written by another client)
@@ -25,6 +29,8 @@ ElementSpecError mean exactly what they mean for the in-process queues.
 
 from __future__ import annotations
 
+import anyio
+
 import aqueue
 
 __all__ = [
@@ -32,6 +38,7 @@ __all__ = [
     "ConnectFailedError",
     "PasswordRequiredError",
     "PayloadError",
+    "ServerClosedError",
     "ServerConnectionError",
     "ServerError",
 ]
@@ -56,6 +63,12 @@ class AuthenticationFailedError(ServerConnectionError):
 
 class PasswordRequiredError(ServerConnectionError):
     """``connect()`` reached the server, which requires a password the URL does not give."""
+
+
+class ServerClosedError(ServerConnectionError, anyio.ClosedResourceError):
+    """A queue, table or thread view was used after the ``async with
+    aqueue.redis.connect(...)`` block that opened it had ended: its connections are
+    closed for good (open the object again inside a new block)."""
 
 
 class PayloadError(aqueue.QueueError, ValueError):

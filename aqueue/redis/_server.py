@@ -8,8 +8,11 @@ Invariants:
   first process that opens it, and every later open must give the same spec
   (TensorFlow's shared_name rule), else ElementSpecError names the field, the stored
   and the given value;
-- leaving the ``async with`` block closes this process's connections and stops its
-  producers' heartbeat; it never closes or deletes a queue or a table;
+- leaving the ``async with`` block closes this process's connections for good and
+  stops its producers' heartbeat; it never closes or deletes a queue or a table. Every
+  handle opened in the block (queue, table, thread view, iterator) and this object
+  raise ServerClosedError from then on, and the object cannot be entered again;
+- a malformed URL is refused by ``connect()`` (ElementSpecError), before any connection;
 - the heartbeat refreshes, every ``lease_time / 3`` seconds, the expiry of every
   producer (of a queue or a table) this process registered and has not yet ended.
 """
@@ -20,6 +23,7 @@ import asyncio
 import json
 import logging
 import socket
+import urllib.parse
 import uuid
 from collections.abc import Callable
 from types import TracebackType
@@ -30,6 +34,7 @@ import anyio.abc
 import anyio.to_thread
 import numpy as np
 import redis
+import redis.connection
 
 import aqueue
 from aqueue._queues._declare import format_shape
@@ -37,7 +42,14 @@ from aqueue._replay._checks import table_settings
 from aqueue._replay._limiter import MinSize, RateLimiter
 from aqueue._replay._selectors import Fifo, Selector, Uniform
 
-from ._clients import RedisAsyncio, RedisSync, RedisThreads, client_options, map_error
+from ._clients import (
+    RedisAsyncio,
+    RedisSync,
+    RedisThreads,
+    client_options,
+    ended_error,
+    map_error,
+)
 from ._errors import (
     AuthenticationFailedError,
     ConnectFailedError,
@@ -115,6 +127,13 @@ class RedisServer:
         owner = "aqueue.redis.connect"
         if not isinstance(url, str):
             raise aqueue.ElementSpecError(f"{owner}: url must be a str, got {url!r}")
+        problem = _url_problem(url)
+        if problem is not None:
+            raise aqueue.ElementSpecError(
+                f"{owner}: url {_safe_url(url)!r} is not a Redis URL: {problem} (expected "
+                "redis://[[user]:password@]host[:port][/db], rediss://... for TLS, or "
+                "unix:///path/to/socket[?db=N])"
+            )
         self._lease_time = positive_arg(lease_time, "lease_time", owner)
         self._wait_timeout = positive_arg(wait_timeout, "wait_timeout", owner)
         if self._wait_timeout >= self._lease_time / 2:
@@ -131,17 +150,22 @@ class RedisServer:
         self._transport: AsyncTransport | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._producers: dict[str, tuple[Any, set[str], Callable[[Any, set[str]], Op[None]]]] = {}
+        self._entered = False
+        self._ended = False
 
     def __repr__(self) -> str:
-        return f"<RedisServer {self._safe_url()}>"
-
-    def _safe_url(self) -> str:
-        head, sep, tail = self._url.rpartition("@")
-        return f"{head.split('//')[0]}//***@{tail}" if sep else self._url
+        return f"<RedisServer {_safe_url(self._url)}>"
 
     # -- lifecycle -----------------------------------------------------------------------
 
     async def __aenter__(self) -> RedisServer:
+        if self._entered:
+            raise RuntimeError(
+                f"aqueue.redis: the server object {self!r} was already entered; it is "
+                "entered once (`async with aqueue.redis.connect(url) as server:`): call "
+                "connect() again for a new block"
+            )
+        self._entered = True
         self._sync = RedisSync(self._url, self._opts)
         try:
             asyncio.get_running_loop()
@@ -173,11 +197,15 @@ class RedisServer:
             await self._close_clients()
 
     async def _close_clients(self) -> None:
-        if self._transport is not None:
-            await self._transport.aclose()
-        if self._sync is not None:
-            self._sync.close()
-        self._transport = None
+        """Close the connections for good: every handle opened in the block, and this
+        object, raise ServerClosedError from now on."""
+        self._ended = True
+        try:
+            if self._transport is not None:
+                await self._transport.aclose()
+        finally:
+            if self._sync is not None:
+                self._sync.close()
 
     async def _check_library(self) -> None:
         """The first call: it connects, so its errors say why a connection failed."""
@@ -216,10 +244,7 @@ class RedisServer:
     def _where(self) -> str:
         """``host:port`` (or the socket path) of the URL, for messages."""
         assert self._sync is not None
-        kw = self._sync.client.connection_pool.connection_kwargs
-        if kw.get("path"):
-            return str(kw["path"])
-        return f"{kw.get('host', 'localhost')}:{kw.get('port', 6379)}"
+        return self._sync.where
 
     def _connect_error(self, cause: BaseException) -> ServerConnectionError:
         """The error ``connect()`` raises when its first call could not connect."""
@@ -242,6 +267,9 @@ class RedisServer:
         return ConnectFailedError(f"{owner}: could not connect to {where}: {reason}")
 
     def _live(self) -> AsyncTransport:
+        if self._ended:
+            assert self._sync is not None
+            raise ended_error(self._sync.where)
         if self._transport is None:
             raise RuntimeError("use the server inside `async with aqueue.redis.connect(...)`")
         return self._transport
@@ -483,3 +511,35 @@ def _connect_reason(cause: BaseException) -> str:
     if "Connection refused" in text:
         return "connection refused (is a Redis server listening there?)"
     return text
+
+
+def _safe_url(url: str) -> str:
+    """``url`` with its password (everything before the last ``@``) masked."""
+    head, sep, tail = url.rpartition("@")
+    return f"{head.split('//')[0]}//***@{tail}" if sep else url
+
+
+def _url_problem(url: str) -> str | None:
+    """What makes ``url`` no Redis URL (None: it is one), checked before anything
+    connects; redis-py would raise a bare ValueError, or not notice at all."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("redis", "rediss", "unix"):
+        got = f"{parts.scheme!r}" if parts.scheme else "none"
+        return f"the scheme must be redis://, rediss:// or unix://, got {got}"
+    try:
+        parts.port  # noqa: B018 - urllib checks the port when it is read
+    except ValueError:
+        port = parts.netloc.rpartition(":")[2]
+        return f"the port must be a number from 0 to 65535, got {port!r}"
+    if scheme == "unix":
+        if not parts.path:
+            return "a unix:// URL must name the socket's path (unix:///path/to/socket)"
+    elif parts.path not in ("", "/") and not parts.path[1:].isdigit():
+        return f"the database must be a number (/0, /1, ...), got {parts.path[1:]!r}"
+    parse: Any = redis.connection.parse_url  # (untyped in redis-py)
+    try:
+        parse(url)
+    except ValueError as exc:
+        return str(exc)
+    return None
