@@ -18,6 +18,8 @@
 --               or requeue
 --   leases      zset L -> deadline (ms, server clock)
 --   void:<L>    "reaped" or "cancelled": a late take with lease L does nothing
+--   voids       zset L -> expiry (ms) of each void:<L> marker, so aq_delete removes
+--               them too (expired entries go whenever one is added)
 --   ev:data     zset "<need>:<wid>" -> deadline: dequeues waiting for data
 --   ev:space    zset "<need>:<wid>" -> deadline: enqueues waiting for room
 --   ev:data:<wid>, ev:space:<wid>   one waiter's wake-up list (BLPOP), short TTL
@@ -197,13 +199,20 @@ local function wake_all(q)
   wake(q, false, true)
 end
 
+-- Void lease L for VOID_TTL ms (see voids above).
+local function set_void(q, L, why, now)
+  redis.call('SET', q.P .. 'void:' .. L, why, 'PX', VOID_TTL)
+  redis.call('ZREMRANGEBYSCORE', q.P .. 'voids', '-inf', now)
+  redis.call('ZADD', q.P .. 'voids', now + VOID_TTL, L)
+end
+
 -- Return expired leases, drop expired registrations and producers (any call does it).
 local function reap(q, now)
   local P = q.P
   local back = false
   for _, L in ipairs(redis.call('ZRANGE', P .. 'leases', '-inf', now, 'BYSCORE', 'LIMIT', 0, 64)) do
     restore_lease(q, L)
-    redis.call('SET', P .. 'void:' .. L, 'reaped', 'PX', VOID_TTL)
+    set_void(q, L, 'reaped', now)
     back = true
   end
   redis.call('ZREMRANGEBYSCORE', P .. 'ev:data', '-inf', now)
@@ -424,7 +433,7 @@ local function aq_leave(keys, args)
       redis.call('HINCRBY', q.meta, 'deq', -#refs)
       status = 3
     elseif args[3] == '1' then
-      redis.call('SET', P .. 'void:' .. L, 'cancelled', 'PX', VOID_TTL)
+      set_void(q, L, 'cancelled', now_ms())
       status = 4
     end
   end
@@ -537,9 +546,10 @@ local function aq_delete(keys, args)
   for _, ref in ipairs(refs) do
     if not inline(ref) then ks[#ks + 1] = P .. 'e:' .. ref end
   end
+  for _, L in ipairs(redis.call('ZRANGE', P .. 'voids', 0, -1)) do ks[#ks + 1] = P .. 'void:' .. L end
   del_all(ks)
   redis.call('DEL', meta, P .. 'items', P .. 'slots', P .. 'leases', P .. 'ev:data',
-             P .. 'ev:space', P .. 'pending', P .. 'producers')
+             P .. 'ev:space', P .. 'pending', P .. 'producers', P .. 'voids')
   return 1
 end
 

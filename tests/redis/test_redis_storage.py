@@ -52,7 +52,8 @@ async def test_payload_keys_follow_the_elements(
     srv: Any, redis_server: RedisProc, qname: str, kind: str
 ) -> None:
     """One payload key per stored or leased element of 1 KiB or more; an ack deletes
-    its batch's keys; delete_queue removes every key, leased payloads included."""
+    its batch's keys; delete_queue removes every key, leased payloads and the markers
+    of voided leases included."""
     q = await open_q(srv, kind, qname, 16, (128,))  # 1 KiB + the header
     await q.enqueue_many(np.arange(1280).reshape(10, 128))
     assert len(payload_keys(redis_server, qname)) == 10
@@ -68,6 +69,11 @@ async def test_payload_keys_follow_the_elements(
     assert len(stored) == 6
     assert sum(k.startswith(f"aq:{{{qname}}}:e:held.".encode()) for k in stored) == 3
     assert (await q.statistics()).size == 3
+    # A take whose outcome was unknown when its caller left voids its lease id with a
+    # marker that expires by itself; deleting the queue removes the marker too.
+    leave = [h.gen, "lost", "1", "lost", "1:lost", ""]
+    assert await q._t.call(Call("aq_leave", h.key, leave)) == 4
+    assert f"aq:{{{qname}}}:void:lost".encode() in queue_keys(redis_server, qname)
     assert await srv.delete_queue(qname)
     assert queue_keys(redis_server, qname) == []
 
