@@ -12,7 +12,9 @@ many hosts.
         await server.delete_queue("frames")  # removes its keys
 
 Needs ``pip install 'aqueue[redis]'`` (redis-py >= 5 and msgpack) and a Redis >= 7.0 or
-Valkey server, run with ``maxmemory-policy noeviction``. Optional: with ``hiredis``
+Valkey server, run with ``maxmemory-policy noeviction`` (``connect()`` warns otherwise;
+a full server then refuses enqueues and inserts with ServerFullError, while takes,
+samples and the rest still work). Optional: with ``hiredis``
 installed, redis-py parses replies in C (W5, 28 KB frames: about +15% elements/s). Processes that open the same
 name share one queue; a reopen with another kind, capacity, dtypes, shapes, names or
 min_after_dequeue raises ElementSpecError naming the field (TensorFlow's shared_name
@@ -177,6 +179,7 @@ from ._errors import PayloadError as PayloadError
 from ._errors import ServerClosedError as ServerClosedError
 from ._errors import ServerConnectionError as ServerConnectionError
 from ._errors import ServerError as ServerError
+from ._errors import ServerFullError as ServerFullError
 from ._library import LIBRARY_VERSION as LIBRARY_VERSION
 from ._queue import RedisFIFOQueue as RedisFIFOQueue
 from ._queue import RedisQueue as RedisQueue
@@ -202,5 +205,6 @@ __all__ = [
     "ServerClosedError",
     "ServerConnectionError",
     "ServerError",
+    "ServerFullError",
     "connect",
 ]

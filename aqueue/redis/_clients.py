@@ -39,6 +39,11 @@ Invariants:
 - redis-py never retries a call (``retries=0``): a function call is not idempotent, so
   a retry after a lost reply could apply it twice. Connection and timeout errors
   become ServerConnectionError, server error replies ServerError.
+- a call that finds aqueue's library missing (the server restarted without persistence,
+  or its functions were flushed) ran nothing (a function that is not there does not
+  run; a staged payload is deleted), so a transport given the library's source loads
+  it again (``FUNCTION LOAD REPLACE``) and makes the call once more; without the
+  source (``load_functions=False``) the error says what happened;
 - once closed (the ``connect()`` block ended), a transport performs nothing: every
   request raises ServerClosedError naming the server, and a call cut off by the close
   raises it too. redis-py's clients would otherwise reconnect on the next command.
@@ -56,7 +61,7 @@ import redis
 import redis.asyncio
 from redis.backoff import NoBackoff
 
-from ._errors import ServerClosedError, ServerConnectionError, ServerError
+from ._errors import ServerClosedError, ServerConnectionError, ServerError, ServerFullError
 from ._transport import Call
 
 __all__ = [
@@ -66,6 +71,7 @@ __all__ = [
     "client_options",
     "ended_error",
     "map_error",
+    "missing_library",
     "where",
 ]
 
@@ -93,16 +99,32 @@ def map_error(exc: BaseException, what: str) -> BaseException:
         return ServerConnectionError(f"{what}: lost the connection to the Redis server ({exc})")
     if isinstance(exc, redis.ResponseError):
         text = str(exc)
+        if isinstance(exc, redis.OutOfMemoryError) or text.startswith("OOM"):
+            return ServerFullError(
+                f"{what}: the Redis server is full (used memory > maxmemory, under "
+                "maxmemory-policy noeviction) and refuses calls that add data; dequeue, "
+                "sample with max_times_sampled, delete items or queues, or raise maxmemory"
+            )
         if "NOPERM" in text:
             hint = " (the ACL user lacks a permission aqueue needs; see aqueue.redis)"
-        elif text.startswith("OOM"):
-            hint = " (the server reached maxmemory; dequeue to free memory or raise maxmemory)"
-        elif "Function not found" in text or "function not found" in text.lower():
-            hint = " (aqueue's Lua library is not loaded; connect once with load_functions=True)"
+        elif missing_library(exc):
+            hint = (
+                " (aqueue's Lua library is not loaded on the server: it restarted without "
+                "persistence, or its functions were flushed, since this client connected; "
+                "an admin must load it again: connect once with load_functions=True)"
+            )
         else:
             hint = ""
         return ServerError(f"{what}: the Redis server refused the call: {text}{hint}")
     return exc
+
+
+RELOAD = "loading aqueue's Lua library again (the server had lost it)"
+
+
+def missing_library(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (a redis-py error or reply) says aqueue's functions are missing."""
+    return isinstance(exc, redis.ResponseError) and "function not found" in str(exc).lower()
 
 
 def client_options(socket_timeout: float, max_connections: int | None) -> dict[str, Any]:
@@ -186,13 +208,16 @@ def _async_client(url: str, opts: dict[str, Any]) -> redis.asyncio.Redis:
 
 
 class RedisSync:
-    """The SyncTransport: blocking requests with the synchronous client (thread-safe)."""
+    """The SyncTransport: blocking requests with the synchronous client (thread-safe).
+    With ``library`` (the function library's source), a call that finds the library
+    missing loads it again and runs once more (see the module docstring)."""
 
-    def __init__(self, url: str, opts: dict[str, Any]) -> None:
+    def __init__(self, url: str, opts: dict[str, Any], library: str | None = None) -> None:
         self.client = _sync_client(url, opts)
         self._waits = _sync_client(url, opts)
         self.where = where(self.client)
         self.ended = False
+        self._library = library
 
     def _error(self, exc: BaseException, what: str) -> BaseException:
         return ended_error(self.where) if self.ended else map_error(exc, what)
@@ -200,6 +225,18 @@ class RedisSync:
     def call(self, call: Call) -> Any:
         if self.ended:
             raise ended_error(self.where)
+        try:
+            return self._call(call)
+        except ServerError as exc:
+            if self._library is None or not missing_library(exc.__cause__):
+                raise
+        try:
+            self.client.function_load(self._library, replace=True)
+        except redis.RedisError as exc:
+            raise self._error(exc, RELOAD) from exc
+        return self._call(call)
+
+    def _call(self, call: Call) -> Any:
         fn, key = call.fn, call.key
         what = f"{fn} on {key}"
         try:
@@ -275,12 +312,13 @@ class RedisThreads:
 class RedisAsyncio:
     """The AsyncTransport for asyncio: redis.asyncio, calls shielded, waits cancellable."""
 
-    def __init__(self, url: str, opts: dict[str, Any]) -> None:
+    def __init__(self, url: str, opts: dict[str, Any], library: str | None = None) -> None:
         self._client = _async_client(url, opts)
         self._waits = _async_client(url, opts)
         self._abandoned: set[asyncio.Future[Any]] = set()
         self.where = where(self._client)
         self.ended = False
+        self._library = library
 
     def _error(self, exc: BaseException, what: str) -> BaseException:
         return ended_error(self.where) if self.ended else map_error(exc, what)
@@ -313,6 +351,15 @@ class RedisAsyncio:
     async def call(self, call: Call) -> Any:
         if self.ended:
             raise ended_error(self.where)
+        try:
+            return await self._call(call)
+        except ServerError as exc:
+            if self._library is None or not missing_library(exc.__cause__):
+                raise
+        await self._finish(self._client.function_load(self._library, replace=True), RELOAD)
+        return await self._call(call)
+
+    async def _call(self, call: Call) -> Any:
         fn, key = call.fn, call.key
         what = f"{fn} on {key}"
         keep = call.keep

@@ -4,9 +4,12 @@ The tree, below aqueue's own ``QueueError``::
 
     QueueError
     ├── ServerError
-    │   │   the server refused or failed a call: an ACL denial (NOPERM), the memory
-    │   │   limit (OOM under ``maxmemory-policy noeviction``), aqueue's Lua library
-    │   │   missing or of another version
+    │   │   the server refused or failed a call: an ACL denial (NOPERM), aqueue's Lua
+    │   │   library missing or of another version
+    │   ├── ServerFullError
+    │   │       the server reached ``maxmemory`` (under ``noeviction``) and refused a
+    │   │       call that adds data: an enqueue or an insert (takes, samples, updates,
+    │   │       closes, statistics and opening still work)
     │   └── ServerConnectionError(ServerError, ConnectionError)
     │       │   the connection was lost or could not be made (server down, timeout);
     │       │   every waiting call raises it within about one socket timeout
@@ -41,11 +44,17 @@ __all__ = [
     "ServerClosedError",
     "ServerConnectionError",
     "ServerError",
+    "ServerFullError",
 ]
 
 
 class ServerError(aqueue.QueueError):
     """The Redis server refused or failed a call made for a queue."""
+
+
+class ServerFullError(ServerError):
+    """The Redis server reached ``maxmemory`` (with ``maxmemory-policy noeviction``) and
+    refused a call that adds data; calls that take, read or free memory still work."""
 
 
 class ServerConnectionError(ServerError, ConnectionError):

@@ -503,6 +503,15 @@ local function aq_open(keys, args)
   return {'created', args[1]}
 end
 
+-- Whether a queue or table (prefix P) is closed as its next call will find it: closed
+-- already, or every registered producer's registration expired (its process died),
+-- which the next writing call turns into a close (reap); read-only callers say so now.
+-- -> closed (bool), live producers
+local function closed_now(P, closed, now)
+  local live = redis.call('ZCOUNT', P .. 'producers', now, '+inf')
+  return closed or (live == 0 and redis.call('EXISTS', P .. 'producers') == 1), live
+end
+
 -- aq_stats (read-only): ARGV gen -> {size, closed, cancel, enq, deq, peak,
 -- waiting enqueues, waiting dequeues, producers, leases} or {} when gone
 local function aq_stats(keys, args)
@@ -510,10 +519,11 @@ local function aq_stats(keys, args)
   if not q then return {} end
   local P, now = q.P, now_ms()
   local m = redis.call('HMGET', q.meta, 'enq', 'deq', 'peak')
-  return {size(q), q.closed and 1 or 0, q.cancel and 1 or 0, tonumber(m[1]), tonumber(m[2]),
+  local closed, live = closed_now(P, q.closed, now)
+  return {size(q), closed and 1 or 0, q.cancel and 1 or 0, tonumber(m[1]), tonumber(m[2]),
           tonumber(m[3]), redis.call('ZCOUNT', P .. 'ev:space', now, '+inf'),
-          redis.call('ZCOUNT', P .. 'ev:data', now, '+inf'),
-          redis.call('ZCOUNT', P .. 'producers', now, '+inf'), redis.call('ZCARD', P .. 'leases')}
+          redis.call('ZCOUNT', P .. 'ev:data', now, '+inf'), live,
+          redis.call('ZCARD', P .. 'leases')}
 end
 
 -- aq_delete: wake every waiter (they then find the queue gone), drop every key, the
@@ -556,7 +566,9 @@ end
 redis.register_function{function_name = 'aq_version', callback = function() return VERSION end,
                         flags = {'no-writes'}}
 redis.register_function{function_name = 'aq_stats', callback = aq_stats, flags = {'no-writes'}}
-redis.register_function('aq_open', aq_open)
+-- Opening reads the stored settings (a reopen must work on a full server); creating
+-- writes one small hash.
+redis.register_function{function_name = 'aq_open', callback = aq_open, flags = {'allow-oom'}}
 redis.register_function('aq_put', aq_put)
 -- Calls that free memory or give elements back must work when the server is full.
 redis.register_function{function_name = 'aq_take', callback = aq_take, flags = {'allow-oom'}}

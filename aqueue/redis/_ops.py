@@ -64,6 +64,7 @@ __all__ = [
     "PutOp",
     "TakeOp",
     "close",
+    "gone_text",
     "keep_producers",
     "producer_done",
     "register_producer",
@@ -94,6 +95,15 @@ DONE: Final = _Sentinel("DONE")
 
 def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def gone_text(what: str, name: str) -> str:
+    """Why a queue's or table's calls find it missing on the server (its meta hash, or
+    its generation, is not there any more)."""
+    return (
+        f"{what} '{name}' is gone from the server (deleted, evicted under a "
+        "maxmemory-policy other than noeviction, or lost in a restart without persistence)"
+    )
 
 
 def undoing(steps: Op[T], leave: Callable[[], Call | None]) -> Op[T]:
@@ -203,7 +213,12 @@ class TakeOp:
                 queue_name=self.h.name, requested=self.n, size=int(reply[1])
             )
         if status == "gone":
-            raise aqueue.OutOfRangeError(queue_name=self.h.name, requested=self.n, size=0)
+            raise aqueue.OutOfRangeError(
+                f"{gone_text('queue', self.h.name)}: it cannot serve a dequeue of {self.n}",
+                queue_name=self.h.name,
+                requested=self.n,
+                size=0,
+            )
         # "void": the lease expired between two calls of this op and its claims went
         # back to the queue; start over with a new lease.
         self.renew()
@@ -328,8 +343,9 @@ class PutOp:
                     f"pending enqueue cancelled after {self.pos} of {count} elements were "
                     "admitted"
                 )
-            why = "is closed" if status == "closed" else "was deleted"
-            raise aqueue.QueueClosedError(f"queue '{self.h.name}' {why}")
+            if status == "closed":
+                raise aqueue.QueueClosedError(f"queue '{self.h.name}' is closed")
+            raise aqueue.QueueClosedError(gone_text("queue", self.h.name))
         admitted = int(reply[1])
         self.pos += admitted
         self.hint = self.h.room = int(reply[2])
@@ -354,10 +370,10 @@ class PutOp:
 
 def stats(h: Handle) -> Op[list[int]]:
     """``aq_stats``: size, closed, cancel, enqueued, dequeued, peak, waiting enqueues,
-    waiting dequeues, producers, leases (QueueClosedError: the queue was deleted)."""
+    waiting dequeues, producers, leases (QueueClosedError: the queue is gone)."""
     reply = yield Call("aq_stats", h.key, [h.gen], ro=True)
     if not reply:
-        raise aqueue.QueueClosedError(f"queue '{h.name}' was deleted")
+        raise aqueue.QueueClosedError(gone_text("queue", h.name))
     return [int(x) for x in reply]
 
 
@@ -370,7 +386,10 @@ def register_producer(h: Handle) -> Op[str]:
     """One more registered producer; its id (QueueClosedError: the queue is closed)."""
     pid = uuid.uuid4().hex
     reply = yield Call("aq_producer", h.key, [h.gen, "add", h.lease_ms, "1", pid])
-    if _text(reply[0]) != "ok":
+    status = _text(reply[0])
+    if status == "gone":
+        raise aqueue.QueueClosedError(gone_text("queue", h.name))
+    if status != "ok":
         raise aqueue.QueueClosedError(f"queue '{h.name}' is closed: cannot register a producer")
     return pid
 

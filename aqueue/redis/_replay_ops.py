@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -58,7 +59,8 @@ from aqueue._replay._selectors import (
 
 from . import _ops
 from ._codec import Codec
-from ._ops import undoing
+from ._errors import ServerFullError
+from ._ops import gone_text, undoing
 from ._transport import Call, Op, Wait
 
 __all__ = [
@@ -152,7 +154,7 @@ class TableHandle:
                 self._rng.bit_generator.state = token[0]
 
     def gone(self) -> aqueue.QueueClosedError:
-        return aqueue.QueueClosedError(f"replay table '{self.name}' was deleted")
+        return aqueue.QueueClosedError(gone_text("replay table", self.name))
 
     def check_released(self) -> None:
         """Raise QueueClosedError if this object's producers were released."""
@@ -292,7 +294,9 @@ class InsertOp:
 
 
 class SampleOp:
-    """One sample(n) (see the module docstring)."""
+    """One sample(n) (see the module docstring). On a full server, which refuses
+    transactions, the call goes as a plain pipeline instead, its copies expiring after
+    ``lease_time`` should the client die before its DEL."""
 
     __slots__ = ("call", "draw", "h", "member", "n", "registered", "wid")
 
@@ -307,7 +311,7 @@ class SampleOp:
         self.member = f"{n}:{self.wid}"
         self.registered = False
         out = [f"{h.prefix}o:{self.wid}.{j}" for j in range(1, n + 1)]
-        args = [h.gen, self.wid, n, h.reg_ms, *rands]
+        args = [h.gen, self.wid, n, h.reg_ms, "0", *rands]
         self.call = Call("rt_sample", h.key, args, fetch=out, drop=out, atomic=True, keep=True)
 
     def run(self) -> Op[ReplaySample[Any]]:
@@ -318,7 +322,17 @@ class SampleOp:
         h = self.h
         while True:
             self.registered = True
-            reply, values = yield self.call
+            try:
+                reply, values = yield self.call
+            except ServerFullError:
+                if not self.call.atomic:
+                    raise
+                # The server refused the transaction as a whole (nothing ran): the same
+                # call without it, the function's copies expiring by themselves.
+                args = list(self.call.args)
+                args[4] = h.lease_ms
+                self.call = replace(self.call, args=args, atomic=False)
+                continue
             status = _text(reply[0])
             if status == "ok":
                 self.registered = False
@@ -328,18 +342,17 @@ class SampleOp:
                 yield Wait(f"{h.prefix}wk:{self.wid}", h.wait_timeout)
                 continue
             self.registered = False
-            size = int(reply[1]) if status == "oor" else 0
-            what = (
-                "is closed and cannot serve" if status == "oor" else "was deleted: it cannot serve"
-            )
-            raise aqueue.OutOfRangeError(
-                f"replay table '{h.name}' {what} sample({self.n}) (size {size}; the rate "
-                "limiter or the items held do not allow it, and nothing can be inserted "
-                "any more)",
-                queue_name=h.name,
-                requested=self.n,
-                size=size,
-            )
+            if status == "oor":
+                size = int(reply[1])
+                why = (
+                    f"replay table '{h.name}' is closed and cannot serve sample({self.n}) "
+                    f"(size {size}; the rate limiter or the items held do not allow it, and "
+                    "nothing can be inserted any more)"
+                )
+            else:
+                size = 0
+                why = f"{gone_text('replay table', h.name)}: it cannot serve sample({self.n})"
+            raise aqueue.OutOfRangeError(why, queue_name=h.name, requested=self.n, size=size)
 
     def received(self, reply: list[Any], values: list[Any]) -> ReplaySample[Any]:
         """The sample, from the function's reply and the payloads read behind it. A

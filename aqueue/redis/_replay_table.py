@@ -135,7 +135,7 @@ class RedisReplayTable(Generic[T]):
         Raises:
             ElementSpecError: A bad element or priority (nothing is sent).
             QueueClosedError: The table is closed (or was closed while this waited), or
-                was deleted.
+                is gone from the server.
 
         If cancelled, nothing was inserted, evicted or counted (see the module docstring).
         """
@@ -160,7 +160,7 @@ class RedisReplayTable(Generic[T]):
 
         Raises:
             ElementSpecError: ``n`` could never be served at once (nothing is sent).
-            OutOfRangeError: The table is closed and cannot serve it now, or was deleted.
+            OutOfRangeError: The table is closed and cannot serve it now, or is gone.
             PayloadError: A drawn item's payload is not valid AQ1 (written around
                 aqueue); the sample has happened.
 

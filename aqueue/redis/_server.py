@@ -25,6 +25,7 @@ import logging
 import socket
 import urllib.parse
 import uuid
+import warnings
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -166,14 +167,16 @@ class RedisServer:
                 "connect() again for a new block"
             )
         self._entered = True
-        self._sync = RedisSync(self._url, self._opts)
+        library = LIBRARY_SOURCE if self._load else None
+        self._sync = RedisSync(self._url, self._opts, library)
         try:
             asyncio.get_running_loop()
-            self._transport = RedisAsyncio(self._url, self._opts)
+            self._transport = RedisAsyncio(self._url, self._opts, library)
         except RuntimeError:  # trio (or another anyio backend): redis.asyncio cannot run
             self._transport = RedisThreads(self._sync)
         try:
             await self._check_library()
+            await self._check_eviction()
             self._tg = anyio.create_task_group()
             await self._tg.__aenter__()
             self._tg.start_soon(self._heartbeat)
@@ -240,6 +243,29 @@ class RedisServer:
                 raise map_error(exc, f"loading aqueue's Lua library ({problem})") from exc
 
         await anyio.to_thread.run_sync(load)
+
+    async def _check_eviction(self) -> None:
+        """Warn when the server's ``maxmemory-policy`` can evict aqueue's keys (a user
+        without the INFO command, as a least-privilege actor, is not checked)."""
+        assert self._sync is not None
+        client = self._sync.client
+
+        def read() -> dict[str, Any] | None:
+            try:
+                return dict(client.info("memory"))
+            except redis.RedisError:
+                return None
+
+        info = await anyio.to_thread.run_sync(read)
+        if not info:
+            return
+        problem = _eviction(str(info.get("maxmemory_policy", "")), int(info.get("maxmemory", 0)))
+        if problem is not None:
+            warnings.warn(
+                f"aqueue.redis.connect: the server at {self._where()} {problem}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def _where(self) -> str:
         """``host:port`` (or the socket path) of the URL, for messages."""
@@ -543,3 +569,26 @@ def _url_problem(url: str) -> str | None:
     except ValueError as exc:
         return str(exc)
     return None
+
+
+def _eviction(policy: str, maxmemory: int) -> str | None:
+    """What a server's ``maxmemory-policy`` does to aqueue's keys when the server is
+    full, or None (``noeviction``, or no memory limit: nothing is evicted)."""
+    if maxmemory == 0 or policy in ("", "noeviction"):
+        return None
+    head = f"runs with maxmemory-policy {policy} (maxmemory {maxmemory} bytes): when full it"
+    fix = (
+        "set maxmemory-policy noeviction (a full server then refuses what adds data "
+        "with ServerFullError and keeps everything stored)"
+    )
+    if policy.startswith("volatile"):
+        return (
+            f"{head} evicts keys that have an expiry, among them its wake-up lists and lease "
+            "markers: a waiter then waits up to wait_timeout for a wake-up that was "
+            f"dropped, and a late take of a cancelled dequeue holds its elements until "
+            f"lease_time; {fix}"
+        )
+    return (
+        f"{head} evicts any key: queues lose elements, tables lose items, and either may "
+        f"vanish whole (their calls then say they are gone from the server); {fix}"
+    )

@@ -163,14 +163,26 @@ async def test_function_failing_in_the_transaction_leaves_no_payload(
     own_redis: RedisProc, qname: str
 ) -> None:
     """aq_put fails inside EXEC (here: the library was flushed): the staged payloads
-    were written by the MSET before it, and the client deletes them."""
-    async with aqueue.redis.connect(own_redis.url, wait_timeout=0.05) as srv:
-        q = await srv.fifo_queue(qname, 8, np.int64, (2,))
+    (2 KiB each: under keys of their own) were written by the MSET before it, and the
+    client deletes them. A client that may load the library loads it again and sends
+    the call once more: then exactly the admitted payloads are stored."""
+    async with aqueue.redis.connect(own_redis.url, wait_timeout=0.05) as admin_srv:
+        await admin_srv.fifo_queue(qname, 8, np.int64, (256,))
+    batch = np.zeros((3, 256), np.int64)
+    async with aqueue.redis.connect(own_redis.url, load_functions=False) as srv:
+        q = await srv.fifo_queue(qname, 8, np.int64, (256,))
         with own_redis.client() as admin:
             admin.function_delete("aqueue")
         with pytest.raises(aqueue.redis.ServerError, match="not loaded"):
-            await q.enqueue_many(np.zeros((3, 2), np.int64))
+            await q.enqueue_many(batch)
     assert payload_keys(own_redis, qname) == []
+    async with aqueue.redis.connect(own_redis.url, wait_timeout=0.05) as srv:
+        q = await srv.fifo_queue(qname, 8, np.int64, (256,))
+        with own_redis.client() as admin:
+            admin.function_delete("aqueue")
+        await q.enqueue_many(batch)
+        assert await q.size() == 3
+    assert len(payload_keys(own_redis, qname)) == 3
 
 
 async def test_sigkilled_producer_leaves_no_orphan_payloads(
