@@ -76,31 +76,10 @@ table is a sink (``aqueue.AsyncReplayTable``): ``enqueue``, a progressive
 ``enqueue_many`` and producer accounting as a queue's, so a ``QueueRunner`` or
 ``Pipeline.to_queue`` fills it and a coordinator's report shows it.
 
-Where the Redis queues and tables differ from the in-process ones:
-
-| In-process behaviour | Redis queues | Why |
-|---|---|---|
-| ``size()``, ``closed``, ``len(q)`` are synchronous | ``await q.size()``, ``await q.is_closed()``; no ``len`` | they need a server round trip |
-| ``*_nowait`` twins (``enqueue_nowait``, ``dequeue_many_nowait``, ...) | not provided: in async code, put the awaited call under a deadline (``with anyio.move_on_after(t):``); threads use the ``q.blocking()`` methods with ``timeout=``, which raise RuntimeError on the event-loop thread, as in process | a server call cannot complete without awaiting |
-| ``statistics()`` exact and synchronous (the record it returns is awaitable too, so ``await q.statistics()`` works on both backends) | ``await q.statistics()``: size, totals and peak exact for all processes; ``tasks_waiting_*`` count the registered waiters of all processes (approximate); ``time_full_s``/``time_empty_s`` measure this process's waiters only | waiters live in many processes |
-| ``async with q:`` closes the queue | not provided: call ``await q.aclose()`` | the queue is shared; one process leaving a block must not close it |
-| strict head-of-line order: waiting dequeues are served oldest first, a pending ``enqueue_many``'s elements stay contiguous | wake-ups go oldest first, but a new call may take or add ahead of a waiter; a big ``enqueue_many`` that must wait for room goes in chunks that other producers' elements may interleave with | no global order between processes without serialising them |
-| a waiting ``dequeue_many`` on a FIFO queue claims what is queued and copies later enqueues straight into its batch; claimed elements have left the queue (``size()`` does not count them) | a waiting ``dequeue_many(n)`` takes nothing until it can take all ``n`` at once (one larger than ``capacity - min_after_dequeue`` takes as elements arrive); ``size()`` counts everything queued | a take is one atomic server call; nothing is held for a waiter between calls |
-| ``dequeue_burst(n)`` takes 1..n as soon as one element can be taken, never ahead of a waiting batch dequeue | the same 1..n, in one server call (a take, then its ack, as for ``dequeue_many``; a ``Pipeline`` reading a shared queue takes its bursts this way); it may take ahead of a waiting ``dequeue_many`` that needs more than is there | nothing is held for a waiter between calls |
-| a timed thread ``enqueue_many`` is admitted early when the waiting dequeue will take enough to make room | it waits until the whole batch fits | no cross-process reservation |
-| a cancelled ``enqueue`` never admitted its element | the same under anyio cancel scopes; a *native* asyncio cancellation (``task.cancel()``, ``asyncio.timeout``) arriving during the server call takes effect when the call returns, so the element may be in although ``CancelledError`` was raised (as with anyio streams under native cancellation); never twice, and of an ``enqueue_many`` always a prefix | the call's outcome is only known when it returns |
-| cancellation is immediate | a cancelled call first lets its current server call finish (milliseconds), then undoes what it took (one more call) | so that its outcome is known and its connection kept |
-| ``seed`` pins the whole order | ``seed`` pins the order a single seeded consumer sees; with several consumers or progressive (``n > capacity - min_after_dequeue``) dequeues, timing decides the interleaving | each client draws from its own Generator |
-| elements of any numpy dtype, object included | booleans, integers, floats, complex, fixed-size bytes/str; object, structured and datetime dtypes are refused at creation | AQ1 never pickles |
-| PaddingFIFOQueue, PriorityQueue | not provided | |
-| nothing is lost while the process lives | a consumer SIGKILLed while holding a lease: its elements come back after ``lease_time``; killed after acknowledging: consumed; server killed: every waiter raises ServerConnectionError (a QueueError wrapping redis' error) within one connection attempt, and the data is lost unless the server persists it | distributed failure modes |
-| a dequeue cannot fail on stored data | PayloadError when another client wrote a non-AQ1 payload into the queue's keys; the batch is put back | data from outside aqueue |
-| asyncio and trio | the same; on trio the synchronous client runs in worker threads (redis.asyncio is asyncio-only) | |
-| a replay table's ``size()`` and ``statistics()`` are synchronous | ``await table.size()``, ``await table.statistics()``: counters of every process; the wait times are the seconds during which a waiter of any process was registered | they need a server round trip |
-| a table's ``snapshot()``, ``from_snapshot()``, ``checkpoint``, ``async with table:`` | not provided: the server keeps the table (items, priorities, limiter counters); persist it with Redis' RDB/AOF | the state lives on the server |
-| a table's ``seed`` pins every draw and eviction | ``seed`` seeds this client's random numbers (the draws it asks for, its random evictions): one seeded client alone reproduces its draws; with several, timing decides | each client draws from its own Generator |
-| ``release_producers()`` (a coordinator's stop) closes a table | this table object's sink inserts (``enqueue``, ``enqueue_many``) fail with QueueClosedError; the shared table closes after the last registered producer of all processes | other processes may still fill it |
-| a table's waiters are served strictly in arrival order | the same across processes: only the oldest registered waiter of a direction may complete, and it is woken when it can; a progressive ``enqueue_many`` waits for one item's room and then inserts what the limiter admits | |
+Where the Redis queues and tables differ from the in-process ones (what is awaited,
+the missing ``*_nowait`` twins and ``async with q:``, head-of-line order, what a
+cancellation, a ``seed`` or a crash means across processes, the dtypes AQ1 carries) is
+tabled once, in README's "Where the Redis queues differ from the in-process ones".
 
 How the package is built (its files, bottom up; each module's docstring states its
 invariants). One operation is written once, as a generator that yields what to send
@@ -158,7 +137,8 @@ actors connect with ``load_functions=False``. The exact line::
     ACL SETUSER aqueue-actor on >PASSWORD resetkeys ~aq:* resetchannels -@all +fcall +fcall_ro +blpop +ping +multi +exec +mset +mget +copy +del +exists +get +getrange +hdel +hget +hincrby +hkeys +hlen +hmget +hset +hvals +llen +lpush +lrange +ltrim +pexpire +rename +rpush +set +setrange +time +zadd +zcard +zcount +zrange +zrem +zremrangebyscore +zscore
 """
 
-# The table and the ACL line above are copied verbatim into README: one line each.
+# The ACL line above is README's, verbatim (tests/redis/test_redis_security.py checks
+# both against the line the ACL test runs).
 # ruff: noqa: E501
 
 from __future__ import annotations

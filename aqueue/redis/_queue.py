@@ -19,12 +19,13 @@ Invariants (besides those of ``_ops``):
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol
 
 import anyio.lowlevel
 import numpy as np
 
 import aqueue
+from aqueue._queues._declare import T
 
 from . import _ops
 from ._blocking import BlockingRedisQueue
@@ -43,8 +44,10 @@ class Producers(Protocol):
     def remove_producer(self, handle: Handle, pid: str) -> None: ...
 
 
-class RedisQueue:
-    """A queue stored in Redis; see ``aqueue.redis`` for the semantics."""
+class RedisQueue(Generic[T]):
+    """A queue stored in Redis; see ``aqueue.redis`` for the semantics. Its element
+    type ``T`` is inferred by ``server.fifo_queue``/``random_shuffle_queue`` as for the
+    in-process queues."""
 
     def __init__(
         self,
@@ -126,7 +129,7 @@ class RedisQueue:
 
     # -- dequeue -------------------------------------------------------------------------
 
-    async def dequeue(self) -> Any:
+    async def dequeue(self) -> T:
         """Remove and return one element, waiting while none can be taken.
 
         Raises:
@@ -134,9 +137,10 @@ class RedisQueue:
             PayloadError: the element is not valid AQ1 for this queue (it is put back).
         """
         await anyio.lowlevel.checkpoint()
-        return await run(TakeOp(self._h, "one", 1).run(), self._t, self.empty_clock)
+        element: T = await run(TakeOp(self._h, "one", 1).run(), self._t, self.empty_clock)
+        return element
 
-    async def dequeue_many(self, n: int) -> Any:
+    async def dequeue_many(self, n: int) -> T:
         """Remove and return exactly ``n`` elements as a batch, waiting for them.
 
         Raises:
@@ -146,7 +150,7 @@ class RedisQueue:
         """
         return await self._take_batch("many", n, "dequeue_many")
 
-    async def dequeue_up_to(self, n: int) -> Any:
+    async def dequeue_up_to(self, n: int) -> T:
         """Like dequeue_many, but once the queue is closed return the 1..n that remain.
 
         As in TensorFlow, on an *open* queue this waits for all ``n`` elements; use
@@ -154,7 +158,7 @@ class RedisQueue:
         """
         return await self._take_batch("upto", n, "dequeue_up_to")
 
-    async def dequeue_burst(self, n: int) -> Any:
+    async def dequeue_burst(self, n: int) -> T:
         """Wait until at least one element can be taken, then take 1..n at once, as a
         batch, in one server call (see ``aqueue.FIFOQueue.dequeue_burst``). On a shuffle
         queue, an open queue keeps ``min_after_dequeue`` elements.
@@ -165,12 +169,14 @@ class RedisQueue:
         """
         return await self._take_batch("some", n, "dequeue_burst")
 
-    async def _take_batch(self, mode: str, n: Any, what: str) -> Any:
+    async def _take_batch(self, mode: str, n: Any, what: str) -> T:
         n = self._h.spec.batch_count(n, what)
         await anyio.lowlevel.checkpoint()
         if n == 0:
-            return self._h.spec.empty_batch()
-        return await run(TakeOp(self._h, mode, n).run(), self._t, self.empty_clock)
+            empty: T = self._h.spec.empty_batch()
+            return empty
+        batch: T = await run(TakeOp(self._h, mode, n).run(), self._t, self.empty_clock)
+        return batch
 
     # -- state ---------------------------------------------------------------------------
 
@@ -246,12 +252,12 @@ class RedisQueue:
 
     # -- iteration and the thread view ---------------------------------------------------
 
-    def __aiter__(self) -> aqueue.ElementIterator[Any]:
+    def __aiter__(self) -> aqueue.ElementIterator[T]:
         return aqueue.ElementIterator(self)
 
     def batches(
         self, n: int, *, allow_smaller_final_batch: bool = False
-    ) -> aqueue.BatchIterator[Any]:
+    ) -> aqueue.BatchIterator[T]:
         """An async iterator of batches of ``n``; ends cleanly when the queue is final.
 
         Leftovers smaller than ``n`` stay in the queue, unless
@@ -262,17 +268,17 @@ class RedisQueue:
             raise aqueue.ElementSpecError(f"queue '{self._h.name}'.batches: n must be >= 1, got 0")
         return aqueue.BatchIterator(self, n, allow_smaller_final_batch)
 
-    def blocking(self) -> BlockingRedisQueue:
+    def blocking(self) -> BlockingRedisQueue[T]:
         """A view whose blocking methods threads may call; it uses the synchronous
         client, so threads never need the event loop."""
         return BlockingRedisQueue(self._h, self._sync, self)
 
 
-class RedisFIFOQueue(RedisQueue):
+class RedisFIFOQueue(RedisQueue[T]):
     """A first-in first-out queue stored in Redis (``server.fifo_queue``)."""
 
 
-class RedisRandomShuffleQueue(RedisQueue):
+class RedisRandomShuffleQueue(RedisQueue[T]):
     """A queue stored in Redis that dequeues in uniformly random order
     (``server.random_shuffle_queue``)."""
 

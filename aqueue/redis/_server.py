@@ -26,9 +26,9 @@ import socket
 import urllib.parse
 import uuid
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, overload
 
 import anyio
 import anyio.abc
@@ -38,7 +38,7 @@ import redis
 import redis.connection
 
 import aqueue
-from aqueue._queues._declare import format_shape
+from aqueue._queues._declare import Array, NumericDType, format_shape
 from aqueue._replay._checks import table_settings
 from aqueue._replay._limiter import MinSize, RateLimiter
 from aqueue._replay._selectors import Fifo, Selector, Uniform
@@ -324,14 +324,143 @@ class RedisServer:
 
     # -- queues --------------------------------------------------------------------------
 
+    @overload
+    async def fifo_queue(
+        self,
+        name: str,
+        capacity: int,
+        dtypes: Any,
+        shapes: Any,
+        names: Sequence[str],
+    ) -> RedisFIFOQueue[dict[str, Array]]: ...
+    @overload
+    async def fifo_queue(
+        self,
+        name: str,
+        capacity: int,
+        dtypes: Any,
+        shapes: Any = ...,
+        *,
+        names: Sequence[str],
+    ) -> RedisFIFOQueue[dict[str, Array]]: ...
+    @overload
+    async def fifo_queue(
+        self,
+        name: str,
+        capacity: int,
+        dtypes: tuple[NumericDType, NumericDType],
+        shapes: Any = ...,
+        names: None = ...,
+    ) -> RedisFIFOQueue[tuple[Array, Array]]: ...
+    @overload
+    async def fifo_queue(
+        self,
+        name: str,
+        capacity: int,
+        dtypes: tuple[NumericDType, NumericDType, NumericDType],
+        shapes: Any = ...,
+        names: None = ...,
+    ) -> RedisFIFOQueue[tuple[Array, Array, Array]]: ...
+    @overload
+    async def fifo_queue(
+        self,
+        name: str,
+        capacity: int,
+        dtypes: NumericDType,
+        shapes: Any = ...,
+        names: None = ...,
+    ) -> RedisFIFOQueue[Array]: ...
+    @overload
+    async def fifo_queue(
+        self,
+        name: str,
+        capacity: int,
+        dtypes: Any,
+        shapes: Any = ...,
+        names: Any = ...,
+    ) -> RedisFIFOQueue[Any]: ...
     async def fifo_queue(
         self, name: str, capacity: int, dtypes: Any, shapes: Any = None, names: Any = None
-    ) -> RedisFIFOQueue:
-        """Open (creating if needed) the FIFO queue ``name``; arguments as ``FIFOQueue``."""
+    ) -> RedisFIFOQueue[Any]:
+        """Open (creating if needed) the FIFO queue ``name``; arguments as ``FIFOQueue``
+        (its element type is inferred as theirs: one array, a tuple, or a dict with
+        ``names``)."""
         h = await self._open("fifo", name, capacity, 0, dtypes, shapes, names, None)
         assert self._sync is not None
         return RedisFIFOQueue(h, self._live(), self._sync, self)
 
+    @overload
+    async def random_shuffle_queue(
+        self,
+        name: str,
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: Any,
+        shapes: Any,
+        names: Sequence[str],
+        *,
+        seed: int | None = ...,
+    ) -> RedisRandomShuffleQueue[dict[str, Array]]: ...
+    @overload
+    async def random_shuffle_queue(
+        self,
+        name: str,
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: Any,
+        shapes: Any = ...,
+        *,
+        names: Sequence[str],
+        seed: int | None = ...,
+    ) -> RedisRandomShuffleQueue[dict[str, Array]]: ...
+    @overload
+    async def random_shuffle_queue(
+        self,
+        name: str,
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: tuple[NumericDType, NumericDType],
+        shapes: Any = ...,
+        names: None = ...,
+        *,
+        seed: int | None = ...,
+    ) -> RedisRandomShuffleQueue[tuple[Array, Array]]: ...
+    @overload
+    async def random_shuffle_queue(
+        self,
+        name: str,
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: tuple[NumericDType, NumericDType, NumericDType],
+        shapes: Any = ...,
+        names: None = ...,
+        *,
+        seed: int | None = ...,
+    ) -> RedisRandomShuffleQueue[tuple[Array, Array, Array]]: ...
+    @overload
+    async def random_shuffle_queue(
+        self,
+        name: str,
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: NumericDType,
+        shapes: Any = ...,
+        names: None = ...,
+        *,
+        seed: int | None = ...,
+    ) -> RedisRandomShuffleQueue[Array]: ...
+    @overload
+    async def random_shuffle_queue(
+        self,
+        name: str,
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: Any,
+        shapes: Any = ...,
+        names: Any = ...,
+        *,
+        seed: int | None = ...,
+    ) -> RedisRandomShuffleQueue[Any]: ...
     async def random_shuffle_queue(
         self,
         name: str,
@@ -342,7 +471,7 @@ class RedisServer:
         names: Any = None,
         *,
         seed: int | None = None,
-    ) -> RedisRandomShuffleQueue:
+    ) -> RedisRandomShuffleQueue[Any]:
         """Open (creating if needed) the shuffle queue ``name``; arguments as
         ``RandomShuffleQueue``. ``seed`` seeds this client's random numbers only."""
         h = await self._open(
@@ -358,7 +487,7 @@ class RedisServer:
         Raises:
             ElementSpecError: ``name`` holds a replay table (use ``delete_table``).
         """
-        name = name_arg(name, "RedisServer.delete_queue")
+        name = name_arg(name, "RedisServer.delete_queue", "queue name")
         r = await self._live().call(Call("aq_delete", f"aq:{{{name}}}:meta", []))
         if int(r) < 0:
             raise aqueue.ElementSpecError(
@@ -366,6 +495,96 @@ class RedisServer:
             )
         return bool(r)
 
+    @overload
+    async def replay_table(
+        self,
+        name: str,
+        max_size: int,
+        dtypes: Any,
+        shapes: Any,
+        names: Sequence[str],
+        *,
+        sampler: Selector = ...,
+        remover: Selector = ...,
+        max_times_sampled: int = ...,
+        rate_limiter: RateLimiter = ...,
+        seed: int | None = ...,
+    ) -> RedisReplayTable[dict[str, Array]]: ...
+    @overload
+    async def replay_table(
+        self,
+        name: str,
+        max_size: int,
+        dtypes: Any,
+        shapes: Any = ...,
+        *,
+        names: Sequence[str],
+        sampler: Selector = ...,
+        remover: Selector = ...,
+        max_times_sampled: int = ...,
+        rate_limiter: RateLimiter = ...,
+        seed: int | None = ...,
+    ) -> RedisReplayTable[dict[str, Array]]: ...
+    @overload
+    async def replay_table(
+        self,
+        name: str,
+        max_size: int,
+        dtypes: tuple[NumericDType, NumericDType],
+        shapes: Any = ...,
+        names: None = ...,
+        *,
+        sampler: Selector = ...,
+        remover: Selector = ...,
+        max_times_sampled: int = ...,
+        rate_limiter: RateLimiter = ...,
+        seed: int | None = ...,
+    ) -> RedisReplayTable[tuple[Array, Array]]: ...
+    @overload
+    async def replay_table(
+        self,
+        name: str,
+        max_size: int,
+        dtypes: tuple[NumericDType, NumericDType, NumericDType],
+        shapes: Any = ...,
+        names: None = ...,
+        *,
+        sampler: Selector = ...,
+        remover: Selector = ...,
+        max_times_sampled: int = ...,
+        rate_limiter: RateLimiter = ...,
+        seed: int | None = ...,
+    ) -> RedisReplayTable[tuple[Array, Array, Array]]: ...
+    @overload
+    async def replay_table(
+        self,
+        name: str,
+        max_size: int,
+        dtypes: NumericDType,
+        shapes: Any = ...,
+        names: None = ...,
+        *,
+        sampler: Selector = ...,
+        remover: Selector = ...,
+        max_times_sampled: int = ...,
+        rate_limiter: RateLimiter = ...,
+        seed: int | None = ...,
+    ) -> RedisReplayTable[Array]: ...
+    @overload
+    async def replay_table(
+        self,
+        name: str,
+        max_size: int,
+        dtypes: Any,
+        shapes: Any = ...,
+        names: Any = ...,
+        *,
+        sampler: Selector = ...,
+        remover: Selector = ...,
+        max_times_sampled: int = ...,
+        rate_limiter: RateLimiter = ...,
+        seed: int | None = ...,
+    ) -> RedisReplayTable[Any]: ...
     async def replay_table(
         self,
         name: str,
@@ -389,7 +608,7 @@ class RedisServer:
                 or a table (or queue) of that name exists with other settings (the
                 message names the field, the stored and the given value).
         """
-        name = name_arg(name, "RedisReplayTable")
+        name = name_arg(name, "RedisReplayTable", "table name")
         owner = f"RedisReplayTable '{name}'"
         settings = table_settings(
             owner,
@@ -416,7 +635,7 @@ class RedisServer:
         Raises:
             ElementSpecError: ``name`` holds a queue (use ``delete_queue``).
         """
-        name = name_arg(name, "RedisServer.delete_table")
+        name = name_arg(name, "RedisServer.delete_table", "table name")
         r = await self._live().call(Call("rt_drop", f"aq:{{{name}}}:meta", []))
         if int(r) < 0:
             raise aqueue.ElementSpecError(
@@ -436,7 +655,7 @@ class RedisServer:
         seed: Any,
     ) -> Handle:
         cls = "RedisFIFOQueue" if kind == "fifo" else "RedisRandomShuffleQueue"
-        name = name_arg(name, cls)
+        name = name_arg(name, cls, "queue name")
         owner = f"{cls} '{name}'"
         capacity = int_arg(capacity, "capacity", owner, 1)
         mad = int_arg(mad, "min_after_dequeue", owner, 0)

@@ -114,6 +114,29 @@ async def test_queues_and_tables_do_not_share_a_name(
     assert not await srv.delete_table(tname)
 
 
+@pytest.mark.parametrize("name", [None, "", "a{b", "a}b", "x" * 201, 7])
+async def test_bad_names_say_what_they_name(srv: aqueue.redis.RedisServer, name: Any) -> None:
+    """A table's name error says "table name", a queue's "queue name", with the owner,
+    what was expected and what was given; nothing is created."""
+    with pytest.raises(aqueue.ElementSpecError) as table:
+        await srv.replay_table(name, 4, np.int64, ())
+    assert str(table.value).startswith("RedisReplayTable: table name must be ")
+    with pytest.raises(aqueue.ElementSpecError, match=r"^RedisServer\.delete_table: table name "):
+        await srv.delete_table(name)
+    with pytest.raises(aqueue.ElementSpecError) as queue:
+        await srv.fifo_queue(name, 4, np.int64, ())
+    assert str(queue.value).startswith("RedisFIFOQueue: queue name must be ")
+    with pytest.raises(aqueue.ElementSpecError, match=r"^RedisServer\.delete_queue: queue name "):
+        await srv.delete_queue(name)
+    for error in (table.value, queue.value):
+        text = str(error)
+        if isinstance(name, int):
+            assert text.endswith("must be a str, got int"), text
+        else:
+            assert "must be 1..200 characters without '{' or '}', got " in text
+            assert text.endswith(repr(name)), text
+
+
 async def test_delete_table_removes_every_key_and_fails_its_waiters(
     srv: aqueue.redis.RedisServer, redis_server: Any, tname: str
 ) -> None:
