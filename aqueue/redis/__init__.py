@@ -81,50 +81,32 @@ the missing ``*_nowait`` twins and ``async with q:``, head-of-line order, what a
 cancellation, a ``seed`` or a crash means across processes, the dtypes AQ1 carries) is
 tabled once, in README's "Where the Redis queues differ from the in-process ones".
 
-How the package is built (its files, bottom up; each module's docstring states its
-invariants). One operation is written once, as a generator that yields what to send
-and reads the replies (``_ops``), and run by one of two drivers (``_transport``): the
-async queue and the thread view differ only in the driver and the transport.
+How the package is built: a core that every product uses, one folder per product, and
+the server object that opens them (each folder's ``__init__.py`` maps its files; each
+module's docstring states its invariants). One operation is written once, as a
+generator that yields what to send and reads the replies (a product's ``_ops.py``), and
+run by one of two drivers (``_core/_transport.py``): the async object and its thread
+view differ only in the driver and the transport.
 
 =====================  =================================================================
-file                   what it holds
+file or folder         what it holds
 =====================  =================================================================
-``_errors.py``         the errors only this backend raises, drawn as a tree
-``_spec.py``           the in-process ElementSpec and argument checks, reused; the
-                       dtypes AQ1 carries
-``_codec.py``          AQ1: elements to bytes and back (msgpack header + raw bytes)
-``_functions.lua``     the server-side function library: every state change of a queue,
-                       the take rule and the put rule
-``_library.py``        loading that library (versioned by a hash of its source)
-``_acl.py``            the least-privilege ACL line, derived from the library
-``_handle.py``         Handle: what every operation of one queue needs (name, spec,
-                       codec, settings, random numbers)
-``_transport.py``      what an operation asks (Call, Read, Wait); the AsyncTransport and
-                       SyncTransport protocols; the two drivers ``run`` and
-                       ``run_blocking``; the wait clock
-``_ops.py``            the operations, sans I/O: TakeOp, PutOp (with their undo, the
-                       ``aq_leave`` call) and the one-call ones (stats, close, producers)
-``_clients.py``        the transports over redis-py: RedisAsyncio (asyncio), RedisThreads
-                       (trio: the sync client in worker threads), RedisSync (threads)
-``_queue.py``          RedisQueue: each public operation checks its arguments,
-                       checkpoints and runs its op with ``run``
-``_blocking.py``       BlockingRedisQueue (``q.blocking()``): the same ops with
-                       ``run_blocking``, a timeout and the event-loop check
-``_replay.lua``        the replay tables' functions (appended to the library): items,
-                       sum trees, the rate limiter, waiters and producers
-``_replay_ops.py``     TableHandle and a table's operations, sans I/O: InsertOp, SampleOp
-                       (with their undo, the ``rt_leave`` call) and the one-call ones
-``_replay_table.py``   RedisReplayTable: each operation checks its arguments (the
-                       in-process checks), checkpoints and runs its op with ``run``
-``_replay_blocking.py``  BlockingRedisReplayTable (``table.blocking()``): the same ops
-                       with ``run_blocking`` and a timeout
+``_core/``             what every product uses: the errors, the argument checks, AQ1,
+                       the requests and their two drivers, the transports over
+                       redis-py, the server-side function library (its shared part)
+                       and its loading, the ACL line
+``_queues/``           the queues: their handle, ops, RedisQueue, the thread view, and
+                       their part of the function library
+``_replay/``           the replay tables: their handle, ops, RedisReplayTable, the thread
+                       view, and their part of the function library
 ``_server.py``         ``connect()`` and RedisServer: connections, the library check,
                        opening and deleting queues and tables, the producers' heartbeat
 =====================  =================================================================
 
-One ``dequeue_many``: ``RedisQueue.dequeue_many`` (``_queue.py``: ``batch_count``,
-checkpoint) → ``run`` (``_transport.py``) → ``TakeOp.run`` (``_ops.py``: ``aq_take`` with
-the ``MGET`` of its payloads behind it, decode, ``aq_ack``) → ``aq_take`` (``_functions.lua``).
+One ``dequeue_many``: ``RedisQueue.dequeue_many`` (``_queues/_queue.py``: ``batch_count``,
+checkpoint) → ``run`` (``_core/_transport.py``) → ``TakeOp.run`` (``_queues/_ops.py``:
+``aq_take`` with the ``MGET`` of its payloads behind it, decode, ``aq_ack``) → ``aq_take``
+(``_queues/_functions.lua``).
 
 Security. Pass a password or an ACL user in the URL, ``rediss://`` for TLS. Redis checks
 every command a function runs against the calling user's ACL, so a least-privilege
@@ -151,21 +133,21 @@ except ImportError as _exc:  # pragma: no cover - depends on the installed extra
         f"aqueue.redis needs the redis and msgpack packages: pip install 'aqueue[redis]' ({_exc})"
     ) from _exc
 
-from ._blocking import BlockingRedisQueue as BlockingRedisQueue
-from ._errors import AuthenticationFailedError as AuthenticationFailedError
-from ._errors import ConnectFailedError as ConnectFailedError
-from ._errors import PasswordRequiredError as PasswordRequiredError
-from ._errors import PayloadError as PayloadError
-from ._errors import ServerClosedError as ServerClosedError
-from ._errors import ServerConnectionError as ServerConnectionError
-from ._errors import ServerError as ServerError
-from ._errors import ServerFullError as ServerFullError
-from ._library import LIBRARY_VERSION as LIBRARY_VERSION
-from ._queue import RedisFIFOQueue as RedisFIFOQueue
-from ._queue import RedisQueue as RedisQueue
-from ._queue import RedisRandomShuffleQueue as RedisRandomShuffleQueue
-from ._replay_blocking import BlockingRedisReplayTable as BlockingRedisReplayTable
-from ._replay_table import RedisReplayTable as RedisReplayTable
+from ._core._errors import AuthenticationFailedError as AuthenticationFailedError
+from ._core._errors import ConnectFailedError as ConnectFailedError
+from ._core._errors import PasswordRequiredError as PasswordRequiredError
+from ._core._errors import PayloadError as PayloadError
+from ._core._errors import ServerClosedError as ServerClosedError
+from ._core._errors import ServerConnectionError as ServerConnectionError
+from ._core._errors import ServerError as ServerError
+from ._core._errors import ServerFullError as ServerFullError
+from ._core._library import LIBRARY_VERSION as LIBRARY_VERSION
+from ._queues._blocking import BlockingRedisQueue as BlockingRedisQueue
+from ._queues._queue import RedisFIFOQueue as RedisFIFOQueue
+from ._queues._queue import RedisQueue as RedisQueue
+from ._queues._queue import RedisRandomShuffleQueue as RedisRandomShuffleQueue
+from ._replay._blocking import BlockingRedisReplayTable as BlockingRedisReplayTable
+from ._replay._table import RedisReplayTable as RedisReplayTable
 from ._server import RedisServer as RedisServer
 from ._server import connect as connect
 

@@ -43,7 +43,7 @@ from aqueue._replay._checks import table_settings
 from aqueue._replay._limiter import MinSize, RateLimiter
 from aqueue._replay._selectors import Fifo, Selector, Uniform
 
-from ._clients import (
+from ._core._clients import (
     RedisAsyncio,
     RedisSync,
     RedisThreads,
@@ -51,21 +51,21 @@ from ._clients import (
     ended_error,
     map_error,
 )
-from ._errors import (
+from ._core._errors import (
     AuthenticationFailedError,
     ConnectFailedError,
     PasswordRequiredError,
     ServerConnectionError,
     ServerError,
 )
-from ._handle import Handle
-from ._library import LIBRARY_SOURCE, library_problem
-from ._ops import keep_producers
-from ._queue import RedisFIFOQueue, RedisRandomShuffleQueue
-from ._replay_ops import TableHandle, keep_table_producers, open_table
-from ._replay_table import RedisReplayTable
-from ._spec import int_arg, make_spec, name_arg, positive_arg
-from ._transport import AsyncTransport, Call, Op, run
+from ._core._library import LIBRARY_SOURCE, library_problem
+from ._core._spec import int_arg, make_spec, name_arg, positive_arg
+from ._core._transport import AsyncTransport, Call, Op, run
+from ._queues._handle import Handle
+from ._queues._ops import keep_producers
+from ._queues._queue import RedisFIFOQueue, RedisRandomShuffleQueue
+from ._replay._ops import TableHandle, keep_table_producers, open_table
+from ._replay._table import RedisReplayTable
 
 __all__ = ["RedisServer", "connect"]
 

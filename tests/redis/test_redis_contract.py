@@ -66,7 +66,7 @@ class InProcessServer:
 
 def _inline(monkeypatch: pytest.MonkeyPatch, how: str) -> None:
     """Every payload under its own key, or every payload inline (in this process)."""
-    from aqueue.redis import _ops
+    from aqueue.redis._queues import _ops
 
     monkeypatch.setattr(_ops, "INLINE_MAX", 0 if how == "keys" else 1 << 30)
 

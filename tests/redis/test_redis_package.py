@@ -1,21 +1,43 @@
-"""The package's own map: ``aqueue.redis``'s docstring names every file it is made of."""
+"""The package's own maps: ``aqueue.redis``'s docstring names every file and folder it
+is made of, and each folder's ``__init__.py`` docstring names every file of the folder
+(as each layer's map is checked in tests/test_imports.py)."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+
+import pytest
 
 import aqueue.redis
 
+ROOT = Path(aqueue.redis.__file__).parent
+FOLDERS = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists())
 
-def test_docstring_maps_every_file() -> None:
-    """A module or Lua file added to aqueue/redis without a line in the package
-    docstring's table fails (as each layer's map is checked in tests/test_imports.py)."""
-    doc = aqueue.redis.__doc__ or ""
-    folder = Path(aqueue.redis.__file__).parent
-    files = sorted(
+
+def _files(folder: Path) -> list[str]:
+    """The modules and Lua files of ``folder`` (its ``__init__.py`` aside)."""
+    return sorted(
         p.name
         for p in folder.iterdir()
         if p.name.startswith("_") and p.suffix in (".py", ".lua") and p.name != "__init__.py"
     )
-    assert len(files) > 10
+
+
+def test_the_package_docstring_maps_its_files_and_folders() -> None:
+    """A module or folder added to aqueue/redis without a line in the package
+    docstring's table fails."""
+    doc = aqueue.redis.__doc__ or ""
+    names = _files(ROOT) + [f"{d}/" for d in FOLDERS]
+    assert len(FOLDERS) >= 3
+    assert [n for n in names if f"``{n}``" not in doc] == []
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_each_folder_docstring_maps_its_files(folder: str) -> None:
+    """A file added to a folder of aqueue/redis without a line in that folder's map
+    fails."""
+    doc = importlib.import_module(f"aqueue.redis.{folder}").__doc__ or ""
+    files = _files(ROOT / folder)
+    assert len(files) >= 3
     assert [f for f in files if f"``{f}``" not in doc] == []

@@ -18,7 +18,7 @@ from redis_util import check_table, table_state, until
 
 import aqueue
 import aqueue.redis
-from aqueue.redis import _replay_ops
+from aqueue.redis._replay import _ops as _replay_ops
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

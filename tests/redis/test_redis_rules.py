@@ -2,7 +2,7 @@
 
 The in-process queues decide with ``Rules.take_count`` and ``Rules.put_count``
 (aqueue/_queues/_rules.py); a Redis queue decides in its Lua library (``take_count``
-and ``put_count`` in aqueue/redis/_functions.lua, called by ``aq_take`` and ``aq_put``).
+and ``put_count`` in aqueue/redis/_queues/_functions.lua, called by ``aq_take`` and ``aq_put``).
 Every row is run through the Python rule, and through the Lua function on the real
 server: a Redis queue is brought to the row's state (its size, its elements claimed
 by a progressive take, a pending enqueue, closed or not, a waiting dequeue), the
@@ -30,7 +30,7 @@ import pytest
 import aqueue.redis
 from aqueue._queues._requests import MANY, ONE, SOME, UP_TO, GetRequest
 from aqueue._queues._rules import Rules
-from aqueue.redis._transport import Call
+from aqueue.redis._core._transport import Call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

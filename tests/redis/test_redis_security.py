@@ -16,7 +16,8 @@ from redis_util import RedisProc
 
 import aqueue
 import aqueue.redis
-from aqueue.redis._acl import ACL_SETUSER, FUNCTION_COMMANDS
+from aqueue.redis._core._acl import ACL_SETUSER, FUNCTION_COMMANDS
+from aqueue.redis._core._library import PARTS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -28,7 +29,8 @@ def anyio_backend() -> str:
 
 def test_acl_covers_every_command_the_functions_call() -> None:
     folder = Path(aqueue.redis.__file__).parent
-    src = "".join((folder / f).read_text() for f in ("_functions.lua", "_replay.lua"))
+    src = "".join((folder / part).read_text() for part in PARTS)
+    assert sorted(PARTS) == sorted(str(p.relative_to(folder)) for p in folder.rglob("*.lua"))
     calls = r"(?:redis\.p?call|push_all|call_pairs)\('([A-Z]+)'"
     called = {c.lower() for c in re.findall(calls, src)}
     assert called == set(FUNCTION_COMMANDS)

@@ -23,7 +23,7 @@ from redis_util import RedisProc, payload_keys, queue_keys, until
 
 import aqueue
 import aqueue.redis
-from aqueue.redis._transport import Call
+from aqueue.redis._core._transport import Call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -226,7 +226,7 @@ async def test_small_payloads_travel_inline(
     """Payloads under INLINE_MAX are stored in the queue's list or hash, larger ones
     under keys; a queue holding both keeps its order, and a lease holding both goes
     back whole (here: expired and reaped)."""
-    from aqueue.redis import _ops
+    from aqueue.redis._queues import _ops
 
     q = await open_q(srv, kind, qname, 16, (16,))
     rows = np.arange(8 * 16).reshape(8, 16)

@@ -53,7 +53,8 @@ async def make_table(
         yield make
         return
 
-    from aqueue.redis import _ops, connect
+    from aqueue.redis import connect
+    from aqueue.redis._queues import _ops
 
     url = request.getfixturevalue("table_redis_url")
     monkeypatch.setattr(_ops, "INLINE_MAX", 0 if anyio_backend == "asyncio" else 1 << 30)

@@ -57,11 +57,11 @@ from aqueue._replay._selectors import (
     selector_from_config,
 )
 
-from . import _ops
-from ._codec import Codec
-from ._errors import ServerFullError
-from ._ops import gone_text, undoing
-from ._transport import Call, Op, Wait
+from .._core._codec import Codec
+from .._core._errors import ServerFullError
+from .._core._transport import Call, Op, Wait
+from .._queues import _ops
+from .._queues._ops import gone_text, undoing
 
 __all__ = [
     "FANOUT",

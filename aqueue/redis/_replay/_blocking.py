@@ -24,12 +24,12 @@ from aqueue._queues._backend import in_event_loop
 from aqueue._replay._checks import timeout_arg
 from aqueue._replay._results import ReplaySample, ReplayStatistics
 
-from . import _replay_ops as ops
-from ._replay_ops import InsertOp, SampleOp, TableHandle
-from ._transport import Deadline, SyncTransport, run_blocking
+from .._core._transport import Deadline, SyncTransport, run_blocking
+from . import _ops as ops
+from ._ops import InsertOp, SampleOp, TableHandle
 
 if TYPE_CHECKING:
-    from ._replay_table import RedisReplayTable
+    from ._table import RedisReplayTable
 
 __all__ = ["BlockingRedisReplayTable"]
 

@@ -1,6 +1,9 @@
--- aqueue's replay tables: the second part of the `aqueue` function library (_library.py
--- appends it to _functions.lua, whose helpers it uses: now_ms, prefix, del_all,
--- inline, closed_now, producers_op, WAKE_TTL). Every state change of a table is one of these functions, so it is
+-- aqueue's replay tables on the server: the third part of the `aqueue` function library
+-- (aqueue/redis/_core/_library.py loads it after the core part, whose helpers it uses:
+-- now_ms, prefix, del_all, inline, closed_now, producers_op, WAKE_TTL, and after the
+-- queues' part). One concept, the table engine on the server (limiter, sum trees,
+-- selectors, waiters, producers): its length (about a thousand lines) is a second
+-- engine, kept whole. Every state change of a table is one of these functions, so it is
 -- atomic: the rate limiter's counters move in the same step as the selection, the
 -- eviction and the payloads. Keys (P = "aq:{name}:", KEYS[1] = P.."meta"):
 --   meta     hash: gen kind='table' max_size dtypes shapes names sampler remover mts

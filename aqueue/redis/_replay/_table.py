@@ -31,10 +31,10 @@ from aqueue._replay._results import ReplaySample, ReplayStatistics
 from aqueue._replay._selectors import Selector
 from aqueue._replay._views import SampleIterator
 
-from . import _replay_ops as ops
-from ._replay_blocking import BlockingRedisReplayTable
-from ._replay_ops import InsertOp, SampleOp, TableHandle
-from ._transport import AsyncTransport, SyncTransport, run, run_blocking
+from .._core._transport import AsyncTransport, SyncTransport, run, run_blocking
+from . import _ops as ops
+from ._blocking import BlockingRedisReplayTable
+from ._ops import InsertOp, SampleOp, TableHandle
 
 __all__ = ["RedisReplayTable", "TableProducers"]
 

@@ -22,10 +22,10 @@ from aqueue._queues._backend import in_event_loop
 from aqueue._queues._blocked import BlockedCall, enter, leave
 from aqueue._queues._declare import T
 
+from .._core._transport import Deadline, Op, SyncTransport, WaitClock, run_blocking
 from . import _ops
 from ._handle import Handle
 from ._ops import PutOp, TakeOp
-from ._transport import Deadline, Op, SyncTransport, WaitClock, run_blocking
 
 if TYPE_CHECKING:
     from ._queue import RedisQueue

@@ -1,7 +1,9 @@
-#!lua name=aqueue
--- aqueue's server-side queue logic: every state change of a queue is one of these
--- functions, so it is atomic. Loaded by _library.py with FUNCTION LOAD (REPLACE when
--- aq_version differs from the client's). Keys (P = "aq:{name}:", KEYS[1] = P.."meta"):
+-- aqueue's queues on the server: the second part of the `aqueue` function library
+-- (aqueue/redis/_core/_library.py loads the core part, this one, then the replay
+-- tables' part, as one library, with FUNCTION LOAD). Every state change of a queue is
+-- one of these functions, so it is atomic. One concept, the queue engine on the server:
+-- its length (over 450 lines) is its functions and their shared steps (take, put,
+-- leave, reap, wake), which belong together. Keys (P = "aq:{name}:", KEYS[1] = P.."meta"):
 --   meta        hash: gen kind capacity mad dtypes shapes names format closed cancel
 --               enq deq peak
 --   e:<ref>     the payload (a string) of one element of 1 KiB or more, stored once;
@@ -45,14 +47,7 @@
 -- of it (they would send payloads that do not fit, which are then dropped).
 -- Times: every deadline uses the server's TIME, so client clocks never matter.
 
-local VERSION = '@VERSION@'
 local VOID_TTL = 600000
-local WAKE_TTL = 30000
-
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 -- Lua's C stack caps unpack() at a few thousand values: call in chunks.
 local function push_all(cmd, key, list, first, last)
@@ -63,17 +58,6 @@ local function push_all(cmd, key, list, first, last)
     i = j + 1
   end
 end
-
-local function del_all(keys)
-  local i = 1
-  while i <= #keys do
-    local j = math.min(#keys, i + 999)
-    redis.call('DEL', unpack(keys, i, j))
-    i = j + 1
-  end
-end
-
-local function prefix(meta) return string.sub(meta, 1, #meta - 4) end
 
 local function load(keys, gen)
   local meta = keys[1]
@@ -88,10 +72,6 @@ local function size(q)
   if q.fifo then return redis.call('LLEN', q.P .. 'items') end
   return redis.call('HLEN', q.P .. 'slots')
 end
-
--- An entry of items/slots is a ref, or a small payload itself (AQ1 starts with "AQ";
--- refs are hex).
-local function inline(entry) return string.sub(entry, 1, 2) == 'AQ' end
 
 -- Payload keys of refs args[first..]: staged by the caller's transaction, not admitted.
 local function drop_staged(P, args, first)
@@ -451,25 +431,6 @@ local function aq_close(keys, args)
   return 1
 end
 
--- The producer registry of a queue or a replay table (zset P..'producers': id ->
--- deadline, refreshed by the heartbeat), for ARGV gen op(add|beat|done) ttl_ms clean
--- id...: the reply of an 'add' or a 'beat'; for a 'done', nil, then whether the id was
--- registered (1 or 0) and whether it was the last one (the caller closes).
-local function producers_op(P, closed, now, args)
-  local key, op, ttl = P .. 'producers', args[2], tonumber(args[3])
-  if op == 'add' then
-    if closed then return {'closed'} end
-    redis.call('ZADD', key, now + ttl, args[5])
-    return {'ok', 1}
-  elseif op == 'beat' then
-    local n = 0
-    for i = 5, #args do n = n + redis.call('ZADD', key, 'XX', 'CH', now + ttl, args[i]) end
-    return {'ok', n}
-  end
-  local removed = redis.call('ZREM', key, args[5])
-  return nil, removed, removed == 1 and redis.call('EXISTS', key) == 0
-end
-
 -- aq_producer: ARGV gen op(add|beat|done) ttl_ms clean id...
 local function aq_producer(keys, args)
   local q, now = begin(keys, args)
@@ -501,15 +462,6 @@ local function aq_open(keys, args)
              'format', args[8], 'closed', '0', 'cancel', '0', 'enq', 0, 'deq', 0,
              'peak', 0)
   return {'created', args[1]}
-end
-
--- Whether a queue or table (prefix P) is closed as its next call will find it: closed
--- already, or every registered producer's registration expired (its process died),
--- which the next writing call turns into a close (reap); read-only callers say so now.
--- -> closed (bool), live producers
-local function closed_now(P, closed, now)
-  local live = redis.call('ZCOUNT', P .. 'producers', now, '+inf')
-  return closed or (live == 0 and redis.call('EXISTS', P .. 'producers') == 1), live
 end
 
 -- aq_stats (read-only): ARGV gen -> {size, closed, cancel, enq, deq, peak,
@@ -563,8 +515,6 @@ local function aq_delete(keys, args)
   return 1
 end
 
-redis.register_function{function_name = 'aq_version', callback = function() return VERSION end,
-                        flags = {'no-writes'}}
 redis.register_function{function_name = 'aq_stats', callback = aq_stats, flags = {'no-writes'}}
 -- Opening reads the stored settings (a reopen must work on a full server); creating
 -- writes one small hash.

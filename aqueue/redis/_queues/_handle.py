@@ -18,8 +18,8 @@ import numpy as np
 
 import aqueue
 
-from ._codec import Codec
-from ._spec import ElementSpec
+from .._core._codec import Codec
+from .._core._spec import ElementSpec
 
 __all__ = ["Handle"]
 

@@ -27,11 +27,11 @@ import numpy as np
 import aqueue
 from aqueue._queues._declare import T
 
+from .._core._transport import AsyncTransport, SyncTransport, WaitClock, run
 from . import _ops
 from ._blocking import BlockingRedisQueue
 from ._handle import Handle
 from ._ops import PutOp, TakeOp
-from ._transport import AsyncTransport, SyncTransport, WaitClock, run
 
 __all__ = ["Producers", "RedisFIFOQueue", "RedisQueue", "RedisRandomShuffleQueue"]
 

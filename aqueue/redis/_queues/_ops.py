@@ -56,8 +56,8 @@ from typing import Any, Final, TypeVar
 
 import aqueue
 
+from .._core._transport import Call, Op, Read, Wait
 from ._handle import Handle
-from ._transport import Call, Op, Read, Wait
 
 __all__ = [
     "INLINE_MAX",
