@@ -67,7 +67,7 @@ needed) a table that every process opening ``name`` shares, with the operations 
 table.size()``, ``await table.statistics()``, ``await table.aclose()``; ``await
 server.delete_table(name)`` removes it. A reopen with other settings raises
 ElementSpecError naming the field. Each insert and sample is one function call
-(``_replay.lua``): the rate limiter counts the inserts and samples of every process in
+(``_replay/_functions.lua``): the rate limiter counts the inserts and samples of every process in
 the same atomic step as the selection, the eviction and the payloads; a prioritized
 draw descends a sum tree kept on the server (``FANOUT`` children per node read with one
 ``GETRANGE``: O(log n) per item). A cancelled or timed-out insert or sample changed
@@ -84,24 +84,32 @@ tabled once, in README's "Where the Redis queues differ from the in-process ones
 How the package is built: a core that every product uses, one folder per product, and
 the server object that opens them (each folder's ``__init__.py`` maps its files; each
 module's docstring states its invariants). One operation is written once, as a
-generator that yields what to send and reads the replies (a product's ``_ops.py``), and
-run by one of two drivers (``_core/_transport.py``): the async object and its thread
-view differ only in the driver and the transport.
+generator that yields what to send and reads the replies, and run by one of two
+drivers (``_core/_transport.py``): the async object and its thread view differ only
+in the driver and the transport. What queues and tables share (their handle's base,
+statistics, close, producers and their heartbeat, opening with the reopen check) is
+written once in the core, parametrised by the product.
 
 =====================  =================================================================
 file or folder         what it holds
 =====================  =================================================================
 ``_core/``             what every product uses: the errors, the argument checks, AQ1,
                        the requests and their two drivers, the transports over
-                       redis-py, the server-side function library (its shared part)
-                       and its loading, the ACL line
-``_queues/``           the queues: their handle, ops, RedisQueue, the thread view, and
-                       their part of the function library
-``_replay/``           the replay tables: their handle, ops, RedisReplayTable, the thread
+                       redis-py, the connection block, the shared handle and ops, the
+                       function library's shared part and its loading, the ACL line
+``_queues/``           the queues: their handle, opening, ops, RedisQueue, the thread
                        view, and their part of the function library
-``_server.py``         ``connect()`` and RedisServer: connections, the library check,
-                       opening and deleting queues and tables, the producers' heartbeat
+``_replay/``           the replay tables: their handle, opening, ops, RedisReplayTable,
+                       the thread view, and their part of the function library
+``_server.py``         ``connect()`` and RedisServer: the connection block, and the
+                       openers (typed) and deleters of each product
 =====================  =================================================================
+
+Imports point down: ``_server.py`` → the products → ``_core``; a product never imports
+another (a test checks it). A third product (trajectory tables, say) is a folder
+beside these two, its Lua part added to ``_core/_library.py``'s ``PARTS``, its opener
+to ``_server.py``. Sharding over a Redis Cluster is a transport beside
+``_core/_clients.py`` and handles whose keys carry one hash tag per shard.
 
 One ``dequeue_many``: ``RedisQueue.dequeue_many`` (``_queues/_queue.py``: ``batch_count``,
 checkpoint) → ``run`` (``_core/_transport.py``) → ``TakeOp.run`` (``_queues/_ops.py``:

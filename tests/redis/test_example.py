@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -256,6 +257,41 @@ def _spoil_queue(server: RedisProc, name: str) -> None:
         c.eval(script, 1, f"aq:{{{name}}}:slots", "AQ-not-a-payload")
 
 
+def _interrupt(
+    argv: list[str],
+    name: str,
+    field: str,
+    how: str,
+    server: RedisProc,
+    spoil: Callable[[RedisProc, str], None],
+) -> tuple[str, str, int, list[int]]:
+    """Run an example (``argv``, in a session of its own) until the counter ``field`` of
+    ``name`` moves, then end it ``how``: Ctrl-C to its process group, SIGTERM to it
+    alone, or an error (``spoil`` puts a foreign payload where it will read it). Its
+    output, exit code, and the processes it left running."""
+    env = {**os.environ, "PYTHONPATH": str(EXAMPLE.parents[1])}
+    proc = subprocess.Popen(
+        [sys.executable, *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        _wait_for(server.client(), name, field, proc)
+        if how == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)
+        elif how == "sigterm":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            spoil(server, name)
+        out, err = proc.communicate(timeout=60)
+        return out, err, proc.returncode, _left_running(name, proc.pid)
+    finally:
+        _end(proc, name)
+
+
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "error"])
 def test_an_interrupted_distributed_run_leaves_nothing(
     redis_server: RedisProc, url: str, how: str
@@ -264,28 +300,8 @@ def test_an_interrupted_distributed_run_leaves_nothing(
     Ctrl-C (to the process group), SIGTERM (to the trainer alone), or an error (a
     foreign payload in the queue). Interrupted, it says so in one line."""
     name = f"interrupted-{how}-{os.getpid()}"
-    env = {**os.environ, "PYTHONPATH": str(EXAMPLE.parents[1])}
-    argv = [sys.executable, str(EXAMPLE), "--url", url, "--name", name, "--screens", "1000000"]
-    proc = subprocess.Popen(
-        [*argv, "--actors", "2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        _wait_for(redis_server.client(), name, "deq", proc)
-        if how == "ctrl-c":
-            os.killpg(proc.pid, signal.SIGINT)
-        elif how == "sigterm":
-            proc.send_signal(signal.SIGTERM)
-        else:
-            _spoil_queue(redis_server, name)
-        out, err = proc.communicate(timeout=60)
-        running = _left_running(name, proc.pid)
-    finally:
-        _end(proc, name)
+    argv = [str(EXAMPLE), "--url", url, "--name", name, "--screens", "1000000", "--actors", "2"]
+    out, err, code, running = _interrupt(argv, name, "deq", how, redis_server, _spoil_queue)
     assert _keys(redis_server, name) == []
     assert running == []
     lines = out.splitlines()
@@ -293,13 +309,13 @@ def test_an_interrupted_distributed_run_leaves_nothing(
     stopped = [line for line in lines if re.fullmatch(said, line)]
     assert len(stopped) == 2, out + err
     if how == "error":
-        assert proc.returncode == 1, out + err
+        assert code == 1, out + err
         assert "PayloadError" in err
     else:
         assert "Traceback" not in err, err
         last = {"ctrl-c": "interrupted (Ctrl-C)", "sigterm": "stopped (SIGTERM)"}[how]
         assert lines == [*stopped, f"trainer: {last}."], out
-        assert proc.returncode == {"ctrl-c": 130, "sigterm": 143}[how], out + err
+        assert code == {"ctrl-c": 130, "sigterm": 143}[how], out + err
 
 
 def test_distributed_replay_help_names_its_default_queue() -> None:
@@ -333,38 +349,19 @@ def test_an_interrupted_replay_table_run_leaves_nothing(
     actor processes end and the table is deleted; interrupted, one line and no
     traceback."""
     name = f"rt-{how}-{os.getpid()}"
-    env = {**os.environ, "PYTHONPATH": str(EXAMPLE.parents[1])}
-    argv = [sys.executable, str(REPLAY_TABLE), "--url", url, "--name", name, "--actors", "2"]
-    proc = subprocess.Popen(
-        [*argv, "--steps", "1000000", "--min-size", "50", "--batch", "16"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        _wait_for(redis_server.client(), name, "samples", proc)
-        if how == "ctrl-c":
-            os.killpg(proc.pid, signal.SIGINT)
-        elif how == "sigterm":
-            proc.send_signal(signal.SIGTERM)
-        else:
-            _spoil_table(redis_server, name)
-        out, err = proc.communicate(timeout=60)
-        running = _left_running(name, proc.pid)
-    finally:
-        _end(proc, name)
+    argv = [str(REPLAY_TABLE), "--url", url, "--name", name, "--actors", "2"]
+    argv += ["--steps", "1000000", "--min-size", "50", "--batch", "16"]
+    out, err, code, running = _interrupt(argv, name, "samples", how, redis_server, _spoil_table)
     assert _keys(redis_server, name) == []
     assert running == []
     if how == "error":
-        assert proc.returncode == 1, out + err
+        assert code == 1, out + err
         assert "PayloadError" in err
     else:
         assert "Traceback" not in err, err
         which = {"ctrl-c": "Ctrl-C", "sigterm": "SIGTERM"}[how]
         assert out.splitlines() == [f"replay_table.py: interrupted ({which})."], out + err
-        assert proc.returncode == 130, out + err
+        assert code == 130, out + err
 
 
 def test_replay_table_redis_without_the_extra(tmp_path: Path) -> None:

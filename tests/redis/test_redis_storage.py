@@ -226,16 +226,16 @@ async def test_small_payloads_travel_inline(
     """Payloads under INLINE_MAX are stored in the queue's list or hash, larger ones
     under keys; a queue holding both keeps its order, and a lease holding both goes
     back whole (here: expired and reaped)."""
-    from aqueue.redis._queues import _ops
+    from aqueue.redis._core import _shared
 
     q = await open_q(srv, kind, qname, 16, (16,))
     rows = np.arange(8 * 16).reshape(8, 16)
     size = len(q._h.codec.encode_batch([rows[:1]], 1)[0])
-    monkeypatch.setattr(_ops, "INLINE_MAX", size + 1)  # inline
+    monkeypatch.setattr(_shared, "INLINE_MAX", size + 1)  # inline
     await q.enqueue_many(rows[:2])
-    monkeypatch.setattr(_ops, "INLINE_MAX", size)  # under keys
+    monkeypatch.setattr(_shared, "INLINE_MAX", size)  # under keys
     await q.enqueue_many(rows[2:4])
-    monkeypatch.setattr(_ops, "INLINE_MAX", size + 1)
+    monkeypatch.setattr(_shared, "INLINE_MAX", size + 1)
     await q.enqueue_many(rows[4:6])
     assert len(payload_keys(redis_server, qname)) == 2
     h = q._h  # a take of 5 without its ack, then its lease expires

@@ -18,13 +18,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Generic
 
 import aqueue
-from aqueue._queues._backend import in_event_loop
 from aqueue._queues._blocked import BlockedCall, enter, leave
 from aqueue._queues._declare import T
 
-from .._core._transport import Deadline, Op, SyncTransport, WaitClock, run_blocking
-from . import _ops
-from ._handle import Handle
+from .._core import _shared
+from .._core._transport import (
+    Deadline,
+    Op,
+    SyncTransport,
+    WaitClock,
+    refuse_event_loop,
+    run_blocking,
+)
+from ._handle import QueueHandle
 from ._ops import PutOp, TakeOp
 
 if TYPE_CHECKING:
@@ -38,7 +44,7 @@ class BlockingRedisQueue(Generic[T]):
 
     __slots__ = ("_h", "_q", "_t")
 
-    def __init__(self, handle: Handle, transport: SyncTransport, queue: RedisQueue[T]) -> None:
+    def __init__(self, handle: QueueHandle, transport: SyncTransport, queue: RedisQueue[T]) -> None:
         self._h = handle
         self._t = transport
         self._q = queue
@@ -97,11 +103,11 @@ class BlockingRedisQueue(Generic[T]):
 
     def close(self, cancel_pending_enqueues: bool = False) -> None:
         """Close the queue for every process (see ``aclose`` on the queue)."""
-        run_blocking(_ops.close(self._h, bool(cancel_pending_enqueues)), self._t)
+        self._q.close(cancel_pending_enqueues)
 
     def size(self) -> int:
         """Number of elements stored now (one server call)."""
-        return run_blocking(_ops.stats(self._h), self._t)[0]
+        return run_blocking(_shared.stats(self._h), self._t)[0]
 
     # -- driving ops ---------------------------------------------------------------------
 
@@ -116,12 +122,8 @@ class BlockingRedisQueue(Generic[T]):
 
     def _check(self, what: str) -> None:
         """Refuse to block a thread that runs an event loop (RuntimeError)."""
-        if in_event_loop():
-            raise RuntimeError(
-                f"BlockingQueue.{what}() of Redis queue '{self._h.name}' was called on an "
-                f"event-loop thread, where blocking would stall the loop; use "
-                f"`await q.{what}(...)` there"
-            )
+        of = f"Redis queue '{self._h.name}'"
+        refuse_event_loop(f"BlockingQueue.{what}()", of, f"q.{what}(...)")
 
     def _run(self, op: Op[Any], what: str, timeout: float | None, clock: WaitClock) -> Any:
         """Run ``op`` in this thread; its waits end at ``timeout`` (TimeoutError)."""

@@ -1,7 +1,8 @@
 """RedisQueue: the awaitable operations of a queue stored in Redis.
 
-Every operation checks its arguments, checkpoints once, then runs its op (``_ops``)
-with the async driver (``_transport.run``) over the server's transport: a function
+Every operation checks its arguments, checkpoints once, then runs its op (``_ops``,
+or the core's shared ones) with the async driver (``_core/_transport.run``) over the
+server's transport: a function
 call, and while it must wait, a ``BLPOP`` on its own wake-up key with a bounded
 timeout, then the call again. Elements change hands only inside the server
 functions; the client never awaits between receiving elements and returning them
@@ -19,7 +20,7 @@ Invariants (besides those of ``_ops``):
 
 from __future__ import annotations
 
-from typing import Any, Generic, Protocol
+from typing import Any, Generic
 
 import anyio.lowlevel
 import numpy as np
@@ -27,21 +28,14 @@ import numpy as np
 import aqueue
 from aqueue._queues._declare import T
 
-from .._core._transport import AsyncTransport, SyncTransport, WaitClock, run
-from . import _ops
+from .._core import _shared
+from .._core._shared import Producers
+from .._core._transport import AsyncTransport, Op, SyncTransport, WaitClock, run, run_blocking
 from ._blocking import BlockingRedisQueue
-from ._handle import Handle
+from ._handle import QueueHandle
 from ._ops import PutOp, TakeOp
 
-__all__ = ["Producers", "RedisFIFOQueue", "RedisQueue", "RedisRandomShuffleQueue"]
-
-
-class Producers(Protocol):
-    """The server object's producer bookkeeping (for the heartbeat)."""
-
-    def add_producer(self, handle: Handle, pid: str) -> None: ...
-
-    def remove_producer(self, handle: Handle, pid: str) -> None: ...
+__all__ = ["RedisFIFOQueue", "RedisQueue", "RedisRandomShuffleQueue"]
 
 
 class RedisQueue(Generic[T]):
@@ -51,7 +45,7 @@ class RedisQueue(Generic[T]):
 
     def __init__(
         self,
-        handle: Handle,
+        handle: QueueHandle,
         transport: AsyncTransport,
         sync: SyncTransport,
         producers: Producers,
@@ -199,7 +193,7 @@ class RedisQueue(Generic[T]):
         ``time_empty_s`` are measured by this process only, for its own waiters.
         """
         h = self._h
-        v = await run(_ops.stats(h), self._t)
+        v = await run(_shared.stats(h), self._t)
         return aqueue.QueueStatistics(
             size=v[0],
             capacity=h.capacity,
@@ -213,15 +207,20 @@ class RedisQueue(Generic[T]):
             time_empty_s=self.empty_clock.seconds(),
         )
 
-    async def aclose(self, cancel_pending_enqueues: bool = False) -> None:
-        """Close the queue for every process; idempotent.
+    def close(self, cancel_pending_enqueues: bool = False) -> None:
+        """Close the queue for every process; idempotent (one blocking server call; in
+        async code prefer ``await q.aclose()``).
 
         Pending enqueues still complete as room frees, unless
         ``cancel_pending_enqueues``: then each fails with QueueClosedError (elements it
         had admitted stay). Every waiting dequeue, in every process, is woken and gets
         data or OutOfRangeError.
         """
-        await run(_ops.close(self._h, bool(cancel_pending_enqueues)), self._t)
+        run_blocking(_close(self._h, cancel_pending_enqueues), self._sync)
+
+    async def aclose(self, cancel_pending_enqueues: bool = False) -> None:
+        """Close the queue for every process (as ``close()``), awaited."""
+        await run(_close(self._h, cancel_pending_enqueues), self._t)
 
     # -- producers (for the QueueRunner) -------------------------------------------------
 
@@ -232,7 +231,7 @@ class RedisQueue(Generic[T]):
         the ``connect()`` context refreshes while it is open. Pair every call with
         ``producer_done``. Raises QueueClosedError if the queue is closed.
         """
-        pid = await run(_ops.register_producer(self._h), self._t)
+        pid = await run(_shared.register_producer(self._h), self._t)
         self._producers.add_producer(self._h, pid)
         return pid
 
@@ -241,7 +240,7 @@ class RedisQueue(Generic[T]):
         closes the queue (consumers drain it, then OutOfRangeError); ``clean=False``
         closes it at once with ``cancel_pending_enqueues=True``."""
         self._producers.remove_producer(self._h, producer_id)
-        await run(_ops.producer_done(self._h, producer_id, clean), self._t)
+        await run(_shared.producer_done(self._h, producer_id, clean), self._t)
 
     def release_producers(self) -> None:
         """A coordinator's stop: this process's enqueues on this queue object fail with
@@ -286,3 +285,8 @@ class RedisRandomShuffleQueue(RedisQueue[T]):
     def seed(self) -> int | None:
         """The seed of this client's random numbers, or None."""
         return self._h.seed
+
+
+def _close(h: QueueHandle, cancel_pending_enqueues: bool) -> Op[None]:
+    """``aq_close``, with the flag that cancels pending enqueues."""
+    return _shared.close(h, "1" if cancel_pending_enqueues else "0")

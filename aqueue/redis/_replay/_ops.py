@@ -1,8 +1,8 @@
 """A replay table's operations on Redis, sans I/O: what each sends and what each reply
-means, written once for the async table and its thread view (as ``_ops`` is for the
-queues; the same drivers run them).
+means, written once for the async table and its thread view (as the queues' ``_ops``
+is for the queues; the same drivers run them).
 
-Every operation completes in *one* function call of the library (``_replay.lua``), or
+Every operation completes in *one* function call of the library (``_functions.lua``), or
 changes nothing but a waiter's registration:
 
 - an insert (``InsertOp``) sends ``rt_insert`` with its payloads staged in the same
@@ -20,7 +20,8 @@ changes nothing but a waiter's registration:
   o:<wid>.1 ..; EXEC``: the function draws, counts, copies the payloads to those keys
   (or returns small ones in its reply), and the same transaction reads and deletes
   them. Or it registers the op as a waiting sample;
-- ``update``, ``delete``, ``stats``, ``close`` and ``open_table`` are one call each.
+- ``update`` and ``delete`` are one call each; statistics, close and producers are
+  the core's shared ops (``_core/_shared.py``), opening is ``_open``'s.
 
 Leaving early (a cancellation, a timeout, an error) yields ``rt_leave`` (deregister,
 and pass the wake-up on) if the op may be registered, and gives the op's random
@@ -33,8 +34,6 @@ cancel scopes that is how it always goes (the call is shielded).
 
 from __future__ import annotations
 
-import json
-import threading
 import uuid
 from dataclasses import replace
 from typing import Any
@@ -43,126 +42,16 @@ import numpy as np
 import numpy.typing as npt
 
 import aqueue
-from aqueue._replay._checks import TableArgs, TableSettings
-from aqueue._replay._limiter import limiter_config, limiter_from_config
 from aqueue._replay._results import ReplaySample, ReplayStatistics
-from aqueue._replay._selectors import (
-    Fifo,
-    Lifo,
-    MaxHeap,
-    Prioritized,
-    Selector,
-    Uniform,
-    selector_config,
-    selector_from_config,
-)
 
-from .._core._codec import Codec
+from .._core import _shared
 from .._core._errors import ServerFullError
+from .._core._handle import gone_text
+from .._core._shared import text, undoing
 from .._core._transport import Call, Op, Wait
-from .._queues import _ops
-from .._queues._ops import gone_text, undoing
+from ._handle import TableHandle
 
-__all__ = [
-    "FANOUT",
-    "InsertOp",
-    "SampleOp",
-    "TableHandle",
-    "close",
-    "delete",
-    "keep_table_producers",
-    "open_table",
-    "producer_done",
-    "register_producer",
-    "statistics",
-    "stats",
-    "update",
-]
-
-# Children per node of a sum tree on the server: one GETRANGE reads them all, so a
-# descent costs about log_F(max_size) calls and an update two per level (measured in
-# benchmarks/README.md; tests patch it).
-FANOUT = 16
-_FORMAT = "1"
-
-
-def _text(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
-def _kind(selector: Selector) -> str:
-    return type(selector).__name__.lower()
-
-
-class TableHandle:
-    """What every operation of one table object needs: identity, settings, codec, this
-    client's random numbers, and one hint (``insert_waited``: the last insert of this
-    process had to wait).
-
-    The table's identity on the server is ``name`` plus ``gen`` (written by the call
-    that created it): a call with another ``gen`` finds the table gone.
-    """
-
-    def __init__(
-        self,
-        *,
-        name: str,
-        gen: str,
-        settings: TableSettings,
-        wait_timeout: float,
-        lease_time: float,
-    ) -> None:
-        self.name = name
-        self.gen = gen
-        self.settings = settings
-        self.args = TableArgs(settings)
-        self.spec = settings.spec
-        self.prefix = f"aq:{{{name}}}:"
-        self.key = self.prefix + "meta"
-        self.codec = Codec(settings.spec, name)
-        self.wait_timeout = wait_timeout
-        # A registration outlives a few missed retries, then expires (a crashed waiter).
-        self.reg_ms = str(int(wait_timeout * 4000) + 1000)
-        self.sample_rands = isinstance(settings.sampler, (Uniform, Prioritized))
-        self.evict_rands = isinstance(settings.remover, (Uniform, Prioritized))
-        self.lease_ms = str(int(lease_time * 1000))
-        self.insert_waited = False
-        # Producer accounting of this table object: the ids it registered and has not
-        # ended; ``released`` is set by release_producers (a coordinator's stop): this
-        # object's sink inserts fail with QueueClosedError from their next step.
-        self.producers: set[str] = set()
-        self.released = False
-        self._rng = np.random.default_rng(settings.seed)
-        self._rng_lock = threading.Lock()
-
-    def rands(self, n: int) -> tuple[list[str], tuple[Any, Any]]:
-        """``n`` uniform floats in [0, 1) as call arguments, and the token that gives
-        them back (``undraw``)."""
-        with self._rng_lock:
-            before = self._rng.bit_generator.state
-            values = self._rng.random(n)
-            after = self._rng.bit_generator.state
-        return [repr(float(v)) for v in values], (before, after)
-
-    def undraw(self, token: tuple[Any, Any] | None) -> None:
-        """Give back the numbers of ``token`` if nothing was drawn since (the op that
-        drew them changed nothing)."""
-        if token is None:
-            return
-        with self._rng_lock:
-            if self._rng.bit_generator.state == token[1]:
-                self._rng.bit_generator.state = token[0]
-
-    def gone(self) -> aqueue.QueueClosedError:
-        return aqueue.QueueClosedError(gone_text("replay table", self.name))
-
-    def check_released(self) -> None:
-        """Raise QueueClosedError if this object's producers were released."""
-        if self.released:
-            raise aqueue.QueueClosedError(
-                f"replay table '{self.name}': this process's producers were released (a "
-                "coordinator stopped); the shared table itself stays open"
-            )
+__all__ = ["InsertOp", "SampleOp", "delete", "statistics", "update"]
 
 
 class InsertOp:
@@ -228,7 +117,7 @@ class InsertOp:
                 h.check_released()
             self.registered = True  # from now on the server may hold a registration
             reply = yield self.call(probe)
-            status = _text(reply[0])
+            status = text(reply[0])
             if status == "ok":
                 self.registered = False
                 self.draw = None  # (items went in: the numbers are used)
@@ -275,7 +164,7 @@ class InsertOp:
         if probe:
             return Call("rt_insert", h.key, args, keep=True)
         stage = []
-        inline_max = _ops.INLINE_MAX
+        inline_max = _shared.INLINE_MAX
         for i, p in enumerate(self.payloads[d:e], start=d):
             if len(p) < inline_max:
                 args.append(p)
@@ -333,7 +222,7 @@ class SampleOp:
                 args[4] = h.lease_ms
                 self.call = replace(self.call, args=args, atomic=False)
                 continue
-            status = _text(reply[0])
+            status = text(reply[0])
             if status == "ok":
                 self.registered = False
                 self.draw = None  # used: the sample happened, whatever follows
@@ -403,17 +292,8 @@ def delete(h: TableHandle, keys: npt.NDArray[np.int64]) -> Op[npt.NDArray[np.boo
     return _found(h, (yield Call("rt_remove_keys", h.key, [h.gen, *keys.tolist()], keep=True)))
 
 
-def stats(h: TableHandle) -> Op[list[int]]:
-    """``rt_stats``: size, inserts, samples, deletes, evictions, insert wait µs, sample
-    wait µs, inserts waiting, samples waiting, closed."""
-    reply = yield Call("rt_stats", h.key, [h.gen], ro=True)
-    if not reply:
-        raise h.gone()
-    return [int(x) for x in reply]
-
-
 def statistics(h: TableHandle, v: list[int]) -> ReplayStatistics:
-    """The record of ``stats``' reply (microseconds to seconds)."""
+    """The record of the core's ``stats`` reply for a table (microseconds to seconds)."""
     return ReplayStatistics(
         size=v[0],
         max_size=h.settings.max_size,
@@ -427,138 +307,3 @@ def statistics(h: TableHandle, v: list[int]) -> ReplayStatistics:
         samples_waiting=v[8],
         closed=bool(v[9]),
     )
-
-
-def register_producer(h: TableHandle) -> Op[str]:
-    """``rt_producer add``: one more registered producer of every process's count; its
-    id (QueueClosedError: the table is closed)."""
-    pid = uuid.uuid4().hex
-    reply = yield Call("rt_producer", h.key, [h.gen, "add", h.lease_ms, "1", pid])
-    status = _text(reply[0])
-    if status == "gone":
-        raise h.gone()
-    if status != "ok":
-        raise aqueue.QueueClosedError(
-            f"replay table '{h.name}' is closed: cannot register a producer"
-        )
-    return pid
-
-
-def producer_done(h: TableHandle, pid: str, clean: bool) -> Op[None]:
-    """``rt_producer done``: the last clean end (of every process's producers) closes
-    the table, an unclean one closes it at once."""
-    yield Call("rt_producer", h.key, [h.gen, "done", h.lease_ms, "1" if clean else "0", pid])
-
-
-def keep_table_producers(h: TableHandle, pids: set[str]) -> Op[None]:
-    """The heartbeat: producers ``pids`` are alive for another ``lease_time``."""
-    yield Call("rt_producer", h.key, [h.gen, "beat", h.lease_ms, "1", *sorted(pids)])
-
-
-def close(h: TableHandle) -> Op[None]:
-    """``rt_close``: closed for every process (idempotent); wakes the waiters."""
-    yield Call("rt_close", h.key, [h.gen])
-
-
-# -- opening --------------------------------------------------------------------------
-
-_ORDER = [
-    "kind",
-    "max_size",
-    "dtypes",
-    "shapes",
-    "names",
-    "sampler",
-    "remover",
-    "max_times_sampled",
-    "rate_limiter",
-    "format",
-]
-
-
-def _stored(settings: TableSettings) -> dict[str, str]:
-    """The settings as the server stores them (compared on reopen), in JSON."""
-    spec = settings.spec
-    return {
-        "kind": "table",
-        "max_size": str(settings.max_size),
-        "dtypes": json.dumps([dt.str for dt in spec.dtypes]),
-        "shapes": json.dumps([list(s) for s in settings.shapes]),
-        "names": json.dumps(None if spec.names is None else list(spec.names)),
-        "sampler": json.dumps(selector_config(settings.sampler), sort_keys=True),
-        "remover": json.dumps(selector_config(settings.remover), sort_keys=True),
-        "max_times_sampled": str(settings.max_times_sampled),
-        "rate_limiter": json.dumps(limiter_config(settings.rate_limiter), sort_keys=True),
-        "format": _FORMAT,
-    }
-
-
-def _derived(settings: TableSettings) -> list[str]:
-    """What the Lua functions read: the limiter's numbers, the selectors' kinds and
-    exponents, the tree fanout, and which ordered sets to keep."""
-    lim = settings.rate_limiter
-    s, r = settings.sampler, settings.remover
-    return [
-        repr(lim.samples_per_insert),
-        str(lim.min_size_to_sample),
-        repr(lim.min_diff),
-        repr(lim.max_diff),
-        _kind(s),
-        repr(s.exponent if isinstance(s, Prioritized) else 0.0),
-        _kind(r),
-        repr(r.exponent if isinstance(r, Prioritized) else 0.0),
-        str(FANOUT),
-        "1" if isinstance(s, (Fifo, Lifo)) or isinstance(r, (Fifo, Lifo)) else "0",
-        "1" if isinstance(s, MaxHeap) or isinstance(r, MaxHeap) else "0",
-    ]
-
-
-def open_table(
-    name: str, settings: TableSettings, wait_timeout: float, lease_time: float, readable: Any
-) -> Op[TableHandle]:
-    """``rt_open``: create the table, or check that the one stored has these settings
-    (ElementSpecError naming the first field that differs; ``readable(field, text)``
-    renders a stored value)."""
-    given = _stored(settings)
-    args = [uuid.uuid4().hex, *(given[f] for f in _ORDER), *_derived(settings)]
-    reply = yield Call("rt_open", f"aq:{{{name}}}:meta", args)
-    texts = [None if v is None else _text(v) for v in reply]
-    if texts[0] == "exists":
-        for field, stored in zip(_ORDER, texts[2:]):
-            if stored != given[field]:
-                raise aqueue.ElementSpecError(
-                    f"{settings.owner}: the table already exists on the server with {field} "
-                    f"{_readable(field, stored, readable)}, but "
-                    f"{_readable(field, given[field], readable)} was given (processes "
-                    "sharing a table must open it with the same settings: max_size, "
-                    "dtypes, shapes, names, sampler, remover, max_times_sampled and "
-                    "rate_limiter)"
-                )
-    gen = texts[1]
-    assert gen is not None
-    return TableHandle(
-        name=name, gen=gen, settings=settings, wait_timeout=wait_timeout, lease_time=lease_time
-    )
-
-
-def _readable(field: str, stored: str | None, readable: Any) -> str:
-    """A stored setting in the notation users write it in (``readable`` renders the
-    element spec's fields as the queues do)."""
-    if stored is None:
-        return "None"
-    try:
-        if field in ("sampler", "remover"):
-            return repr(selector_from_config(json.loads(stored)))
-        if field == "rate_limiter":
-            return repr(limiter_from_config(json.loads(stored)))
-    except (ValueError, TypeError, aqueue.ElementSpecError):
-        return stored
-    if field == "kind":
-        return "RedisReplayTable" if stored == "table" else f"a queue ({stored!r})"
-    if field == "format":
-        version = "this" if stored == _FORMAT else "another"
-        return f"{stored} (the stored layout of {version} aqueue version)"
-    if field in ("dtypes", "shapes", "names"):
-        text: str = readable(field, stored)
-        return text
-    return stored
