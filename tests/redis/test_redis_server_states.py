@@ -90,6 +90,11 @@ async def test_a_full_server_refuses_writes_and_serves_reads(own_redis: RedisPro
         await q.enqueue_many(np.zeros((8, 4096), np.uint8))
         inserted = await _fill(lambda: t.insert(payload))
         assert inserted > 100
+        # Full by a margin: at the edge, memory freed by the server's own buffers (a
+        # client's query buffer) could let the next small write in.
+        with own_redis.client() as admin:
+            used = int(admin.info("memory")["used_memory"])
+            admin.config_set("maxmemory", str(used - (1 << 20)))
         with pytest.raises(aqueue.redis.ServerFullError, match="maxmemory") as info:
             await t.insert(payload)
         assert "noeviction" in str(info.value)
@@ -109,6 +114,8 @@ async def test_a_full_server_refuses_writes_and_serves_reads(own_redis: RedisPro
         assert (await again.statistics()).samples == 12
         with own_redis.client() as admin:
             assert check_table(admin, "full") == []  # no sample copy (o:*) left behind
+        with own_redis.client() as admin:
+            admin.config_set("maxmemory", str(4 << 20))
         assert (await t.delete(np.arange(64))).all()
         await t.insert(payload)  # room again
         await q.aclose()
@@ -116,6 +123,29 @@ async def test_a_full_server_refuses_writes_and_serves_reads(own_redis: RedisPro
         assert await t.is_closed()
         await srv.delete_table("full")
         await srv.delete_queue("fullq")
+
+
+def test_every_form_of_an_out_of_memory_refusal_is_server_full() -> None:
+    """Redis refuses a write at maxmemory in three forms: an OOM reply, a command queued
+    in a MULTI refused with it, and a whole EXEC refused because queuing the
+    transaction's payloads took the server past the limit (EXECABORT): each is
+    ServerFullError, which a table's sample relies on to go again without MULTI."""
+    import redis
+    from redis.exceptions import ExecAbortError
+
+    from aqueue.redis._core._clients import map_error
+
+    oom = "OOM command not allowed when used memory > 'maxmemory'."
+    for exc in (
+        redis.OutOfMemoryError(oom),
+        redis.OutOfMemoryError(f"Command # 1 (MSET aq:{{q}}:e:1) of pipeline caused error: {oom}"),
+        ExecAbortError(f"Transaction discarded because of: {oom}"),
+    ):
+        mapped = map_error(exc, "rt_insert on aq:{t}:meta")
+        assert isinstance(mapped, aqueue.redis.ServerFullError), exc
+        assert str(mapped).startswith("rt_insert on aq:{t}:meta: the Redis server is full")
+    other = map_error(ExecAbortError("Transaction discarded because of previous errors."), "x")
+    assert type(other) is aqueue.redis.ServerError
 
 
 # -- a policy that evicts ---------------------------------------------------------------

@@ -99,7 +99,11 @@ def map_error(exc: BaseException, what: str) -> BaseException:
         return ServerConnectionError(f"{what}: lost the connection to the Redis server ({exc})")
     if isinstance(exc, redis.ResponseError):
         text = str(exc)
-        if isinstance(exc, redis.OutOfMemoryError) or text.startswith("OOM"):
+        # Three forms: an OOM reply; a command queued in a MULTI refused with it
+        # (redis-py raises that one, its text prefixed with the command); or a whole
+        # EXEC refused ("EXECABORT Transaction discarded because of: OOM ..."), when
+        # queuing the transaction's own payloads took the server past maxmemory.
+        if isinstance(exc, redis.OutOfMemoryError) or _out_of_memory(text):
             return ServerFullError(
                 f"{what}: the Redis server is full (used memory > maxmemory, under "
                 "maxmemory-policy noeviction) and refuses calls that add data; dequeue, "
@@ -117,6 +121,10 @@ def map_error(exc: BaseException, what: str) -> BaseException:
             hint = ""
         return ServerError(f"{what}: the Redis server refused the call: {text}{hint}")
     return exc
+
+
+def _out_of_memory(text: str) -> bool:
+    return text.startswith("OOM") or "because of: OOM" in text
 
 
 RELOAD = "loading aqueue's Lua library again (the server had lost it)"
