@@ -10,12 +10,13 @@ from __future__ import annotations
 import gc
 import re
 import warnings
+from functools import partial
 from typing import Any
 
 import anyio
 import numpy as np
 import pytest
-from redis_util import RedisProc
+from redis_util import RedisProc, until
 
 import aqueue
 import aqueue.redis
@@ -99,6 +100,56 @@ async def test_nothing_is_left_open(redis_server: RedisProc, qname: str) -> None
         gc.collect()
     leaks = [w for w in caught if issubclass(w.category, ResourceWarning)]
     assert leaks == [], [str(w.message) for w in leaks]
+
+
+async def test_calls_waiting_when_the_block_ends_raise(redis_server: RedisProc, qname: str) -> None:
+    """A dequeue and a sample that wait when the block ends, in tasks and in threads,
+    raise ServerClosedError naming the server (in redis-py the close cuts a waiting
+    thread's socket under it: a ConnectionError or a ValueError of a closed file),
+    never a raw redis-py error, and nothing hangs."""
+    raised: dict[str, BaseException] = {}
+
+    async def in_task(what: str, call: Any) -> None:
+        try:
+            await call()
+        except Exception as exc:
+            raised[what] = exc
+
+    def in_thread(what: str, call: Any) -> None:
+        try:
+            call()
+        except Exception as exc:
+            raised[what] = exc
+
+    async with (
+        anyio.create_task_group() as tg,
+        aqueue.redis.connect(redis_server.url, wait_timeout=2.0) as server,
+    ):
+        q = await server.fifo_queue(qname, 8, np.int64, ())
+        t = await server.replay_table(qname + "-t", 8, np.int64, ())
+        tg.start_soon(in_task, "q.dequeue", q.dequeue)
+        tg.start_soon(in_task, "t.sample", lambda: t.sample(1))
+        for what, call in (
+            ("qview.dequeue", lambda: q.blocking().dequeue(timeout=60.0)),
+            ("tview.sample", lambda: t.blocking().sample(2, timeout=60.0)),
+        ):
+            tg.start_soon(partial(anyio.to_thread.run_sync, in_thread, what, call))
+        with redis_server.client() as admin:
+
+            async def all_wait() -> bool:
+                return (
+                    admin.zcard(f"aq:{{{qname}}}:ev:data") == 2
+                    and admin.zcard(f"aq:{{{qname}-t}}:ws") == 2
+                )
+
+            await until(all_wait)
+    assert sorted(raised) == ["q.dequeue", "qview.dequeue", "t.sample", "tview.sample"]
+    for what, exc in raised.items():
+        assert isinstance(exc, aqueue.redis.ServerClosedError), (what, exc)
+        assert re.match(ENDED, str(exc)), (what, exc)
+    async with aqueue.redis.connect(redis_server.url) as server:
+        await server.delete_queue(qname)
+        await server.delete_table(qname + "-t")
 
 
 async def test_a_server_object_is_entered_once(redis_server: RedisProc) -> None:

@@ -54,7 +54,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Awaitable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import redis
@@ -121,6 +121,20 @@ def map_error(exc: BaseException, what: str) -> BaseException:
             hint = ""
         return ServerError(f"{what}: the Redis server refused the call: {text}{hint}")
     return exc
+
+
+def _fail(exc: BaseException, what: str, ended: bool, at: str) -> NoReturn:
+    """Raise the error of request ``what`` (to the server at ``at``) that failed with
+    ``exc``: ServerClosedError once the block has ended (a request cut off by the close
+    fails in redis-py in more than one way: a ConnectionError, or a ValueError from a
+    socket file closed under a waiting thread), else ``map_error``'s (others as they
+    are)."""
+    if ended:
+        raise ended_error(at) from exc
+    mapped = map_error(exc, what)
+    if mapped is exc:
+        raise exc
+    raise mapped from exc
 
 
 def _out_of_memory(text: str) -> bool:
@@ -227,9 +241,6 @@ class RedisSync:
         self.ended = False
         self._library = library
 
-    def _error(self, exc: BaseException, what: str) -> BaseException:
-        return ended_error(self.where) if self.ended else map_error(exc, what)
-
     def call(self, call: Call) -> Any:
         if self.ended:
             raise ended_error(self.where)
@@ -240,8 +251,8 @@ class RedisSync:
                 raise
         try:
             self.client.function_load(self._library, replace=True)
-        except redis.RedisError as exc:
-            raise self._error(exc, RELOAD) from exc
+        except Exception as exc:
+            _fail(exc, RELOAD, self.ended, self.where)
         return self._call(call)
 
     def _call(self, call: Call) -> Any:
@@ -254,16 +265,16 @@ class RedisSync:
                 return self.client.fcall(fn, 1, key, *call.args)
             pipe = _queued(self.client.pipeline(transaction=_transaction(call)), call)
             replies = pipe.execute(raise_on_error=False)
-        except redis.RedisError as exc:
-            raise self._error(exc, what) from exc
+        except Exception as exc:
+            _fail(exc, what, self.ended, self.where)
         err = _first_error(replies)
         if err is not None:
-            if call.stage:
+            if call.stage and not self.ended:  # (a closed client would reconnect)
                 try:
                     self.client.delete(*(k for k, _ in call.stage))
                 except redis.RedisError:
                     pass
-            raise map_error(err, what) from err
+            _fail(err, what, self.ended, self.where)
         return _reply(call, replies)
 
     def read(self, keys: Sequence[str]) -> list[Any]:
@@ -271,16 +282,16 @@ class RedisSync:
             raise ended_error(self.where)
         try:
             return list(self.client.mget(keys))
-        except redis.RedisError as exc:
-            raise self._error(exc, f"reading {len(keys)} payloads") from exc
+        except Exception as exc:
+            _fail(exc, f"reading {len(keys)} payloads", self.ended, self.where)
 
     def wait(self, key: str, seconds: float) -> bytes | None:
         if self.ended:
             raise ended_error(self.where)
         try:
             reply = self._waits.blpop([key], seconds)
-        except redis.RedisError as exc:
-            raise self._error(exc, f"waiting on {key}") from exc
+        except Exception as exc:
+            _fail(exc, f"waiting on {key}", self.ended, self.where)
         return _token(reply)
 
     def close(self) -> None:
@@ -328,9 +339,6 @@ class RedisAsyncio:
         self.ended = False
         self._library = library
 
-    def _error(self, exc: BaseException, what: str) -> BaseException:
-        return ended_error(self.where) if self.ended else map_error(exc, what)
-
     async def _finish(self, call: Awaitable[Any], what: str, keep: bool = False) -> Any:
         """Run ``call`` to its end even when the caller is cancelled (see above)."""
         task = asyncio.ensure_future(call)
@@ -353,8 +361,8 @@ class RedisAsyncio:
                             return task.result()
                     task.exception()  # retrieved: the caller resolves the outcome itself
                 raise
-            except redis.RedisError as exc:
-                raise self._error(exc, what) from exc
+            except Exception as exc:
+                _fail(exc, what, self.ended, self.where)
 
     async def call(self, call: Call) -> Any:
         if self.ended:
@@ -379,13 +387,13 @@ class RedisAsyncio:
         replies = await self._finish(pipe.execute(raise_on_error=False), what, keep)
         err = _first_error(replies)
         if err is not None:
-            if call.stage:
+            if call.stage and not self.ended:  # (a closed client would reconnect)
                 with anyio.CancelScope(shield=True):
                     try:
                         await self._client.delete(*(k for k, _ in call.stage))
                     except redis.RedisError:
                         pass
-            raise map_error(err, what) from err
+            _fail(err, what, self.ended, self.where)
         return _reply(call, replies)
 
     async def read(self, keys: Sequence[str]) -> list[Any]:
@@ -408,8 +416,8 @@ class RedisAsyncio:
             self._abandoned.add(task)
             task.add_done_callback(self._forget)
             raise
-        except redis.RedisError as exc:
-            raise self._error(exc, f"waiting on {key}") from exc
+        except Exception as exc:
+            _fail(exc, f"waiting on {key}", self.ended, self.where)
         return _token(reply)
 
     def _forget(self, task: asyncio.Future[Any]) -> None:
