@@ -216,6 +216,28 @@ def test_malformed_urls_are_refused_at_connect(url: str, expected: str) -> None:
     assert "redis://[[user]:password@]host[:port][/db]" in text
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:s3cret@127.0.0.1:port/0",
+        "http://user:s3cret@127.0.0.1/0",
+        "redis://:s3cret@127.0.0.1:6379/zero",
+        "redis://:s3/cret@127.0.0.1:6379/0",
+        "redis://:s3?cret@127.0.0.1:6379/0",
+        "redis://:s3#cret@127.0.0.1:6379/0",
+        "unix://:s3/cret@/tmp/redis.sock",
+    ],
+)
+def test_a_refused_url_never_shows_its_password(url: str) -> None:
+    """The message masks the password, also when a '/', '?' or '#' in it cut the URL
+    early (it then says to percent-encode them)."""
+    with pytest.raises(aqueue.ElementSpecError, match="is not a Redis URL") as info:
+        aqueue.redis.connect(url)
+    text = str(info.value)
+    assert "***@" in text
+    assert "s3" not in text and "cret" not in text, text
+
+
 def test_well_formed_urls_are_accepted() -> None:
     """The forms README shows pass the check (nothing connects until ``async with``)."""
     for url in (
@@ -224,5 +246,8 @@ def test_well_formed_urls_are_accepted() -> None:
         "rediss://host",
         "redis://[::1]:6380",
         "unix:///tmp/redis.sock?db=1",
+        "unix:///tmp/at@sign.sock",
+        "redis://:p%2Fss@host/0",
+        "redis://:p@ss@host/0",
     ):
         assert re.match(r"<RedisServer ", repr(aqueue.redis.connect(url)))

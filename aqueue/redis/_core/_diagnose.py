@@ -37,6 +37,12 @@ def url_problem(url: str) -> str | None:
     """What makes ``url`` no Redis URL (None: it is one), checked before anything
     connects; redis-py would raise a bare ValueError, or not notice at all."""
     parts = urllib.parse.urlsplit(url)
+    # A '/', '?' or '#' in a password ends the URL's host part early: what follows
+    # holds the rest of the secret and its '@', so the message does not quote it. (A
+    # unix:/// socket's own path may hold an '@'.)
+    path = parts.path if parts.netloc or parts.scheme.lower() != "unix" else ""
+    if "@" in path + parts.query + parts.fragment:
+        return "'/', '?' or '#' in the password must be percent-encoded (%2F, %3F, %23)"
     scheme = parts.scheme.lower()
     if scheme not in ("redis", "rediss", "unix"):
         got = f"{parts.scheme!r}" if parts.scheme else "none"
