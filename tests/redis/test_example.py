@@ -25,7 +25,9 @@ pytestmark = pytest.mark.timeout(90)
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "distributed_replay.py"
 
 
-def test_distributed_replay_example(url: str) -> None:
+def test_distributed_replay_example(redis_server: RedisProc, url: str) -> None:
+    """A whole run with the default queue name ('replay-<pid>'): every screen arrives
+    once, and the trainer deletes its three queues at the end."""
     env = {**os.environ, "PYTHONPATH": str(EXAMPLE.parents[1])}
     done = subprocess.run(
         [sys.executable, str(EXAMPLE), "--url", url, "--screens", "15", "--batch", "8"],
@@ -39,11 +41,13 @@ def test_distributed_replay_example(url: str) -> None:
     assert "received 120 distinct screens of 120" in done.stdout
     assert "every screen arrived exactly once" in done.stdout
     assert "closed itself after the last actor" in done.stdout
+    assert _keys(redis_server, "replay-") == []
 
 
-def test_distributed_replay_on_two_hosts(url: str) -> None:
+def test_distributed_replay_on_two_hosts(redis_server: RedisProc, url: str) -> None:
     """The two-host recipe of README: a trainer process (--role trainer) and, started
-    separately, an actors process (--role actors) that share only the server URL."""
+    separately, an actors process (--role actors) that share only the server URL; the
+    trainer deletes the queues at the end."""
     env = {**os.environ, "PYTHONPATH": str(EXAMPLE.parents[1])}
     common = ["--url", url, "--name", "two-hosts", "--actors", "3", "--screens", "10"]
     trainer = subprocess.Popen(
@@ -72,6 +76,7 @@ def test_distributed_replay_on_two_hosts(url: str) -> None:
     assert trainer.returncode == 0, err
     assert "received 60 distinct screens of 60" in out
     assert "every screen arrived exactly once" in out
+    assert _keys(redis_server, "two-hosts") == []
 
 
 def _trainer(url: str, *args: str) -> subprocess.Popen[str]:
@@ -136,10 +141,10 @@ async def _until_screens_flow(url: str, name: str) -> None:
                 await anyio.sleep(0.05)
 
 
-def test_ctrl_c_prints_one_line_per_process(url: str) -> None:
+def test_ctrl_c_prints_one_line_per_process(redis_server: RedisProc, url: str) -> None:
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) on the actors'
     host and then on the trainer's: one line per actor process, one for the trainer,
-    exit status 130, and no traceback."""
+    exit status 130, no traceback, and no queue left on the server."""
     import anyio
 
     common = ["--name", "ctrl-c", "--actors", "3", "--screens", "1000000"]
@@ -174,6 +179,7 @@ def test_ctrl_c_prints_one_line_per_process(url: str) -> None:
     assert trainer.returncode == 130, t_out + t_err
     assert "Traceback" not in t_err, t_err
     assert t_out.splitlines() == ["trainer: interrupted (Ctrl-C)."]
+    assert _keys(redis_server, "ctrl-c") == []
 
 
 def test_distributed_replay_roles_need_a_url() -> None:
@@ -362,6 +368,27 @@ def test_an_interrupted_replay_table_run_leaves_nothing(
         which = {"ctrl-c": "Ctrl-C", "sigterm": "SIGTERM"}[how]
         assert out.splitlines() == [f"replay_table.py: interrupted ({which})."], out + err
         assert code == 130, out + err
+
+
+def test_a_replay_table_run_on_a_shared_server_leaves_nothing(
+    redis_server: RedisProc, url: str
+) -> None:
+    """``replay_table.py --url`` run to its end: the learner deletes its table, and its
+    actor processes have ended."""
+    name = f"rt-done-{os.getpid()}"
+    env = {**os.environ, "PYTHONPATH": str(EXAMPLE.parents[1])}
+    argv = [str(REPLAY_TABLE), "--url", url, "--name", name, "--actors", "2"]
+    done = subprocess.run(
+        [sys.executable, *argv, "--steps", "20", "--min-size", "50", "--batch", "16"],
+        capture_output=True,
+        text=True,
+        timeout=80,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _keys(redis_server, name) == []
+    assert _left_running(name, -1) == []
 
 
 def test_replay_table_redis_without_the_extra(tmp_path: Path) -> None:
