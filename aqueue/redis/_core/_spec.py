@@ -3,8 +3,9 @@
 ``ElementSpec``, ``normalize_dtypes``, ``normalize_shapes`` and ``normalize_names`` are
 the exact conversion and validation rules of the in-process queues, so elements,
 batches, batch sizes (``ElementSpec.batch_count``) and their errors are identical on
-both backends. (The other private names this backend uses: ``format_shape`` in
-``_server``, the event-loop check and the blocked-call registry in ``_blocking``.)
+both backends. (The other private names of the in-process queues this backend uses:
+``format_shape`` in ``_shared``, the event-loop check in ``_transport``, the
+blocked-call registry in the queues' ``_blocking``.)
 
 Invariants of the specs this backend accepts (checked by ``make_spec``):
 - every dtype is on the AQ1 wire allow-list (booleans, integers, floats, complex,
