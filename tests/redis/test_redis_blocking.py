@@ -127,9 +127,9 @@ async def test_view_dequeue_burst(srv: Any, qname: str) -> None:
 
 async def test_close_and_aclose_as_a_table_has_them(srv: Any, qname: str) -> None:
     """A queue has the blocking ``close()`` beside ``aclose()``, as a table does: from a
-    thread it closes the queue for every process (a waiting dequeue of another
-    connection gets what is left, then OutOfRangeError); ``cancel_pending_enqueues``
-    fails a waiting enqueue; the thread view's close is the same call."""
+    thread it closes the queue on the server (what is left is still dequeued, then
+    OutOfRangeError); ``cancel_pending_enqueues`` fails a waiting enqueue; the thread
+    view's close is the same call."""
     q = await srv.fifo_queue(qname, 2, np.int64, ())
     await q.enqueue_many(np.arange(2))
     failed: list[BaseException] = []
