@@ -25,8 +25,11 @@ it ends its registration, says on a third ('<name>-sent') how many screens it se
 count the trainer checks against (actors may run with another --screens than the
 trainer), while its rates count what arrived.
 
-Ctrl-C: the actor processes ignore SIGINT; the process that started them stops them,
-and every process says so in one line (no tracebacks).
+Ctrl-C or SIGTERM: the actor processes ignore SIGINT; the process that started them
+stops them, and every process says so in one line (no tracebacks). The trainer owns
+the three queues ('<name>', '<name>-ready', '<name>-sent'): it deletes them when it
+ends, however it ends (and, first, any left under those names by a killed run), so an
+interrupted run leaves nothing on a shared server.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import multiprocessing.connection
 import os
 import shutil
 import signal
@@ -46,6 +50,7 @@ import time
 from typing import Any
 
 import numpy as np
+import redis
 
 import aqueue
 import aqueue.redis
@@ -53,6 +58,7 @@ import aqueue.redis
 ACTORS, THREADS = 4, 2
 SHAPE = (84, 84, 4)
 INTERRUPTED = 130  # exit status after Ctrl-C, as a shell reports it
+TERMINATED = 143  # after SIGTERM
 
 
 def say(line: str) -> None:
@@ -91,11 +97,29 @@ def actor(url: str, name: str, actor_id: int, screens: int) -> None:
     end it reports how many screens it sent. It ignores Ctrl-C (SIGINT, inherited from
     ``Actors.start``): the parent stops it with SIGTERM, and it says so in one line."""
     games = [Game(actor_id, t, screens) for t in range(THREADS)]
+    running: list[asyncio.Task[None]] = []
+    stop = threading.Event()
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        # Installed for the whole process (not the loop's handler, which the loop's end
+        # would reset to the default): a SIGTERM before main() runs stops it as it
+        # starts, one after its line is printed changes nothing.
+        stop.set()
+        for task in running:
+            if not task.done():
+                try:
+                    task.get_loop().call_soon_threadsafe(task.cancel)
+                except RuntimeError:  # (its loop has just closed)
+                    pass
+
+    signal.signal(signal.SIGTERM, on_sigterm)
 
     async def main() -> None:
         task = asyncio.current_task()
         assert task is not None
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        running.append(task)
+        if stop.is_set():
+            raise asyncio.CancelledError
         async with aqueue.redis.connect(url) as server:
             q = await server.random_shuffle_queue(name, 1000, 100, np.uint8, SHAPE)
             ready = await server.fifo_queue(f"{name}-ready", 64, np.int64, ())
@@ -114,13 +138,20 @@ def actor(url: str, name: str, actor_id: int, screens: int) -> None:
         asyncio.run(main())
     except (asyncio.CancelledError, KeyboardInterrupt):  # stopped: one line, no traceback
         played = sum(g.played for g in games)
-        say(f"actor {actor_id}: stopped (Ctrl-C) after {played} screens.")
+        say(f"actor {actor_id}: stopped after {played} screens.")
         sys.exit(INTERRUPTED)
+    except aqueue.QueueClosedError as exc:  # the trainer ended first and deleted the queues
+        played = sum(g.played for g in games)
+        say(f"actor {actor_id}: stopped after {played} screens: {exc}.")
+        sys.exit(1)
 
 
 class Actors:
     """Actor processes ``first`` .. ``first + count - 1``, started with Ctrl-C ignored so
-    that a Ctrl-C in the terminal reaches this process only; ``stop()`` then ends them."""
+    that a Ctrl-C in the terminal reaches this process only; ``stop()`` then ends them.
+    ``wait()`` (in a thread of the trainer) and ``stop()`` may run at once: a process is
+    reaped under a lock, so that one of them reaps it and both see its exit code (two
+    threads joining one process could otherwise leave one of them without the code)."""
 
     def __init__(self, url: str, name: str, first: int, count: int, screens: int) -> None:
         ctx = multiprocessing.get_context("spawn")
@@ -128,6 +159,7 @@ class Actors:
             ctx.Process(target=actor, args=(url, name, a, screens), name=f"actor {a}")
             for a in range(first, first + count)
         ]
+        self._reaping = threading.Lock()
 
     def start(self) -> None:
         """Start them (from the main thread: it sets the signal disposition they inherit)."""
@@ -138,11 +170,16 @@ class Actors:
         finally:
             signal.signal(signal.SIGINT, previous)
 
+    def _join(self, p: Any) -> int | None:
+        multiprocessing.connection.wait([p.sentinel])  # until it ends (reaps nothing)
+        with self._reaping:  # (one thread reaps it; both then read its code)
+            p.join()
+            code: int | None = p.exitcode
+            return code
+
     def wait(self) -> int:
         """Wait for every actor to end; 0 if all sent their screens."""
-        for p in self.procs:
-            p.join()
-        codes = [p.exitcode for p in self.procs]
+        codes = [self._join(p) for p in self.procs]
         if any(c == INTERRUPTED or c == -signal.SIGTERM for c in codes):
             return INTERRUPTED
         failed = [c for c in codes if c != 0]
@@ -155,20 +192,21 @@ class Actors:
     def stop(self) -> None:
         """End the actors still running (each prints one line; one stopped before it
         could start is named here), and wait for them."""
-        for p in self.procs:
-            if p.is_alive():
+        started = [p for p in self.procs if p.pid is not None]
+        for p in started:
+            if not multiprocessing.connection.wait([p.sentinel], 0):  # still running
                 p.terminate()  # SIGTERM
-        for p in self.procs:
-            p.join()
-            if p.exitcode == -signal.SIGTERM:  # before its handler was set: no line of its own
-                say(f"{p.name}: stopped (Ctrl-C) before it started.")
+        for p in started:
+            if self._join(p) == -signal.SIGTERM:  # before its handler was set: no line of its own
+                say(f"{p.name}: stopped before it started.")
 
 
 def run_actors(url: str, name: str, first: int, count: int, screens: int) -> int:
     """Start ``count`` actor processes (ids ``first`` ...) and wait for them."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops them as Ctrl-C
     actors = Actors(url, name, first, count, screens)
-    actors.start()
     try:
+        actors.start()
         return actors.wait()
     except KeyboardInterrupt:
         actors.stop()
@@ -177,56 +215,78 @@ def run_actors(url: str, name: str, first: int, count: int, screens: int) -> int
 
 async def trainer(url: str, name: str, actors: int, screens: int, batch: int, spawn: bool) -> int:
     """Take shuffled batches until the queue closes; with ``spawn``, start the actor
-    processes too (else they run elsewhere, with ``--role actors``)."""
+    processes too (else they run elsewhere, with ``--role actors``). The trainer owns
+    the three shared queues: it deletes any left under these names by a run that was
+    killed, and deletes them again however it ends (done, Ctrl-C, SIGTERM, an error),
+    after its actor processes have stopped, so nothing stays on a shared server."""
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    names = [name, f"{name}-ready", f"{name}-sent"]
     async with aqueue.redis.connect(url) as server:
-        q = await server.random_shuffle_queue(name, 1000, 100, np.uint8, SHAPE, seed=0)
-        ready = await server.fifo_queue(f"{name}-ready", 64, np.int64, ())
-        # Registered before the actors start, so an actor that finishes first cannot
-        # close the queue while others have not registered yet.
-        guard = await q.register_producer()
-        if not spawn:
-            print(f"The trainer is ready: start {actors} actors on queue '{name}'.", flush=True)
-        local = procs = None
-        if spawn:
-            procs = Actors(url, name, 0, actors, screens)
-            procs.start()
-            local = asyncio.ensure_future(asyncio.to_thread(procs.wait))
-
-        async def release_guard() -> None:
-            for _ in range(actors):  # every actor has registered its own producer
-                await ready.dequeue()
-            await q.producer_done(guard)
-
-        seen: set[tuple[int, int, int]] = set()
-        duplicates = 0
+        for n in names:
+            await server.delete_queue(n)
+        procs: list[Actors] = []
         try:
-            releasing = asyncio.ensure_future(release_guard())
-            t0 = time.perf_counter()
-            async for b in q.batches(batch, allow_smaller_final_batch=True):
-                for s in b:
-                    key = (
-                        int(s[0, 0, 0]),
-                        int(s[0, 0, 1]),
-                        int(s[0, 0, 2]) * 256 + int(s[0, 0, 3]),
-                    )
-                    duplicates += key in seen
-                    seen.add(key)
-            await releasing
-            elapsed = time.perf_counter() - t0
-            # Each actor said how many screens it sent before the queue could close: the
-            # count to check against (actors may play another --screens than this one).
-            sent_queue = await server.fifo_queue(f"{name}-sent", 1024, np.int64, (2,))
-            await sent_queue.aclose()  # every actor that ended cleanly has reported by now
-            reports = [report async for report in sent_queue]
-            sent = sum(int(report[1]) for report in reports)
-            actors_failed = (await local) if local is not None else 0
-        except BaseException:  # Ctrl-C (the main task is cancelled), or a failure
-            if procs is not None:
-                procs.stop()
-            raise
-        await server.delete_queue(name)
-        await server.delete_queue(f"{name}-ready")
-        await server.delete_queue(f"{name}-sent")
+            return await train(server, url, name, actors, screens, batch, spawn, procs)
+        finally:
+            for p in procs:
+                p.stop()  # before the deletes: a running actor may still open a queue
+            for n in names:
+                await server.delete_queue(n)
+
+
+async def train(
+    server: aqueue.redis.RedisServer,
+    url: str,
+    name: str,
+    actors: int,
+    screens: int,
+    batch: int,
+    spawn: bool,
+    procs: list[Actors],
+) -> int:
+    """The trainer's work (see ``trainer``); the actor processes it starts go into
+    ``procs``, which the caller stops on its way out."""
+    q = await server.random_shuffle_queue(name, 1000, 100, np.uint8, SHAPE, seed=0)
+    ready = await server.fifo_queue(f"{name}-ready", 64, np.int64, ())
+    # Registered before the actors start, so an actor that finishes first cannot close
+    # the queue while others have not registered yet.
+    guard = await q.register_producer()
+    if not spawn:
+        print(f"The trainer is ready: start {actors} actors on queue '{name}'.", flush=True)
+    local = None
+    if spawn:
+        procs.append(Actors(url, name, 0, actors, screens))
+        procs[0].start()
+        local = asyncio.ensure_future(asyncio.to_thread(procs[0].wait))
+
+    async def release_guard() -> None:
+        for _ in range(actors):  # every actor has registered its own producer
+            await ready.dequeue()
+        await q.producer_done(guard)
+
+    seen: set[tuple[int, int, int]] = set()
+    duplicates = 0
+    releasing = asyncio.ensure_future(release_guard())
+    try:
+        t0 = time.perf_counter()
+        async for b in q.batches(batch, allow_smaller_final_batch=True):
+            for s in b:
+                key = (int(s[0, 0, 0]), int(s[0, 0, 1]), int(s[0, 0, 2]) * 256 + int(s[0, 0, 3]))
+                duplicates += key in seen
+                seen.add(key)
+        await releasing
+        elapsed = time.perf_counter() - t0
+        # Each actor said how many screens it sent before the queue could close: the
+        # count to check against (actors may play another --screens than this one).
+        sent_queue = await server.fifo_queue(f"{name}-sent", 1024, np.int64, (2,))
+        await sent_queue.aclose()  # every actor that ended cleanly has reported by now
+        reports = [report async for report in sent_queue]
+        sent = sum(int(report[1]) for report in reports)
+        actors_failed = (await local) if local is not None else 0
+    finally:
+        releasing.cancel()  # (if still waiting: the block it waits in is ending)
     received = len(seen) + duplicates
     ok = len(reports) == actors and len(seen) == sent and duplicates == 0 and actors_failed == 0
     mb = received * int(np.prod(SHAPE)) / 1e6  # what arrived
@@ -273,17 +333,21 @@ def start_server() -> tuple[subprocess.Popen[bytes], str]:
             tempfile.mkdtemp(),
         ],
         stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,  # (it must not hold our output open)
         start_new_session=True,  # a Ctrl-C in the terminal is for us; we stop it at the end
     )
-    import redis
-
-    for _ in range(200):
-        try:
-            redis.Redis(port=port).ping()
-            return proc, f"redis://127.0.0.1:{port}/0"
-        except redis.ConnectionError:
-            time.sleep(0.01)
-    sys.exit("redis-server did not start")
+    try:
+        for _ in range(200):
+            try:
+                redis.Redis(port=port).ping()
+                return proc, f"redis://127.0.0.1:{port}/0"
+            except redis.ConnectionError:
+                time.sleep(0.01)
+        sys.exit("redis-server did not start")
+    except BaseException:  # (Ctrl-C while it starts, or it never answered)
+        proc.terminate()
+        proc.wait(5)
+        raise
 
 
 def main() -> int:
@@ -291,7 +355,9 @@ def main() -> int:
         description=" ".join(__doc__.split("\n\n")[0].split()),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    ap.add_argument("--url", help="a Redis server's URL; None starts a private redis-server here")
+    ap.add_argument(
+        "--url", help="a Redis server's URL; without it a private redis-server is started here"
+    )
     ap.add_argument(
         "--role",
         choices=["both", "trainer", "actors"],
@@ -303,8 +369,10 @@ def main() -> int:
     ap.add_argument("--first-actor", type=int, default=0, help="id of the first actor here")
     ap.add_argument(
         "--name",
-        default=None,
-        help="the shared queue's name; None means 'replay' (a private name without --url)",
+        help="the shared queue's name ('<name>-ready' and '<name>-sent' are its two helper "
+        "queues); None means 'replay' with --role trainer or actors (both sides must use "
+        "the same), else 'replay-<pid>', a name no other run on the server uses. The "
+        "trainer deletes all three when it ends, however it ends",
     )
     ap.add_argument(
         "--screens", type=int, default=200, help="screens per game thread (the actors')"
@@ -315,8 +383,8 @@ def main() -> int:
         ap.error(f"--role {args.role} runs one side of a two-host run: pass --url")
     if args.actors < 1 or args.screens < 1 or args.batch < 1:
         ap.error("--actors, --screens and --batch must be at least 1")
-    proc, url = (None, args.url) if args.url else start_server()
     name = args.name or ("replay" if args.role != "both" else f"replay-{os.getpid()}")
+    proc, url = (None, args.url) if args.url else start_server()
     try:
         if args.role == "actors":
             return run_actors(url, name, args.first_actor, args.actors, args.screens)
@@ -325,6 +393,9 @@ def main() -> int:
     except KeyboardInterrupt:  # one line for this process (each actor prints its own)
         say("trainer: interrupted (Ctrl-C).")
         return INTERRUPTED
+    except asyncio.CancelledError:  # SIGTERM (the trainer's handler cancelled it)
+        say("trainer: stopped (SIGTERM).")
+        return TERMINATED
     finally:
         if proc is not None:
             proc.send_signal(signal.SIGTERM)

@@ -35,9 +35,11 @@ PATH) or ``--url redis://...`` the table is ``aqueue.redis``'s, shared through t
 server, and the actors are *processes* (this script, run with ``--role actor``), each
 opening the table by name and filling it with a QueueRunner of its game; the learner
 is the same code. The rate limiter then counts the inserts and samples of every process on
-the server. At the end the learner closes the shared table, which ends every actor
-process. (With ``--url`` the learner first deletes a table left under ``--name`` by an
-earlier run.)
+the server. However the run ends (done, Ctrl-C, SIGTERM, an error), the learner closes
+the shared table, which ends every actor process, waits for them and deletes the table
+from the server (it first deletes one left under ``--name`` by a run that was killed);
+``--redis`` checks that the ``redis`` extra is installed before it starts a server, and
+stops that server at the end. Ctrl-C prints one line.
 
 Run: python examples/replay_table.py [--steps 400] [--actors 4] [--batch 64]
      [--samples-per-insert 4] [--min-size 500] [--error-buffer 1000]
@@ -182,26 +184,31 @@ async def learn(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def learn_shared(args: argparse.Namespace, url: str) -> dict[str, Any]:
-    """The table shared through Redis: actor processes, and the same learner."""
+    """The table shared through Redis: actor processes, and the same learner. However
+    it ends (done, Ctrl-C, an error), the learner closes the table (which ends every
+    actor process), waits for the actors and deletes the table from the server."""
     import aqueue.redis
 
     (dtypes, shapes, names), options = table_settings(args)
+    procs: list[subprocess.Popen[str]] = []
     async with aqueue.redis.connect(url) as server:
-        await server.delete_table(args.name)  # (one left by an earlier run)
+        await server.delete_table(args.name)  # (one left by an earlier run that was killed)
         table = await server.replay_table(
             args.name, args.capacity, dtypes, shapes, names, seed=args.seed, **options
         )
 
         def start(coord: Coordinator) -> list[subprocess.Popen[str]]:
             coord.watch(table)  # (the report's row of the shared table)
-            return [
+            procs.extend(
                 subprocess.Popen(
                     [sys.executable, os.path.abspath(__file__), *actor_argv(args, url, a)],
                     stdout=subprocess.PIPE,
                     text=True,
+                    start_new_session=True,  # a Ctrl-C is for the learner, which stops them
                 )
                 for a in range(args.actors)
-            ]
+            )
+            return procs
 
         async def stop(procs: list[subprocess.Popen[str]]) -> tuple[int, list[int]]:
             await table.aclose()  # every actor's next (or waiting) insert fails: it ends
@@ -217,7 +224,26 @@ async def learn_shared(args: argparse.Namespace, url: str) -> dict[str, Any]:
             alive = sum(p.returncode != 0 for p in procs)
             return alive, produced
 
-        return await train(args, table, start, stop)
+        try:
+            return await train(args, table, start, stop)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await table.aclose()  # (idempotent) the actors end by themselves ...
+                await anyio.to_thread.run_sync(end_actors, procs)  # ... or are stopped
+                await server.delete_table(args.name)
+
+
+def end_actors(procs: list[subprocess.Popen[str]]) -> None:
+    """Wait for actor processes to end (the table is closed), stopping any that has not
+    within 10 s; close their output pipes."""
+    for p in procs:
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.terminate()
+            p.wait()
+        if p.stdout is not None:
+            p.stdout.close()
 
 
 def actor_argv(args: argparse.Namespace, url: str, a: int) -> list[str]:
@@ -343,6 +369,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def start_server() -> tuple[subprocess.Popen[bytes], str]:
     """A private redis-server on a free port (as examples/distributed_replay.py)."""
+    import redis
+
     binary = os.environ.get("AQUEUE_REDIS_SERVER") or shutil.which("redis-server")
     if binary is None:
         sys.exit(
@@ -371,29 +399,36 @@ def start_server() -> tuple[subprocess.Popen[bytes], str]:
             tempfile.mkdtemp(),
         ],
         stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,  # (it must not hold our output open)
         start_new_session=True,  # a Ctrl-C in the terminal is for us; we stop it at the end
     )
-    import redis
-
-    for _ in range(200):
-        try:
-            redis.Redis(port=port).ping()
-            return proc, f"redis://127.0.0.1:{port}/0"
-        except redis.ConnectionError:
-            time.sleep(0.01)
-    sys.exit("redis-server did not start")
+    try:
+        for _ in range(200):
+            try:
+                redis.Redis(port=port).ping()
+                return proc, f"redis://127.0.0.1:{port}/0"
+            except redis.ConnectionError:
+                time.sleep(0.01)
+        sys.exit("redis-server did not start")
+    except BaseException:  # (Ctrl-C while it starts, or it never answered)
+        proc.terminate()
+        proc.wait(5)
+        raise
 
 
 def say(text: str) -> None:
     print(textwrap.fill(text, 88, subsequent_indent="  ", break_on_hyphens=False))
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Run the example and print what it showed; return the measurements."""
-    args = parse_args(None if argv is None else list(argv))
-    if args.role == "actor":
-        sys.exit(act(args))
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """The learner's run, in process or on a shared table (with its private
+    redis-server for ``--redis``, stopped however the run ends)."""
     shared = bool(args.redis or args.url)
+    if shared:
+        try:
+            import aqueue.redis  # noqa: F401 - checked before a server is started
+        except ImportError as exc:
+            sys.exit(f"replay_table.py: --redis and --url share the table through Redis: {exc}")
     proc, url = (None, args.url) if args.url or not args.redis else start_server()
     try:
         if shared:
@@ -404,6 +439,30 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if proc is not None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(5)
+    return r
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the example and print what it showed; return the measurements. Ctrl-C (or
+    SIGTERM) stops it with one line."""
+    args = parse_args(None if argv is None else list(argv))
+    if args.role == "actor":
+        sys.exit(act(args))
+    shared = bool(args.redis or args.url)
+    stopped_by = ["Ctrl-C"]
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        stopped_by[0] = "SIGTERM"
+        os.kill(os.getpid(), signal.SIGINT)  # stop as Ctrl-C does: the same way out
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        r = run(args)
+    except KeyboardInterrupt:
+        print(f"replay_table.py: interrupted ({stopped_by[0]}).", flush=True)
+        raise SystemExit(130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     lo, hi = r["band"]
     print(r["report"])
     where = "processes, on a table shared through Redis," if shared else "threads"

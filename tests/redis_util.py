@@ -62,6 +62,45 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _server_argv(binary: str, port: int, password: str, tmp: Path) -> list[str]:
+    return [
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--protected-mode",
+        "yes",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--maxmemory",
+        "256mb",
+        "--maxmemory-policy",
+        "noeviction",
+        "--requirepass",
+        password,
+        "--dir",
+        str(tmp),
+        "--loglevel",
+        "warning",
+    ]
+
+
+def _answers(server: RedisProc) -> bool:
+    """Wait (2 s at most) until ``server`` answers PING."""
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline and server.proc.poll() is None:
+        try:
+            with server.client() as c:
+                if c.ping():
+                    return True
+        except redis.ConnectionError:
+            time.sleep(0.01)
+    return False
+
+
 def start_redis(tmp: Path) -> RedisProc:
     """Start a private redis-server and wait (2 s at most) until it answers PING."""
     binary = _binary()
@@ -74,43 +113,29 @@ def start_redis(tmp: Path) -> RedisProc:
     for _attempt in range(5):
         port = _free_port()
         proc = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--protected-mode",
-                "yes",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--maxmemory",
-                "256mb",
-                "--maxmemory-policy",
-                "noeviction",
-                "--requirepass",
-                password,
-                "--dir",
-                str(tmp),
-                "--loglevel",
-                "warning",
-            ],
+            _server_argv(binary, port, password, tmp),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         server = RedisProc(proc, port, password, tmp)
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with server.client() as c:
-                    if c.ping():
-                        return server
-            except redis.ConnectionError:
-                time.sleep(0.01)
+        if _answers(server):
+            return server
         stop_redis(server)  # port taken meanwhile, or a slow start: try another port
     pytest.fail("redis-server did not answer PING within 2 s (5 attempts)")
+
+
+def restart_redis(server: RedisProc) -> None:
+    """kill -9 ``server`` and start it again on the same port, empty (no persistence:
+    its data and its function library are gone), as a restarted server would be."""
+    server.kill()
+    binary = _binary()
+    assert binary is not None
+    server.proc = subprocess.Popen(
+        _server_argv(binary, server.port, server.password, server.dir),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    assert _answers(server), "redis-server did not restart"
 
 
 def stop_redis(server: RedisProc) -> None:

@@ -12,11 +12,15 @@ many hosts.
         await server.delete_queue("frames")  # removes its keys
 
 Needs ``pip install 'aqueue[redis]'`` (redis-py >= 5 and msgpack) and a Redis >= 7.0 or
-Valkey server, run with ``maxmemory-policy noeviction``. Optional: with ``hiredis``
+Valkey server, run with ``maxmemory-policy noeviction`` (``connect()`` warns otherwise;
+a full server then refuses enqueues and inserts with ServerFullError, while takes,
+samples and the rest still work). Optional: with ``hiredis``
 installed, redis-py parses replies in C (W5, 28 KB frames: about +15% elements/s). Processes that open the same
 name share one queue; a reopen with another kind, capacity, dtypes, shapes, names or
 min_after_dequeue raises ElementSpecError naming the field (TensorFlow's shared_name
-rule). Leaving ``async with`` closes this process's connections, never a queue.
+rule). Leaving ``async with`` closes this process's connections, never a queue; the
+queues, tables and views opened in the block then raise ServerClosedError (nothing
+reconnects), and a server object is entered once.
 
 How it works. Every state change is one function of one Lua library (``FUNCTION LOAD``,
 versioned), so capacity, exact-n, min_after_dequeue, uniform random takes (with random
@@ -63,7 +67,7 @@ needed) a table that every process opening ``name`` shares, with the operations 
 table.size()``, ``await table.statistics()``, ``await table.aclose()``; ``await
 server.delete_table(name)`` removes it. A reopen with other settings raises
 ElementSpecError naming the field. Each insert and sample is one function call
-(``_replay.lua``): the rate limiter counts the inserts and samples of every process in
+(``_replay/_functions.lua``): the rate limiter counts the inserts and samples of every process in
 the same atomic step as the selection, the eviction and the payloads; a prioritized
 draw descends a sum tree kept on the server (``FANOUT`` children per node read with one
 ``GETRANGE``: O(log n) per item). A cancelled or timed-out insert or sample changed
@@ -72,76 +76,45 @@ table is a sink (``aqueue.AsyncReplayTable``): ``enqueue``, a progressive
 ``enqueue_many`` and producer accounting as a queue's, so a ``QueueRunner`` or
 ``Pipeline.to_queue`` fills it and a coordinator's report shows it.
 
-Where the Redis queues and tables differ from the in-process ones:
+Where the Redis queues and tables differ from the in-process ones (what is awaited,
+the missing ``*_nowait`` twins and ``async with q:``, head-of-line order, what a
+cancellation, a ``seed`` or a crash means across processes, the dtypes AQ1 carries) is
+tabled once, in README's "Where the Redis queues differ from the in-process ones".
 
-| In-process behaviour | Redis queues | Why |
-|---|---|---|
-| ``size()``, ``closed``, ``len(q)`` are synchronous | ``await q.size()``, ``await q.is_closed()``; no ``len`` | they need a server round trip |
-| ``*_nowait`` twins (``enqueue_nowait``, ``dequeue_many_nowait``, ...) | not provided: in async code, put the awaited call under a deadline (``with anyio.move_on_after(t):``); threads use the ``q.blocking()`` methods with ``timeout=``, which raise RuntimeError on the event-loop thread, as in process | a server call cannot complete without awaiting |
-| ``statistics()`` exact and synchronous (the record it returns is awaitable too, so ``await q.statistics()`` works on both backends) | ``await q.statistics()``: size, totals and peak exact for all processes; ``tasks_waiting_*`` count the registered waiters of all processes (approximate); ``time_full_s``/``time_empty_s`` measure this process's waiters only | waiters live in many processes |
-| ``async with q:`` closes the queue | not provided: call ``await q.aclose()`` | the queue is shared; one process leaving a block must not close it |
-| strict head-of-line order: waiting dequeues are served oldest first, a pending ``enqueue_many``'s elements stay contiguous | wake-ups go oldest first, but a new call may take or add ahead of a waiter; a big ``enqueue_many`` that must wait for room goes in chunks that other producers' elements may interleave with | no global order between processes without serialising them |
-| a waiting ``dequeue_many`` on a FIFO queue claims what is queued and copies later enqueues straight into its batch; claimed elements have left the queue (``size()`` does not count them) | a waiting ``dequeue_many(n)`` takes nothing until it can take all ``n`` at once (one larger than ``capacity - min_after_dequeue`` takes as elements arrive); ``size()`` counts everything queued | a take is one atomic server call; nothing is held for a waiter between calls |
-| ``dequeue_burst(n)`` takes 1..n as soon as one element can be taken, never ahead of a waiting batch dequeue | the same 1..n, in one server call (a take, then its ack, as for ``dequeue_many``; a ``Pipeline`` reading a shared queue takes its bursts this way); it may take ahead of a waiting ``dequeue_many`` that needs more than is there | nothing is held for a waiter between calls |
-| a timed thread ``enqueue_many`` is admitted early when the waiting dequeue will take enough to make room | it waits until the whole batch fits | no cross-process reservation |
-| a cancelled ``enqueue`` never admitted its element | the same under anyio cancel scopes; a *native* asyncio cancellation (``task.cancel()``, ``asyncio.timeout``) arriving during the server call takes effect when the call returns, so the element may be in although ``CancelledError`` was raised (as with anyio streams under native cancellation); never twice, and of an ``enqueue_many`` always a prefix | the call's outcome is only known when it returns |
-| cancellation is immediate | a cancelled call first lets its current server call finish (milliseconds), then undoes what it took (one more call) | so that its outcome is known and its connection kept |
-| ``seed`` pins the whole order | ``seed`` pins the order a single seeded consumer sees; with several consumers or progressive (``n > capacity - min_after_dequeue``) dequeues, timing decides the interleaving | each client draws from its own Generator |
-| elements of any numpy dtype, object included | booleans, integers, floats, complex, fixed-size bytes/str; object, structured and datetime dtypes are refused at creation | AQ1 never pickles |
-| PaddingFIFOQueue, PriorityQueue | not provided | |
-| nothing is lost while the process lives | a consumer SIGKILLed while holding a lease: its elements come back after ``lease_time``; killed after acknowledging: consumed; server killed: every waiter raises ServerConnectionError (a QueueError wrapping redis' error) within one connection attempt, and the data is lost unless the server persists it | distributed failure modes |
-| a dequeue cannot fail on stored data | PayloadError when another client wrote a non-AQ1 payload into the queue's keys; the batch is put back | data from outside aqueue |
-| asyncio and trio | the same; on trio the synchronous client runs in worker threads (redis.asyncio is asyncio-only) | |
-| a replay table's ``size()`` and ``statistics()`` are synchronous | ``await table.size()``, ``await table.statistics()``: counters of every process; the wait times are the seconds during which a waiter of any process was registered | they need a server round trip |
-| a table's ``snapshot()``, ``from_snapshot()``, ``checkpoint``, ``async with table:`` | not provided: the server keeps the table (items, priorities, limiter counters); persist it with Redis' RDB/AOF | the state lives on the server |
-| a table's ``seed`` pins every draw and eviction | ``seed`` seeds this client's random numbers (the draws it asks for, its random evictions): one seeded client alone reproduces its draws; with several, timing decides | each client draws from its own Generator |
-| ``release_producers()`` (a coordinator's stop) closes a table | this table object's sink inserts (``enqueue``, ``enqueue_many``) fail with QueueClosedError; the shared table closes after the last registered producer of all processes | other processes may still fill it |
-| a table's waiters are served strictly in arrival order | the same across processes: only the oldest registered waiter of a direction may complete, and it is woken when it can; a progressive ``enqueue_many`` waits for one item's room and then inserts what the limiter admits | |
-
-How the package is built (its files, bottom up; each module's docstring states its
-invariants). One operation is written once, as a generator that yields what to send
-and reads the replies (``_ops``), and run by one of two drivers (``_transport``): the
-async queue and the thread view differ only in the driver and the transport.
+How the package is built: a core that every product uses, one folder per product, and
+the server object that opens them (each folder's ``__init__.py`` maps its files; each
+module's docstring states its invariants). One operation is written once, as a
+generator that yields what to send and reads the replies, and run by one of two
+drivers (``_core/_transport.py``): the async object and its thread view differ only
+in the driver and the transport. What queues and tables share (their handle's base,
+statistics, close, producers and their heartbeat, opening with the reopen check) is
+written once in the core, parametrised by the product.
 
 =====================  =================================================================
-file                   what it holds
+file or folder         what it holds
 =====================  =================================================================
-``_errors.py``         the errors only this backend raises, drawn as a tree
-``_spec.py``           the in-process ElementSpec and argument checks, reused; the
-                       dtypes AQ1 carries
-``_codec.py``          AQ1: elements to bytes and back (msgpack header + raw bytes)
-``_functions.lua``     the server-side function library: every state change of a queue,
-                       the take rule and the put rule
-``_library.py``        loading that library (versioned by a hash of its source)
-``_acl.py``            the least-privilege ACL line, derived from the library
-``_handle.py``         Handle: what every operation of one queue needs (name, spec,
-                       codec, settings, random numbers)
-``_transport.py``      what an operation asks (Call, Read, Wait); the AsyncTransport and
-                       SyncTransport protocols; the two drivers ``run`` and
-                       ``run_blocking``; the wait clock
-``_ops.py``            the operations, sans I/O: TakeOp, PutOp (with their undo, the
-                       ``aq_leave`` call) and the one-call ones (stats, close, producers)
-``_clients.py``        the transports over redis-py: RedisAsyncio (asyncio), RedisThreads
-                       (trio: the sync client in worker threads), RedisSync (threads)
-``_queue.py``          RedisQueue: each public operation checks its arguments,
-                       checkpoints and runs its op with ``run``
-``_blocking.py``       BlockingRedisQueue (``q.blocking()``): the same ops with
-                       ``run_blocking``, a timeout and the event-loop check
-``_replay.lua``        the replay tables' functions (appended to the library): items,
-                       sum trees, the rate limiter, waiters and producers
-``_replay_ops.py``     TableHandle and a table's operations, sans I/O: InsertOp, SampleOp
-                       (with their undo, the ``rt_leave`` call) and the one-call ones
-``_replay_table.py``   RedisReplayTable: each operation checks its arguments (the
-                       in-process checks), checkpoints and runs its op with ``run``
-``_replay_blocking.py``  BlockingRedisReplayTable (``table.blocking()``): the same ops
-                       with ``run_blocking`` and a timeout
-``_server.py``         ``connect()`` and RedisServer: connections, the library check,
-                       opening and deleting queues and tables, the producers' heartbeat
+``_core/``             what every product uses: the errors, the argument checks, AQ1,
+                       the requests and their two drivers, the transports over
+                       redis-py, the connection block, the shared handle and ops, the
+                       function library's shared part and its loading, the ACL line
+``_queues/``           the queues: their handle, opening, ops, RedisQueue, the thread
+                       view, and their part of the function library
+``_replay/``           the replay tables: their handle, opening, ops, RedisReplayTable,
+                       the thread view, and their part of the function library
+``_server.py``         ``connect()`` and RedisServer: the connection block, and the
+                       openers (typed) and deleters of each product
 =====================  =================================================================
 
-One ``dequeue_many``: ``RedisQueue.dequeue_many`` (``_queue.py``: ``batch_count``,
-checkpoint) → ``run`` (``_transport.py``) → ``TakeOp.run`` (``_ops.py``: ``aq_take`` with
-the ``MGET`` of its payloads behind it, decode, ``aq_ack``) → ``aq_take`` (``_functions.lua``).
+Imports point down: ``_server.py`` → the products → ``_core``; a product never imports
+another (a test checks it). A third product (trajectory tables, say) is a folder
+beside these two, its Lua part added to ``_core/_library.py``'s ``PARTS``, its opener
+to ``_server.py``. Sharding over a Redis Cluster is a transport beside
+``_core/_clients.py`` and handles whose keys carry one hash tag per shard.
+
+One ``dequeue_many``: ``RedisQueue.dequeue_many`` (``_queues/_queue.py``: ``batch_count``,
+checkpoint) → ``run`` (``_core/_transport.py``) → ``TakeOp.run`` (``_queues/_ops.py``:
+``aq_take`` with the ``MGET`` of its payloads behind it, decode, ``aq_ack``) → ``aq_take``
+(``_queues/_functions.lua``).
 
 Security. Pass a password or an ACL user in the URL, ``rediss://`` for TLS. Redis checks
 every command a function runs against the calling user's ACL, so a least-privilege
@@ -154,7 +127,8 @@ actors connect with ``load_functions=False``. The exact line::
     ACL SETUSER aqueue-actor on >PASSWORD resetkeys ~aq:* resetchannels -@all +fcall +fcall_ro +blpop +ping +multi +exec +mset +mget +copy +del +exists +get +getrange +hdel +hget +hincrby +hkeys +hlen +hmget +hset +hvals +llen +lpush +lrange +ltrim +pexpire +rename +rpush +set +setrange +time +zadd +zcard +zcount +zrange +zrem +zremrangebyscore +zscore
 """
 
-# The table and the ACL line above are copied verbatim into README: one line each.
+# The ACL line above is README's, verbatim (tests/redis/test_redis_security.py checks
+# both against the line the ACL test runs).
 # ruff: noqa: E501
 
 from __future__ import annotations
@@ -167,19 +141,21 @@ except ImportError as _exc:  # pragma: no cover - depends on the installed extra
         f"aqueue.redis needs the redis and msgpack packages: pip install 'aqueue[redis]' ({_exc})"
     ) from _exc
 
-from ._blocking import BlockingRedisQueue as BlockingRedisQueue
-from ._errors import AuthenticationFailedError as AuthenticationFailedError
-from ._errors import ConnectFailedError as ConnectFailedError
-from ._errors import PasswordRequiredError as PasswordRequiredError
-from ._errors import PayloadError as PayloadError
-from ._errors import ServerConnectionError as ServerConnectionError
-from ._errors import ServerError as ServerError
-from ._library import LIBRARY_VERSION as LIBRARY_VERSION
-from ._queue import RedisFIFOQueue as RedisFIFOQueue
-from ._queue import RedisQueue as RedisQueue
-from ._queue import RedisRandomShuffleQueue as RedisRandomShuffleQueue
-from ._replay_blocking import BlockingRedisReplayTable as BlockingRedisReplayTable
-from ._replay_table import RedisReplayTable as RedisReplayTable
+from ._core._errors import AuthenticationFailedError as AuthenticationFailedError
+from ._core._errors import ConnectFailedError as ConnectFailedError
+from ._core._errors import PasswordRequiredError as PasswordRequiredError
+from ._core._errors import PayloadError as PayloadError
+from ._core._errors import ServerClosedError as ServerClosedError
+from ._core._errors import ServerConnectionError as ServerConnectionError
+from ._core._errors import ServerError as ServerError
+from ._core._errors import ServerFullError as ServerFullError
+from ._core._library import LIBRARY_VERSION as LIBRARY_VERSION
+from ._queues._blocking import BlockingRedisQueue as BlockingRedisQueue
+from ._queues._queue import RedisFIFOQueue as RedisFIFOQueue
+from ._queues._queue import RedisQueue as RedisQueue
+from ._queues._queue import RedisRandomShuffleQueue as RedisRandomShuffleQueue
+from ._replay._blocking import BlockingRedisReplayTable as BlockingRedisReplayTable
+from ._replay._table import RedisReplayTable as RedisReplayTable
 from ._server import RedisServer as RedisServer
 from ._server import connect as connect
 
@@ -196,7 +172,9 @@ __all__ = [
     "RedisRandomShuffleQueue",
     "RedisReplayTable",
     "RedisServer",
+    "ServerClosedError",
     "ServerConnectionError",
     "ServerError",
+    "ServerFullError",
     "connect",
 ]

@@ -1,63 +1,38 @@
-"""connect() and RedisServer: one Redis server's connections, and the queues and replay
-tables on it.
+"""connect() and RedisServer: the public face of ``aqueue.redis``: one server's
+connection block (``_core/_connection.py``) and the products opened over it (each
+product's ``_open.py`` checks, stores or compares, and returns the handle its object
+uses). A new product adds its opener here, with the overloads that type it.
 
 Invariants:
-- a queue or table is identified by its name alone; its spec (a queue's kind,
-  capacity, dtypes, shapes, names, min_after_dequeue; a table's max_size, spec,
-  selectors, max_times_sampled, rate limiter) is stored in ``aq:{name}:meta`` by the
-  first process that opens it, and every later open must give the same spec
-  (TensorFlow's shared_name rule), else ElementSpecError names the field, the stored
-  and the given value;
-- leaving the ``async with`` block closes this process's connections and stops its
-  producers' heartbeat; it never closes or deletes a queue or a table;
-- the heartbeat refreshes, every ``lease_time / 3`` seconds, the expiry of every
-  producer (of a queue or a table) this process registered and has not yet ended.
+- a queue or table is identified by its name alone; its settings are stored in
+  ``aq:{name}:meta`` by the first process that opens it, and every later open must give
+  the same ones (TensorFlow's shared_name rule), else ElementSpecError names the field,
+  the stored and the given value;
+- leaving the ``async with`` block closes this process's connections for good and
+  stops its producers' heartbeat; it never closes or deletes a queue or a table. Every
+  object opened in the block (queue, table, thread view, iterator) and this one raise
+  ServerClosedError from then on, and this one cannot be entered again;
+- a malformed URL is refused by ``connect()`` (ElementSpecError), before any connection.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import logging
-import socket
-import uuid
-from collections.abc import Callable
+from collections.abc import Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, overload
 
-import anyio
-import anyio.abc
-import anyio.to_thread
-import numpy as np
-import redis
-
-import aqueue
-from aqueue._queues._declare import format_shape
-from aqueue._replay._checks import table_settings
+from aqueue._queues._declare import Array, NumericDType
 from aqueue._replay._limiter import MinSize, RateLimiter
 from aqueue._replay._selectors import Fifo, Selector, Uniform
 
-from ._clients import RedisAsyncio, RedisSync, RedisThreads, client_options, map_error
-from ._errors import (
-    AuthenticationFailedError,
-    ConnectFailedError,
-    PasswordRequiredError,
-    ServerConnectionError,
-    ServerError,
-)
-from ._handle import Handle
-from ._library import LIBRARY_SOURCE, library_problem
-from ._ops import keep_producers
-from ._queue import RedisFIFOQueue, RedisRandomShuffleQueue
-from ._replay_ops import TableHandle, keep_table_producers, open_table
-from ._replay_table import RedisReplayTable
-from ._spec import int_arg, make_spec, name_arg, positive_arg
-from ._transport import AsyncTransport, Call, Op, run
+from ._core._connection import Connection
+from ._core._transport import run
+from ._queues._open import delete_queue, open_queue
+from ._queues._queue import RedisFIFOQueue, RedisRandomShuffleQueue
+from ._replay._open import delete_table, open_table
+from ._replay._table import RedisReplayTable
 
 __all__ = ["RedisServer", "connect"]
-
-_log = logging.getLogger("aqueue.redis")
-_FORMAT = "2"
 
 
 def connect(
@@ -99,7 +74,8 @@ def connect(
 
 
 class RedisServer:
-    """The connections to one Redis server (from ``connect()``), and its queues."""
+    """The connections to one Redis server (from ``connect()``), and the queues and
+    replay tables on it."""
 
     def __init__(
         self,
@@ -112,50 +88,21 @@ class RedisServer:
         max_connections: int | None,
         max_call_bytes: int,
     ) -> None:
-        owner = "aqueue.redis.connect"
-        if not isinstance(url, str):
-            raise aqueue.ElementSpecError(f"{owner}: url must be a str, got {url!r}")
-        self._lease_time = positive_arg(lease_time, "lease_time", owner)
-        self._wait_timeout = positive_arg(wait_timeout, "wait_timeout", owner)
-        if self._wait_timeout >= self._lease_time / 2:
-            raise aqueue.ElementSpecError(
-                f"{owner}: wait_timeout must be < lease_time / 2 ({self._lease_time / 2}), "
-                f"got {wait_timeout}"
-            )
-        timeout = max(positive_arg(socket_timeout, "socket_timeout", owner), wait_timeout + 1.0)
-        self._max_call_bytes = int_arg(max_call_bytes, "max_call_bytes", owner, 1)
-        self._url = url
-        self._load = bool(load_functions)
-        self._opts = client_options(timeout, max_connections)
-        self._sync: RedisSync | None = None
-        self._transport: AsyncTransport | None = None
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._producers: dict[str, tuple[Any, set[str], Callable[[Any, set[str]], Op[None]]]] = {}
+        self._conn = Connection(
+            url,
+            lease_time=lease_time,
+            wait_timeout=wait_timeout,
+            load_functions=load_functions,
+            socket_timeout=socket_timeout,
+            max_connections=max_connections,
+            max_call_bytes=max_call_bytes,
+        )
 
     def __repr__(self) -> str:
-        return f"<RedisServer {self._safe_url()}>"
-
-    def _safe_url(self) -> str:
-        head, sep, tail = self._url.rpartition("@")
-        return f"{head.split('//')[0]}//***@{tail}" if sep else self._url
-
-    # -- lifecycle -----------------------------------------------------------------------
+        return f"<RedisServer {self._conn.url}>"
 
     async def __aenter__(self) -> RedisServer:
-        self._sync = RedisSync(self._url, self._opts)
-        try:
-            asyncio.get_running_loop()
-            self._transport = RedisAsyncio(self._url, self._opts)
-        except RuntimeError:  # trio (or another anyio backend): redis.asyncio cannot run
-            self._transport = RedisThreads(self._sync)
-        try:
-            await self._check_library()
-            self._tg = anyio.create_task_group()
-            await self._tg.__aenter__()
-            self._tg.start_soon(self._heartbeat)
-        except BaseException:
-            await self._close_clients()
-            raise
+        await self._conn.open(repr(self))
         return self
 
     async def __aexit__(
@@ -164,120 +111,152 @@ class RedisServer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        try:
-            if self._tg is not None:
-                self._tg.cancel_scope.cancel()
-                await self._tg.__aexit__(None, None, None)
-        finally:
-            self._tg = None
-            await self._close_clients()
-
-    async def _close_clients(self) -> None:
-        if self._transport is not None:
-            await self._transport.aclose()
-        if self._sync is not None:
-            self._sync.close()
-        self._transport = None
-
-    async def _check_library(self) -> None:
-        """The first call: it connects, so its errors say why a connection failed."""
-        t = self._live()
-        try:
-            reply: Any = await t.call(Call("aq_version", "aq:{version}:meta", [], ro=True))
-        except ServerConnectionError as exc:
-            raise self._connect_error(exc.__cause__ or exc) from exc.__cause__
-        except ServerError as exc:
-            if "not loaded" not in str(exc) and "not found" not in str(exc).lower():
-                cause = exc.__cause__ or exc
-                raise ServerError(
-                    f"aqueue.redis.connect: the server at {self._where()} refused aqueue's "
-                    f"version check: {cause}"
-                ) from cause
-            reply = exc
-        problem = library_problem(reply)
-        if problem is None:
-            return
-        if not self._load:
-            raise ServerError(
-                f"{problem}; connect once as an admin with load_functions=True "
-                "(FUNCTION LOAD REPLACE of aqueue/redis/_functions.lua)"
-            )
-        assert self._sync is not None
-        client = self._sync.client
-
-        def load() -> None:
-            try:
-                client.function_load(LIBRARY_SOURCE, replace=True)
-            except redis.RedisError as exc:
-                raise map_error(exc, f"loading aqueue's Lua library ({problem})") from exc
-
-        await anyio.to_thread.run_sync(load)
-
-    def _where(self) -> str:
-        """``host:port`` (or the socket path) of the URL, for messages."""
-        assert self._sync is not None
-        kw = self._sync.client.connection_pool.connection_kwargs
-        if kw.get("path"):
-            return str(kw["path"])
-        return f"{kw.get('host', 'localhost')}:{kw.get('port', 6379)}"
-
-    def _connect_error(self, cause: BaseException) -> ServerConnectionError:
-        """The error ``connect()`` raises when its first call could not connect."""
-        assert self._sync is not None
-        kw = self._sync.client.connection_pool.connection_kwargs
-        where, owner = self._where(), "aqueue.redis.connect"
-        text = str(cause).strip()
-        if isinstance(cause, redis.AuthenticationError) or text.startswith(("NOAUTH", "WRONGPASS")):
-            if not kw.get("password"):
-                return PasswordRequiredError(
-                    f"{owner}: the server at {where} requires a password (the URL gives "
-                    f"none; pass it as redis://[user]:PASSWORD@{where}/db)"
-                )
-            user = kw.get("username") or "default"
-            return AuthenticationFailedError(
-                f"{owner}: the server at {where} refused the credentials in the URL (user "
-                f"'{user}' with the URL's password): {text}"
-            )
-        reason = _connect_reason(cause)
-        return ConnectFailedError(f"{owner}: could not connect to {where}: {reason}")
-
-    def _live(self) -> AsyncTransport:
-        if self._transport is None:
-            raise RuntimeError("use the server inside `async with aqueue.redis.connect(...)`")
-        return self._transport
-
-    async def _heartbeat(self) -> None:
-        while True:
-            await anyio.sleep(self._lease_time / 3)
-            for handle, pids, beat in list(self._producers.values()):
-                if not pids:
-                    continue
-                try:
-                    await run(beat(handle, pids), self._live())
-                except aqueue.QueueError as exc:  # the next beat retries
-                    _log.warning("producer heartbeat for queue '%s' failed: %s", handle.name, exc)
-
-    def add_producer(self, handle: Handle, pid: str) -> None:
-        self._producers.setdefault(handle.key, (handle, set(), keep_producers))[1].add(pid)
-
-    def add_table_producer(self, handle: TableHandle, pid: str) -> None:
-        self._producers.setdefault(handle.key, (handle, set(), keep_table_producers))[1].add(pid)
-
-    def remove_producer(self, handle: Handle | TableHandle, pid: str) -> None:
-        entry = self._producers.get(handle.key)
-        if entry is not None:
-            entry[1].discard(pid)
+        await self._conn.close()
 
     # -- queues --------------------------------------------------------------------------
 
+    @overload
+    async def fifo_queue(
+        self,
+        name: str,
+        capacity: int,
+        dtypes: Any,
+        shapes: Any,
+        names: Sequence[str],
+    ) -> RedisFIFOQueue[dict[str, Array]]: ...
+    @overload
+    async def fifo_queue(
+        self,
+        name: str,
+        capacity: int,
+        dtypes: Any,
+        shapes: Any = ...,
+        *,
+        names: Sequence[str],
+    ) -> RedisFIFOQueue[dict[str, Array]]: ...
+    @overload
+    async def fifo_queue(
+        self,
+        name: str,
+        capacity: int,
+        dtypes: tuple[NumericDType, NumericDType],
+        shapes: Any = ...,
+        names: None = ...,
+    ) -> RedisFIFOQueue[tuple[Array, Array]]: ...
+    @overload
+    async def fifo_queue(
+        self,
+        name: str,
+        capacity: int,
+        dtypes: tuple[NumericDType, NumericDType, NumericDType],
+        shapes: Any = ...,
+        names: None = ...,
+    ) -> RedisFIFOQueue[tuple[Array, Array, Array]]: ...
+    @overload
+    async def fifo_queue(
+        self,
+        name: str,
+        capacity: int,
+        dtypes: NumericDType,
+        shapes: Any = ...,
+        names: None = ...,
+    ) -> RedisFIFOQueue[Array]: ...
+    @overload
+    async def fifo_queue(
+        self,
+        name: str,
+        capacity: int,
+        dtypes: Any,
+        shapes: Any = ...,
+        names: Any = ...,
+    ) -> RedisFIFOQueue[Any]: ...
     async def fifo_queue(
         self, name: str, capacity: int, dtypes: Any, shapes: Any = None, names: Any = None
-    ) -> RedisFIFOQueue:
-        """Open (creating if needed) the FIFO queue ``name``; arguments as ``FIFOQueue``."""
-        h = await self._open("fifo", name, capacity, 0, dtypes, shapes, names, None)
-        assert self._sync is not None
-        return RedisFIFOQueue(h, self._live(), self._sync, self)
+    ) -> RedisFIFOQueue[Any]:
+        """Open (creating if needed) the FIFO queue ``name``; arguments as ``FIFOQueue``
+        (its element type is inferred as theirs: one array, a tuple, or a dict with
+        ``names``).
 
+        Raises:
+            ElementSpecError: A bad argument (as in process), a dtype AQ1 cannot carry,
+                or a queue (or table) of that name exists with other settings.
+        """
+        c = self._conn
+        op = open_queue("fifo", name, capacity, 0, dtypes, shapes, names, None, **self._timings())
+        return RedisFIFOQueue(await run(op, c.live()), c.live(), c.sync, c)
+
+    @overload
+    async def random_shuffle_queue(
+        self,
+        name: str,
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: Any,
+        shapes: Any,
+        names: Sequence[str],
+        *,
+        seed: int | None = ...,
+    ) -> RedisRandomShuffleQueue[dict[str, Array]]: ...
+    @overload
+    async def random_shuffle_queue(
+        self,
+        name: str,
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: Any,
+        shapes: Any = ...,
+        *,
+        names: Sequence[str],
+        seed: int | None = ...,
+    ) -> RedisRandomShuffleQueue[dict[str, Array]]: ...
+    @overload
+    async def random_shuffle_queue(
+        self,
+        name: str,
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: tuple[NumericDType, NumericDType],
+        shapes: Any = ...,
+        names: None = ...,
+        *,
+        seed: int | None = ...,
+    ) -> RedisRandomShuffleQueue[tuple[Array, Array]]: ...
+    @overload
+    async def random_shuffle_queue(
+        self,
+        name: str,
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: tuple[NumericDType, NumericDType, NumericDType],
+        shapes: Any = ...,
+        names: None = ...,
+        *,
+        seed: int | None = ...,
+    ) -> RedisRandomShuffleQueue[tuple[Array, Array, Array]]: ...
+    @overload
+    async def random_shuffle_queue(
+        self,
+        name: str,
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: NumericDType,
+        shapes: Any = ...,
+        names: None = ...,
+        *,
+        seed: int | None = ...,
+    ) -> RedisRandomShuffleQueue[Array]: ...
+    @overload
+    async def random_shuffle_queue(
+        self,
+        name: str,
+        capacity: int,
+        min_after_dequeue: int,
+        dtypes: Any,
+        shapes: Any = ...,
+        names: Any = ...,
+        *,
+        seed: int | None = ...,
+    ) -> RedisRandomShuffleQueue[Any]: ...
     async def random_shuffle_queue(
         self,
         name: str,
@@ -288,14 +267,19 @@ class RedisServer:
         names: Any = None,
         *,
         seed: int | None = None,
-    ) -> RedisRandomShuffleQueue:
+    ) -> RedisRandomShuffleQueue[Any]:
         """Open (creating if needed) the shuffle queue ``name``; arguments as
-        ``RandomShuffleQueue``. ``seed`` seeds this client's random numbers only."""
-        h = await self._open(
-            "shuffle", name, capacity, min_after_dequeue, dtypes, shapes, names, seed
-        )
-        assert self._sync is not None
-        return RedisRandomShuffleQueue(h, self._live(), self._sync, self)
+        ``RandomShuffleQueue``. ``seed`` seeds this client's random numbers only.
+
+        Raises:
+            ElementSpecError: As ``fifo_queue``.
+        """
+        c = self._conn
+        op = open_queue(
+            "shuffle", name, capacity, min_after_dequeue, dtypes, shapes, names, seed,
+            **self._timings(),
+        )  # fmt: skip
+        return RedisRandomShuffleQueue(await run(op, c.live()), c.live(), c.sync, c)
 
     async def delete_queue(self, name: str) -> bool:
         """Delete queue ``name`` and all its keys; True if it existed. Its waiters wake
@@ -304,14 +288,100 @@ class RedisServer:
         Raises:
             ElementSpecError: ``name`` holds a replay table (use ``delete_table``).
         """
-        name = name_arg(name, "RedisServer.delete_queue")
-        r = await self._live().call(Call("aq_delete", f"aq:{{{name}}}:meta", []))
-        if int(r) < 0:
-            raise aqueue.ElementSpecError(
-                f"RedisServer.delete_queue: '{name}' is a replay table; use delete_table"
-            )
-        return bool(r)
+        return await run(delete_queue(name), self._conn.live())
 
+    # -- replay tables -------------------------------------------------------------------
+
+    @overload
+    async def replay_table(
+        self,
+        name: str,
+        max_size: int,
+        dtypes: Any,
+        shapes: Any,
+        names: Sequence[str],
+        *,
+        sampler: Selector = ...,
+        remover: Selector = ...,
+        max_times_sampled: int = ...,
+        rate_limiter: RateLimiter = ...,
+        seed: int | None = ...,
+    ) -> RedisReplayTable[dict[str, Array]]: ...
+    @overload
+    async def replay_table(
+        self,
+        name: str,
+        max_size: int,
+        dtypes: Any,
+        shapes: Any = ...,
+        *,
+        names: Sequence[str],
+        sampler: Selector = ...,
+        remover: Selector = ...,
+        max_times_sampled: int = ...,
+        rate_limiter: RateLimiter = ...,
+        seed: int | None = ...,
+    ) -> RedisReplayTable[dict[str, Array]]: ...
+    @overload
+    async def replay_table(
+        self,
+        name: str,
+        max_size: int,
+        dtypes: tuple[NumericDType, NumericDType],
+        shapes: Any = ...,
+        names: None = ...,
+        *,
+        sampler: Selector = ...,
+        remover: Selector = ...,
+        max_times_sampled: int = ...,
+        rate_limiter: RateLimiter = ...,
+        seed: int | None = ...,
+    ) -> RedisReplayTable[tuple[Array, Array]]: ...
+    @overload
+    async def replay_table(
+        self,
+        name: str,
+        max_size: int,
+        dtypes: tuple[NumericDType, NumericDType, NumericDType],
+        shapes: Any = ...,
+        names: None = ...,
+        *,
+        sampler: Selector = ...,
+        remover: Selector = ...,
+        max_times_sampled: int = ...,
+        rate_limiter: RateLimiter = ...,
+        seed: int | None = ...,
+    ) -> RedisReplayTable[tuple[Array, Array, Array]]: ...
+    @overload
+    async def replay_table(
+        self,
+        name: str,
+        max_size: int,
+        dtypes: NumericDType,
+        shapes: Any = ...,
+        names: None = ...,
+        *,
+        sampler: Selector = ...,
+        remover: Selector = ...,
+        max_times_sampled: int = ...,
+        rate_limiter: RateLimiter = ...,
+        seed: int | None = ...,
+    ) -> RedisReplayTable[Array]: ...
+    @overload
+    async def replay_table(
+        self,
+        name: str,
+        max_size: int,
+        dtypes: Any,
+        shapes: Any = ...,
+        names: Any = ...,
+        *,
+        sampler: Selector = ...,
+        remover: Selector = ...,
+        max_times_sampled: int = ...,
+        rate_limiter: RateLimiter = ...,
+        seed: int | None = ...,
+    ) -> RedisReplayTable[Any]: ...
     async def replay_table(
         self,
         name: str,
@@ -335,10 +405,9 @@ class RedisServer:
                 or a table (or queue) of that name exists with other settings (the
                 message names the field, the stored and the given value).
         """
-        name = name_arg(name, "RedisReplayTable")
-        owner = f"RedisReplayTable '{name}'"
-        settings = table_settings(
-            owner,
+        c = self._conn
+        op = open_table(
+            name,
             max_size,
             dtypes,
             shapes,
@@ -348,12 +417,10 @@ class RedisServer:
             max_times_sampled=max_times_sampled,
             rate_limiter=rate_limiter,
             seed=seed,
+            wait_timeout=c.wait_timeout,
+            lease_time=c.lease_time,
         )
-        make_spec(owner, dtypes, shapes, names)  # (refuses what AQ1 cannot carry)
-        op = open_table(name, settings, self._wait_timeout, self._lease_time, _readable)
-        handle = await run(op, self._live())
-        assert self._sync is not None
-        return RedisReplayTable(handle, self._live(), self._sync, self)
+        return RedisReplayTable(await run(op, c.live()), c.live(), c.sync, c)
 
     async def delete_table(self, name: str) -> bool:
         """Delete replay table ``name`` with all its keys and items; True if it existed.
@@ -362,124 +429,12 @@ class RedisServer:
         Raises:
             ElementSpecError: ``name`` holds a queue (use ``delete_queue``).
         """
-        name = name_arg(name, "RedisServer.delete_table")
-        r = await self._live().call(Call("rt_drop", f"aq:{{{name}}}:meta", []))
-        if int(r) < 0:
-            raise aqueue.ElementSpecError(
-                f"RedisServer.delete_table: '{name}' is a queue; use delete_queue"
-            )
-        return bool(r)
+        return await run(delete_table(name), self._conn.live())
 
-    async def _open(
-        self,
-        kind: str,
-        name: Any,
-        capacity: Any,
-        mad: Any,
-        dtypes: Any,
-        shapes: Any,
-        names: Any,
-        seed: Any,
-    ) -> Handle:
-        cls = "RedisFIFOQueue" if kind == "fifo" else "RedisRandomShuffleQueue"
-        name = name_arg(name, cls)
-        owner = f"{cls} '{name}'"
-        capacity = int_arg(capacity, "capacity", owner, 1)
-        mad = int_arg(mad, "min_after_dequeue", owner, 0)
-        if mad >= capacity:
-            raise aqueue.ElementSpecError(
-                f"{owner}: min_after_dequeue must be < capacity ({capacity}), got {mad}"
-            )
-        if seed is not None:
-            seed = int_arg(seed, "seed", owner, 0)
-        spec = make_spec(owner, dtypes, shapes, names)
-        given = {
-            "kind": kind,
-            "capacity": str(capacity),
-            "min_after_dequeue": str(mad),
-            "dtypes": json.dumps([dt.str for dt in spec.dtypes]),
-            "shapes": json.dumps(None if spec.shapes is None else [list(s) for s in spec.shapes]),
-            "names": json.dumps(None if spec.names is None else list(spec.names)),
-            "format": _FORMAT,
+    def _timings(self) -> dict[str, Any]:
+        c = self._conn
+        return {
+            "lease_time": c.lease_time,
+            "wait_timeout": c.wait_timeout,
+            "max_call_bytes": c.max_call_bytes,
         }
-        key = f"aq:{{{name}}}:meta"
-        order = ["kind", "capacity", "min_after_dequeue", "dtypes", "shapes", "names", "format"]
-        args = [uuid.uuid4().hex, *(given[f] for f in order)]
-        r = await self._live().call(Call("aq_open", key, args))
-        texts = [v.decode() if isinstance(v, bytes) else v for v in r]
-        gen = texts[1]
-        if texts[0] == "exists":
-            for field, stored in zip(order, texts[2:]):
-                if stored != given[field]:
-                    raise aqueue.ElementSpecError(
-                        f"{owner}: the queue already exists on the server with {field} "
-                        f"{_readable(field, stored)}, but {_readable(field, given[field])} "
-                        "was given (processes sharing a queue must open it with the same "
-                        "kind, capacity, dtypes, shapes, names and min_after_dequeue)"
-                    )
-        return Handle(
-            name=name,
-            kind=kind,
-            gen=gen,
-            capacity=capacity,
-            min_after_dequeue=mad,
-            spec=spec,
-            owner=owner,
-            seed=seed,
-            lease_time=self._lease_time,
-            wait_timeout=self._wait_timeout,
-            max_call_bytes=self._max_call_bytes,
-        )
-
-
-_KINDS = {
-    "fifo": "RedisFIFOQueue",
-    "shuffle": "RedisRandomShuffleQueue",
-    "table": "RedisReplayTable",
-}
-
-
-def _readable(field: str, stored: str) -> str:
-    """A spec field as stored on the server (JSON) in the notation users write it in:
-    numpy dtype names, shape tuples, the queue class; as stored when it is foreign."""
-    try:
-        value: Any = json.loads(stored) if field in ("dtypes", "shapes", "names") else stored
-        if field == "kind":
-            return _KINDS.get(value, repr(value))
-        if field == "format":
-            version = "this" if value == _FORMAT else "another"
-            return f"{value} (the stored layout of {version} aqueue version)"
-        if value is None:
-            return "None"
-        if field == "dtypes":
-            texts = [str(np.dtype(d)) for d in value]
-        elif field == "shapes":
-            texts = [format_shape(s) for s in value]
-        elif field == "names":
-            texts = [repr(str(n)) for n in value]
-        else:
-            return str(value)
-    except (ValueError, TypeError):
-        return stored
-    return texts[0] if len(texts) == 1 else f"({', '.join(texts)})"
-
-
-def _connect_reason(cause: BaseException) -> str:
-    """Why a connection attempt failed, in a few words (redis-py's error says it with
-    an errno: "Error 111 connecting to ...")."""
-    seen: list[BaseException] = []
-    e: BaseException | None = cause
-    while e is not None and e not in seen:
-        seen.append(e)
-        e = e.__cause__ or e.__context__
-    for e in seen:
-        if isinstance(e, ConnectionRefusedError):
-            return "connection refused (is a Redis server listening there?)"
-        if isinstance(e, socket.gaierror):
-            return "unknown host"
-        if isinstance(e, (TimeoutError, redis.TimeoutError)):
-            return "timed out"
-    text = str(cause)
-    if "Connection refused" in text:
-        return "connection refused (is a Redis server listening there?)"
-    return text

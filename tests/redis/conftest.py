@@ -53,7 +53,7 @@ def payload_storage(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
     """Run a test with every payload stored under its own key, then with every payload
     inline in the queue's list or hash (in this process; the size threshold decides
     otherwise)."""
-    from aqueue.redis import _ops
+    from aqueue.redis._core import _shared
 
-    monkeypatch.setattr(_ops, "INLINE_MAX", 0 if request.param == "keys" else 1 << 30)
+    monkeypatch.setattr(_shared, "INLINE_MAX", 0 if request.param == "keys" else 1 << 30)
     return str(request.param)

@@ -13,7 +13,7 @@ import numpy as np
 
 import aqueue
 import aqueue.redis
-from aqueue.redis._transport import Call
+from aqueue.redis._core._transport import Call
 
 
 def _spec(kind: str) -> tuple[Any, ...]:

@@ -123,3 +123,34 @@ async def test_view_dequeue_burst(srv: Any, qname: str) -> None:
     await q.aclose()
     with pytest.raises(aqueue.OutOfRangeError):
         await in_thread(b.dequeue_burst, 4)
+
+
+async def test_close_and_aclose_as_a_table_has_them(srv: Any, qname: str) -> None:
+    """A queue has the blocking ``close()`` beside ``aclose()``, as a table does: from a
+    thread it closes the queue on the server (what is left is still dequeued, then
+    OutOfRangeError); ``cancel_pending_enqueues`` fails a waiting enqueue; the thread
+    view's close is the same call."""
+    q = await srv.fifo_queue(qname, 2, np.int64, ())
+    await q.enqueue_many(np.arange(2))
+    failed: list[BaseException] = []
+
+    async def pending() -> None:
+        try:
+            await q.enqueue(9)
+        except aqueue.QueueClosedError as exc:
+            failed.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(pending)
+        while (await q.statistics()).tasks_waiting_enqueue == 0:  # noqa: ASYNC110
+            await anyio.sleep(0.01)
+        await in_thread(lambda: q.close(cancel_pending_enqueues=True))
+    assert len(failed) == 1
+    assert "cancel_pending_enqueues=True" in str(failed[0])
+    assert await q.is_closed()
+    assert [int(v) for v in await q.dequeue_up_to(5)] == [0, 1]
+    other = await srv.fifo_queue(qname + "-2", 2, np.int64, ())
+    await in_thread(other.blocking().close)
+    assert await other.is_closed()
+    with pytest.raises(aqueue.OutOfRangeError):
+        await other.dequeue()

@@ -54,7 +54,8 @@ async def open_q(srv: Any, kind: str, name: str) -> Any:
 
 
 def elems(vals: list[int]) -> Any:
-    return np.stack([np.array(vals), np.array(vals)], axis=1)
+    arr = np.array(vals, dtype=np.int64)
+    return np.stack([arr, arr], axis=1)
 
 
 def values(batch: Any) -> list[int]:
@@ -80,7 +81,7 @@ async def test_random_scope_cancellations(
         async def produce() -> None:
             nonlocal producers_left
             for _ in range(50):
-                vals = [next(counter) for _ in range(rng.randint(1, 4))]
+                vals = [next(counter) for _ in range(rng.randint(0, 4))]  # 0: an empty batch
                 with anyio.move_on_after(rng.choice(DELAYS)) as scope:
                     if len(vals) == 1:
                         await q.enqueue(elems(vals)[0])
@@ -100,12 +101,12 @@ async def test_random_scope_cancellations(
                         got = values(await q.dequeue())
                     elif how == "big":  # n > capacity: claims progressively
                         got = values(await q.dequeue_many(8))
-                    elif how == "many":
-                        got = values(await q.dequeue_many(rng.randint(1, 3)))
+                    elif how == "many":  # 0, 1, and the capacity drawn too
+                        got = values(await q.dequeue_many(rng.choice([0, 1, 2, 3, 6])))
                     elif how == "burst":
-                        got = values(await q.dequeue_burst(rng.randint(1, 4)))
+                        got = values(await q.dequeue_burst(rng.randint(0, 4)))
                     else:
-                        got = values(await q.dequeue_up_to(rng.randint(1, 3)))
+                        got = values(await q.dequeue_up_to(rng.choice([0, 1, 2, 3, 6])))
                     out.extend(got)
                 stats["get cancelled"] += scope.cancelled_caught
 
@@ -164,12 +165,12 @@ async def test_random_native_asyncio_cancellations(
             elif how == "big":
                 out.extend(values(await q.dequeue_many(8)))
             elif how == "burst":
-                out.extend(values(await q.dequeue_burst(rng.randint(1, 4))))
-            else:
-                out.extend(values(await q.dequeue_many(rng.randint(1, 3))))
+                out.extend(values(await q.dequeue_burst(rng.randint(0, 4))))
+            else:  # 0, 1, and the capacity drawn too
+                out.extend(values(await q.dequeue_many(rng.choice([0, 1, 2, 3, 6]))))
 
         for i in range(150):
-            vals = [next(counter) for _ in range(rng.randint(1, 4))]
+            vals = [next(counter) for _ in range(rng.randint(0, 4))]  # 0: an empty batch
             calls.append((vals, False))
             putter = asyncio.ensure_future(put(vals))
             getter = asyncio.ensure_future(get())
@@ -198,3 +199,67 @@ async def test_random_native_asyncio_cancellations(
     assert payload_keys(redis_server, qname) == []
     assert stats["cancelled"] > 20
     assert stats["timeout"] > 5
+
+
+ZERO_CALLS = ["enqueue_many", "dequeue_many", "dequeue_up_to", "dequeue_burst", "insert_many"]
+
+
+async def _zero(q: Any, t: Any, call: str) -> Any:
+    """The operation ``call`` with a count of 0 (an empty batch)."""
+    if call == "enqueue_many":
+        return await q.enqueue_many(np.empty((0, 2), np.int64))
+    if call == "insert_many":
+        return await t.insert_many(np.empty((0, 2), np.int64))
+    return await getattr(q, call)(0)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["fifo", "shuffle"])
+@pytest.mark.parametrize("call", ZERO_CALLS)
+async def test_a_count_of_zero_checkpoints_while_another_waits(
+    url: str, qname: str, kind: str, call: str
+) -> None:
+    """In an already-cancelled scope, an operation with a count of 0 raises the
+    cancellation (it checkpoints once, as every async operation does), also while
+    another dequeue (insert) of the same queue (table) waits, and changes nothing."""
+    async with aqueue.redis.connect(url, wait_timeout=0.05) as srv:
+        q = await open_q(srv, kind, qname)
+        t = await srv.replay_table(qname + "-t", 4, np.int64, (2,))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(q.dequeue_many, 2)  # parked: the queue is empty
+
+            async def parked() -> bool:
+                return (await q.statistics()).tasks_waiting_dequeue == 1
+
+            while not await parked():  # noqa: ASYNC110 - the state lives on the server
+                await anyio.sleep(0.01)
+            with anyio.CancelScope() as scope:
+                scope.cancel()
+                await _zero(q, t, call)
+            assert scope.cancelled_caught, f"{call} with 0 completed in a cancelled scope"
+            tg.cancel_scope.cancel()
+        assert (await q.statistics()).size == 0
+        assert (await t.statistics()).inserts == 0
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("call", ZERO_CALLS)
+async def test_a_count_of_zero_obeys_a_pending_native_cancel(
+    url: str, qname: str, call: str
+) -> None:
+    """A pending ``task.cancel()`` (native asyncio) is delivered by an operation with a
+    count of 0, which then changes nothing."""
+    async with aqueue.redis.connect(url, wait_timeout=0.05) as srv:
+        q = await open_q(srv, "fifo", qname)
+        t = await srv.replay_table(qname + "-t", 4, np.int64, (2,))
+
+        async def cancelled_then_zero() -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()  # pending: delivered at the next await
+            await _zero(q, t, call)
+
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.ensure_future(cancelled_then_zero())
+        assert (await q.statistics()).size == 0
+        assert (await t.statistics()).inserts == 0

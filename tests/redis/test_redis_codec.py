@@ -16,8 +16,8 @@ from redis_util import RedisProc
 
 import aqueue
 import aqueue.redis
-from aqueue.redis._codec import Codec
-from aqueue.redis._spec import make_spec
+from aqueue.redis._core._codec import Codec
+from aqueue.redis._core._spec import make_spec
 
 
 def codec(dtypes: Any, shapes: Any, names: Any = None) -> Codec:

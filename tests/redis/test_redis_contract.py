@@ -66,9 +66,9 @@ class InProcessServer:
 
 def _inline(monkeypatch: pytest.MonkeyPatch, how: str) -> None:
     """Every payload under its own key, or every payload inline (in this process)."""
-    from aqueue.redis import _ops
+    from aqueue.redis._core import _shared
 
-    monkeypatch.setattr(_ops, "INLINE_MAX", 0 if how == "keys" else 1 << 30)
+    monkeypatch.setattr(_shared, "INLINE_MAX", 0 if how == "keys" else 1 << 30)
 
 
 @pytest.fixture(params=["redis-keys", "redis-inline", "in-process"])

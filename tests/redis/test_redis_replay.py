@@ -18,7 +18,7 @@ from redis_util import check_table, table_state, until
 
 import aqueue
 import aqueue.redis
-from aqueue.redis import _replay_ops
+from aqueue.redis._replay import _open as _replay_open
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -105,13 +105,36 @@ async def test_queues_and_tables_do_not_share_a_name(
         await srv.delete_queue(tname)
     qname = tname + "-q"
     await srv.fifo_queue(qname, 8, np.float32, SHAPE)
-    with pytest.raises(aqueue.ElementSpecError, match=r"with kind a queue \('fifo'\)"):
+    with pytest.raises(aqueue.ElementSpecError, match="with kind RedisFIFOQueue"):
         await srv.replay_table(qname, 8, np.float32, SHAPE)
     with pytest.raises(aqueue.ElementSpecError, match="is a queue; use delete_queue"):
         await srv.delete_table(qname)
     assert await srv.delete_queue(qname)
     assert await srv.delete_table(tname)
     assert not await srv.delete_table(tname)
+
+
+@pytest.mark.parametrize("name", [None, "", "a{b", "a}b", "x" * 201, 7])
+async def test_bad_names_say_what_they_name(srv: aqueue.redis.RedisServer, name: Any) -> None:
+    """A table's name error says "table name", a queue's "queue name", with the owner,
+    what was expected and what was given; nothing is created."""
+    with pytest.raises(aqueue.ElementSpecError) as table:
+        await srv.replay_table(name, 4, np.int64, ())
+    assert str(table.value).startswith("RedisReplayTable: table name must be ")
+    with pytest.raises(aqueue.ElementSpecError, match=r"^RedisServer\.delete_table: table name "):
+        await srv.delete_table(name)
+    with pytest.raises(aqueue.ElementSpecError) as queue:
+        await srv.fifo_queue(name, 4, np.int64, ())
+    assert str(queue.value).startswith("RedisFIFOQueue: queue name must be ")
+    with pytest.raises(aqueue.ElementSpecError, match=r"^RedisServer\.delete_queue: queue name "):
+        await srv.delete_queue(name)
+    for error in (table.value, queue.value):
+        text = str(error)
+        if isinstance(name, int):
+            assert text.endswith("must be a str, got int"), text
+        else:
+            assert "must be 1..200 characters without '{' or '}', got " in text
+            assert text.endswith(repr(name)), text
 
 
 async def test_delete_table_removes_every_key_and_fails_its_waiters(
@@ -138,7 +161,7 @@ async def test_delete_table_removes_every_key_and_fails_its_waiters(
     assert outcome == ["out of range"]
     with redis_server.client() as c:
         assert list(c.scan_iter(match=f"aq:{{{tname}}}:*")) == []
-    with pytest.raises(aqueue.QueueClosedError, match="was deleted"):
+    with pytest.raises(aqueue.QueueClosedError, match="is gone from the server \\(deleted, "):
         await t.insert(np.ones(64, np.float32))
 
 
@@ -270,7 +293,7 @@ async def test_sum_trees_stay_exact_and_probabilities_match_the_weights(
     every fanout: after random inserts, samples, updates and deletes each node is the
     exact sum of its children, each draw's probability is its weight over the total,
     and zero priorities are never drawn while others are positive."""
-    monkeypatch.setattr(_replay_ops, "FANOUT", fanout)
+    monkeypatch.setattr(_replay_open, "FANOUT", fanout)
     t = await srv.replay_table(
         tname,
         37,

@@ -2,7 +2,8 @@
 
 The in-process queues decide with ``Engine.take_count`` and ``Engine.put_count``
 (aqueue/_queues/_engine.py); a Redis queue decides in its Lua library (``take_count``
-and ``put_count`` in aqueue/redis/_functions.lua, called by ``aq_take`` and ``aq_put``).
+and ``put_count`` in aqueue/redis/_queues/_functions.lua, called by ``aq_take`` and
+``aq_put``).
 Every row is run through the Python rule, and through the Lua function on the real
 server: a Redis queue is brought to the row's state (its size, its elements claimed
 by a progressive take, a pending enqueue, closed or not, a waiting dequeue), the
@@ -31,7 +32,7 @@ import aqueue.redis
 from aqueue._queues._engine import Engine
 from aqueue._queues._requests import MANY, ONE, SOME, UP_TO, GetRequest
 from aqueue._queues._tuples import DequeStorage
-from aqueue.redis._transport import Call
+from aqueue.redis._core._transport import Call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 

@@ -23,7 +23,7 @@ from redis_util import RedisProc, payload_keys, queue_keys, until
 
 import aqueue
 import aqueue.redis
-from aqueue.redis._transport import Call
+from aqueue.redis._core._transport import Call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -52,7 +52,8 @@ async def test_payload_keys_follow_the_elements(
     srv: Any, redis_server: RedisProc, qname: str, kind: str
 ) -> None:
     """One payload key per stored or leased element of 1 KiB or more; an ack deletes
-    its batch's keys; delete_queue removes every key, leased payloads included."""
+    its batch's keys; delete_queue removes every key, leased payloads and the markers
+    of voided leases included."""
     q = await open_q(srv, kind, qname, 16, (128,))  # 1 KiB + the header
     await q.enqueue_many(np.arange(1280).reshape(10, 128))
     assert len(payload_keys(redis_server, qname)) == 10
@@ -68,6 +69,11 @@ async def test_payload_keys_follow_the_elements(
     assert len(stored) == 6
     assert sum(k.startswith(f"aq:{{{qname}}}:e:held.".encode()) for k in stored) == 3
     assert (await q.statistics()).size == 3
+    # A take whose outcome was unknown when its caller left voids its lease id with a
+    # marker that expires by itself; deleting the queue removes the marker too.
+    leave = [h.gen, "lost", "1", "lost", "1:lost", ""]
+    assert await q._t.call(Call("aq_leave", h.key, leave)) == 4
+    assert f"aq:{{{qname}}}:void:lost".encode() in queue_keys(redis_server, qname)
     assert await srv.delete_queue(qname)
     assert queue_keys(redis_server, qname) == []
 
@@ -157,14 +163,26 @@ async def test_function_failing_in_the_transaction_leaves_no_payload(
     own_redis: RedisProc, qname: str
 ) -> None:
     """aq_put fails inside EXEC (here: the library was flushed): the staged payloads
-    were written by the MSET before it, and the client deletes them."""
-    async with aqueue.redis.connect(own_redis.url, wait_timeout=0.05) as srv:
-        q = await srv.fifo_queue(qname, 8, np.int64, (2,))
+    (2 KiB each: under keys of their own) were written by the MSET before it, and the
+    client deletes them. A client that may load the library loads it again and sends
+    the call once more: then exactly the admitted payloads are stored."""
+    async with aqueue.redis.connect(own_redis.url, wait_timeout=0.05) as admin_srv:
+        await admin_srv.fifo_queue(qname, 8, np.int64, (256,))
+    batch = np.zeros((3, 256), np.int64)
+    async with aqueue.redis.connect(own_redis.url, load_functions=False) as srv:
+        q = await srv.fifo_queue(qname, 8, np.int64, (256,))
         with own_redis.client() as admin:
             admin.function_delete("aqueue")
         with pytest.raises(aqueue.redis.ServerError, match="not loaded"):
-            await q.enqueue_many(np.zeros((3, 2), np.int64))
+            await q.enqueue_many(batch)
     assert payload_keys(own_redis, qname) == []
+    async with aqueue.redis.connect(own_redis.url, wait_timeout=0.05) as srv:
+        q = await srv.fifo_queue(qname, 8, np.int64, (256,))
+        with own_redis.client() as admin:
+            admin.function_delete("aqueue")
+        await q.enqueue_many(batch)
+        assert await q.size() == 3
+    assert len(payload_keys(own_redis, qname)) == 3
 
 
 async def test_sigkilled_producer_leaves_no_orphan_payloads(
@@ -208,16 +226,16 @@ async def test_small_payloads_travel_inline(
     """Payloads under INLINE_MAX are stored in the queue's list or hash, larger ones
     under keys; a queue holding both keeps its order, and a lease holding both goes
     back whole (here: expired and reaped)."""
-    from aqueue.redis import _ops
+    from aqueue.redis._core import _shared
 
     q = await open_q(srv, kind, qname, 16, (16,))
     rows = np.arange(8 * 16).reshape(8, 16)
     size = len(q._h.codec.encode_batch([rows[:1]], 1)[0])
-    monkeypatch.setattr(_ops, "INLINE_MAX", size + 1)  # inline
+    monkeypatch.setattr(_shared, "INLINE_MAX", size + 1)  # inline
     await q.enqueue_many(rows[:2])
-    monkeypatch.setattr(_ops, "INLINE_MAX", size)  # under keys
+    monkeypatch.setattr(_shared, "INLINE_MAX", size)  # under keys
     await q.enqueue_many(rows[2:4])
-    monkeypatch.setattr(_ops, "INLINE_MAX", size + 1)
+    monkeypatch.setattr(_shared, "INLINE_MAX", size + 1)
     await q.enqueue_many(rows[4:6])
     assert len(payload_keys(redis_server, qname)) == 2
     h = q._h  # a take of 5 without its ack, then its lease expires

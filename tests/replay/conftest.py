@@ -53,10 +53,11 @@ async def make_table(
         yield make
         return
 
-    from aqueue.redis import _ops, connect
+    from aqueue.redis import connect
+    from aqueue.redis._core import _shared
 
     url = request.getfixturevalue("table_redis_url")
-    monkeypatch.setattr(_ops, "INLINE_MAX", 0 if anyio_backend == "asyncio" else 1 << 30)
+    monkeypatch.setattr(_shared, "INLINE_MAX", 0 if anyio_backend == "asyncio" else 1 << 30)
     async with connect(url, lease_time=2.0, wait_timeout=0.1) as server:
 
         async def make_shared(

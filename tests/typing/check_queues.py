@@ -14,6 +14,7 @@ import numpy.typing as npt
 from typing_extensions import assert_type
 
 import aqueue
+import aqueue.redis
 
 Array = npt.NDArray[Any]
 
@@ -107,3 +108,40 @@ async def statistics_on_every_backend(shared: aqueue.AsyncQueue[Any]) -> None:
     assert_type(await shared.statistics(), aqueue.QueueStatistics)
     size: str = (await shared.statistics()).size  # type: ignore[assignment]
     del size
+
+
+async def shared_through_redis(server: aqueue.redis.RedisServer) -> None:
+    # Redis queues infer their element type as the in-process ones do.
+    frames = await server.fifo_queue("frames", 100, np.uint8, (84, 84, 4))
+    assert_type(frames, aqueue.redis.RedisFIFOQueue[Array])
+    assert_type(await frames.dequeue(), Array)
+    assert_type(await frames.dequeue_many(32), Array)
+    assert_type(await frames.dequeue_up_to(4), Array)
+    assert_type(await frames.dequeue_burst(4), Array)
+    async for frame in frames:
+        assert_type(frame, Array)
+    async for batch in frames.batches(8):
+        assert_type(batch, Array)
+    view = frames.blocking()
+    assert_type(view, aqueue.redis.BlockingRedisQueue[Array])
+    assert_type(view.dequeue(timeout=1.0), Array)
+    assert_type(view.dequeue_many(2), Array)
+    assert_type(view.queue, aqueue.redis.RedisQueue[Array])
+
+    pairs = await server.fifo_queue("pairs", 10, (np.float32, np.int64), ((3,), ()))
+    assert_type(await pairs.dequeue(), tuple[Array, Array])
+    triples = await server.random_shuffle_queue(
+        "triples", 10, 2, (np.float32, np.int64, "int8"), seed=0
+    )
+    assert_type(triples, aqueue.redis.RedisRandomShuffleQueue[tuple[Array, Array, Array]])
+    assert_type(await triples.dequeue_many(2), tuple[Array, Array, Array])
+    named = await server.fifo_queue("named", 10, [np.float32, np.int64], [(3,), ()], ["x", "y"])
+    assert_type(await named.dequeue(), dict[str, Array])
+    keyword = await server.random_shuffle_queue(
+        "kw", 10, 2, [np.float32, np.int64], [(3,), ()], names=["x", "y"]
+    )
+    assert_type(keyword.blocking().dequeue(), dict[str, Array])
+    shared: aqueue.AsyncQueue[Array] = frames
+    n: str = await frames.dequeue_many(2)  # type: ignore[assignment]
+    m: int = await pairs.dequeue()  # type: ignore[assignment]
+    del shared, n, m

@@ -110,7 +110,27 @@ async def as_a_sink() -> None:
 
 async def shared_through_redis(server: aqueue.redis.RedisServer) -> None:
     table = await server.replay_table("transitions", 100, np.float32, (3,))
-    assert_type(table, aqueue.redis.RedisReplayTable[Any])
+    assert_type(table, aqueue.redis.RedisReplayTable[Array])
+    s = await table.sample(8)
+    assert_type(s, aqueue.ReplaySample[Array])
+    assert_type(s.data, Array)
+    assert_type(s.weights(0.4), npt.NDArray[np.float64])
+    async for batch in table.samples(8):
+        assert_type(batch.data, Array)
+    assert_type(table.blocking(), aqueue.redis.BlockingRedisReplayTable[Array])
+    assert_type(table.blocking().sample(4, timeout=1.0).data, Array)
+    pairs = await server.replay_table("pairs", 10, (np.float32, np.int64), ((3,), ()))
+    assert_type((await pairs.sample(2)).data, tuple[Array, Array])
+    triples = await server.replay_table("t3", 10, (np.float32, np.int64, "i1"), ((3,), (), ()))
+    assert_type((await triples.sample(2)).data, tuple[Array, Array, Array])
+    named = await server.replay_table("named", 10, [np.float32, np.int64], [(3,), ()], ["o", "r"])
+    assert_type((await named.sample(2)).data, dict[str, Array])
+    keyword = await server.replay_table(
+        "kw", 10, [np.float32, np.int64], [(3,), ()], names=["o", "r"], seed=0
+    )
+    assert_type(keyword, aqueue.redis.RedisReplayTable[dict[str, Array]])
+    wrong: int = (await table.sample(2)).data  # type: ignore[assignment]
+    del wrong
     assert_type(await table.insert(act()), int)
     assert_type(await table.insert_many(np.zeros((4, 3), np.float32)), Keys)
     assert_type(await table.size(), int)
@@ -120,7 +140,7 @@ async def shared_through_redis(server: aqueue.redis.RedisServer) -> None:
     view: aqueue.BlockingReplayView[Any] = table.blocking()
     assert_type(table.blocking().insert(act(), timeout=1.0), int)
     runner = aqueue.QueueRunner(table, [act], name="actors")
-    assert_type(runner.queue, aqueue.redis.RedisReplayTable[Any])
+    assert_type(runner.queue, aqueue.redis.RedisReplayTable[Array])
     await aqueue.Pipeline(range(3)).map(lambda i: act()).to_queue(table).run()
     async with aqueue.Coordinator() as coord:
         coord.watch(table)

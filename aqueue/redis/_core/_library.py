@@ -1,11 +1,13 @@
-"""Loading aqueue's Lua function library into a Redis server: ``_functions.lua`` (the
-queues) followed by ``_replay.lua`` (the replay tables, which use the first part's
-helpers), one library, one ``FUNCTION LOAD``.
+"""Loading aqueue's Lua function library into a Redis server: one library, one
+``FUNCTION LOAD``, made of one part per folder (``PARTS``): the core's
+(``_core/_functions.lua``: the helpers every part uses, the version function), then
+each product's (``_queues/_functions.lua``, ``_replay/_functions.lua``), which call the
+core's helpers. A new product adds its part to ``PARTS``.
 
 Invariants:
 - the library is named ``aqueue`` and its ``aq_version`` function returns
-  ``LIBRARY_VERSION``: the format number and a hash of the Lua source (both files), so
-  any change to the source is a new version;
+  ``LIBRARY_VERSION``: the format number and a hash of the Lua source (all its parts),
+  so any change to the source is a new version;
 - a client that may load (``load_functions=True``) replaces a missing or different
   library with ``FUNCTION LOAD REPLACE``; one that may not (an ACL user without
   ``FUNCTION``) raises ServerError telling the admin what to load. Clients of different
@@ -18,12 +20,12 @@ import hashlib
 from importlib import resources
 from typing import Any
 
-__all__ = ["LIBRARY_SOURCE", "LIBRARY_VERSION", "library_problem"]
+__all__ = ["LIBRARY_SOURCE", "LIBRARY_VERSION", "PARTS", "library_problem"]
 
-_FILES = ("_functions.lua", "_replay.lua")
-_RAW = "\n".join(
-    resources.files(__package__).joinpath(f).read_text(encoding="utf-8") for f in _FILES
-)
+PARTS = ("_core/_functions.lua", "_queues/_functions.lua", "_replay/_functions.lua")
+"""The library's parts in load order, as paths inside ``aqueue/redis``."""
+_REDIS = resources.files(__package__.rpartition(".")[0])
+_RAW = "\n".join(_REDIS.joinpath(part).read_text(encoding="utf-8") for part in PARTS)
 LIBRARY_VERSION = "2:" + hashlib.sha1(_RAW.encode()).hexdigest()[:12]
 LIBRARY_SOURCE = _RAW.replace("@VERSION@", LIBRARY_VERSION)
 

@@ -15,16 +15,23 @@ enqueue_many with a timeout is all-or-nothing (its batch must fit the capacity).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
 
 import aqueue
-from aqueue._waiting._backend import in_event_loop
+from aqueue._queues._declare import T
 from aqueue._waiting._tracking import BlockedCall, enter, leave
 
-from . import _ops
-from ._handle import Handle
+from .._core import _shared
+from .._core._transport import (
+    Deadline,
+    Op,
+    SyncTransport,
+    WaitClock,
+    refuse_event_loop,
+    run_blocking,
+)
+from ._handle import QueueHandle
 from ._ops import PutOp, TakeOp
-from ._transport import Deadline, Op, SyncTransport, WaitClock, run_blocking
 
 if TYPE_CHECKING:
     from ._queue import RedisQueue
@@ -32,18 +39,18 @@ if TYPE_CHECKING:
 __all__ = ["BlockingRedisQueue"]
 
 
-class BlockingRedisQueue:
+class BlockingRedisQueue(Generic[T]):
     """Blocking methods of one Redis queue, for threads."""
 
     __slots__ = ("_h", "_q", "_t")
 
-    def __init__(self, handle: Handle, transport: SyncTransport, queue: RedisQueue) -> None:
+    def __init__(self, handle: QueueHandle, transport: SyncTransport, queue: RedisQueue[T]) -> None:
         self._h = handle
         self._t = transport
         self._q = queue
 
     @property
-    def queue(self) -> RedisQueue:
+    def queue(self) -> RedisQueue[T]:
         """The queue this view belongs to."""
         return self._q
 
@@ -73,49 +80,50 @@ class BlockingRedisQueue:
         op = PutOp(h, h.codec.encode_batch(comps, count), atomic=timeout is not None)
         self._run(op.run(), "enqueue_many", timeout, self._q.full_clock)
 
-    def dequeue(self, timeout: float | None = None) -> Any:
+    def dequeue(self, timeout: float | None = None) -> T:
         """Remove and return one element, blocking while none can be taken."""
         self._check("dequeue")
-        return self._run(TakeOp(self._h, "one", 1).run(), "dequeue", timeout, self._q.empty_clock)
+        element: T = self._run(
+            TakeOp(self._h, "one", 1).run(), "dequeue", timeout, self._q.empty_clock
+        )
+        return element
 
-    def dequeue_many(self, n: int, timeout: float | None = None) -> Any:
+    def dequeue_many(self, n: int, timeout: float | None = None) -> T:
         """Remove and return exactly ``n`` elements as a batch."""
         return self._take_batch("many", n, timeout, "dequeue_many")
 
-    def dequeue_up_to(self, n: int, timeout: float | None = None) -> Any:
+    def dequeue_up_to(self, n: int, timeout: float | None = None) -> T:
         """Like dequeue_many, but once the queue is closed return the 1..n that remain."""
         return self._take_batch("upto", n, timeout, "dequeue_up_to")
 
-    def dequeue_burst(self, n: int, timeout: float | None = None) -> Any:
+    def dequeue_burst(self, n: int, timeout: float | None = None) -> T:
         """Block until at least one element can be taken, then take 1..n at once (see
         ``dequeue_burst`` on the queue)."""
         return self._take_batch("some", n, timeout, "dequeue_burst")
 
     def close(self, cancel_pending_enqueues: bool = False) -> None:
         """Close the queue for every process (see ``aclose`` on the queue)."""
-        run_blocking(_ops.close(self._h, bool(cancel_pending_enqueues)), self._t)
+        self._q.close(cancel_pending_enqueues)
 
     def size(self) -> int:
         """Number of elements stored now (one server call)."""
-        return run_blocking(_ops.stats(self._h), self._t)[0]
+        return run_blocking(_shared.stats(self._h), self._t)[0]
 
     # -- driving ops ---------------------------------------------------------------------
 
-    def _take_batch(self, mode: str, n: Any, timeout: float | None, what: str) -> Any:
+    def _take_batch(self, mode: str, n: Any, timeout: float | None, what: str) -> T:
         self._check(what)
         n = self._h.spec.batch_count(n, what)
         if n == 0:
-            return self._h.spec.empty_batch()
-        return self._run(TakeOp(self._h, mode, n).run(), what, timeout, self._q.empty_clock)
+            empty: T = self._h.spec.empty_batch()
+            return empty
+        batch: T = self._run(TakeOp(self._h, mode, n).run(), what, timeout, self._q.empty_clock)
+        return batch
 
     def _check(self, what: str) -> None:
         """Refuse to block a thread that runs an event loop (RuntimeError)."""
-        if in_event_loop():
-            raise RuntimeError(
-                f"BlockingQueue.{what}() of Redis queue '{self._h.name}' was called on an "
-                f"event-loop thread, where blocking would stall the loop; use "
-                f"`await q.{what}(...)` there"
-            )
+        of = f"Redis queue '{self._h.name}'"
+        refuse_event_loop(f"BlockingQueue.{what}()", of, f"q.{what}(...)")
 
     def _run(self, op: Op[Any], what: str, timeout: float | None, clock: WaitClock) -> Any:
         """Run ``op`` in this thread; its waits end at ``timeout`` (TimeoutError)."""
@@ -131,7 +139,7 @@ class _ThreadWaits:
 
     __slots__ = ("_call", "_clock", "_queue", "_what")
 
-    def __init__(self, clock: WaitClock, queue: RedisQueue, what: str) -> None:
+    def __init__(self, clock: WaitClock, queue: RedisQueue[Any], what: str) -> None:
         self._clock = clock
         self._queue = queue
         self._what = what

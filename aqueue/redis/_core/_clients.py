@@ -39,6 +39,14 @@ Invariants:
 - redis-py never retries a call (``retries=0``): a function call is not idempotent, so
   a retry after a lost reply could apply it twice. Connection and timeout errors
   become ServerConnectionError, server error replies ServerError.
+- a call that finds aqueue's library missing (the server restarted without persistence,
+  or its functions were flushed) ran nothing (a function that is not there does not
+  run; a staged payload is deleted), so a transport given the library's source loads
+  it again (``FUNCTION LOAD REPLACE``) and makes the call once more; without the
+  source (``load_functions=False``) the error says what happened;
+- once closed (the ``connect()`` block ended), a transport performs nothing: every
+  request raises ServerClosedError naming the server, and a call cut off by the close
+  raises it too. redis-py's clients would otherwise reconnect on the next command.
 """
 
 from __future__ import annotations
@@ -46,17 +54,43 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Awaitable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import redis
 import redis.asyncio
 from redis.backoff import NoBackoff
 
-from ._errors import ServerConnectionError, ServerError
+from ._errors import ServerClosedError, ServerConnectionError, ServerError, ServerFullError
 from ._transport import Call
 
-__all__ = ["RedisAsyncio", "RedisSync", "RedisThreads", "client_options", "map_error"]
+__all__ = [
+    "RedisAsyncio",
+    "RedisSync",
+    "RedisThreads",
+    "client_options",
+    "ended_error",
+    "map_error",
+    "missing_library",
+    "where",
+]
+
+
+def where(client: redis.Redis | redis.asyncio.Redis) -> str:
+    """``host:port`` (or the socket path) a client connects to, for messages."""
+    kw = client.connection_pool.connection_kwargs
+    if kw.get("path"):
+        return str(kw["path"])
+    return f"{kw.get('host', 'localhost')}:{kw.get('port', 6379)}"
+
+
+def ended_error(at: str) -> ServerClosedError:
+    """The error of a request made after the ``connect()`` block of server ``at`` ended."""
+    return ServerClosedError(
+        f"aqueue.redis: the connection block of the server at {at} has ended (`async with "
+        "aqueue.redis.connect(...)` exited, closing its connections); the queues, tables "
+        "and views opened in it no longer work: open them again inside a new block"
+    )
 
 
 def map_error(exc: BaseException, what: str) -> BaseException:
@@ -65,16 +99,54 @@ def map_error(exc: BaseException, what: str) -> BaseException:
         return ServerConnectionError(f"{what}: lost the connection to the Redis server ({exc})")
     if isinstance(exc, redis.ResponseError):
         text = str(exc)
+        # Three forms: an OOM reply; a command queued in a MULTI refused with it
+        # (redis-py raises that one, its text prefixed with the command); or a whole
+        # EXEC refused ("EXECABORT Transaction discarded because of: OOM ..."), when
+        # queuing the transaction's own payloads took the server past maxmemory.
+        if isinstance(exc, redis.OutOfMemoryError) or _out_of_memory(text):
+            return ServerFullError(
+                f"{what}: the Redis server is full (used memory > maxmemory, under "
+                "maxmemory-policy noeviction) and refuses calls that add data; dequeue, "
+                "sample with max_times_sampled, delete items or queues, or raise maxmemory"
+            )
         if "NOPERM" in text:
             hint = " (the ACL user lacks a permission aqueue needs; see aqueue.redis)"
-        elif text.startswith("OOM"):
-            hint = " (the server reached maxmemory; dequeue to free memory or raise maxmemory)"
-        elif "Function not found" in text or "function not found" in text.lower():
-            hint = " (aqueue's Lua library is not loaded; connect once with load_functions=True)"
+        elif missing_library(exc):
+            hint = (
+                " (aqueue's Lua library is not loaded on the server: it restarted without "
+                "persistence, or its functions were flushed, since this client connected; "
+                "an admin must load it again: connect once with load_functions=True)"
+            )
         else:
             hint = ""
         return ServerError(f"{what}: the Redis server refused the call: {text}{hint}")
     return exc
+
+
+def _fail(exc: BaseException, what: str, ended: bool, at: str) -> NoReturn:
+    """Raise the error of request ``what`` (to the server at ``at``) that failed with
+    ``exc``: ServerClosedError once the block has ended (a request cut off by the close
+    fails in redis-py in more than one way: a ConnectionError, or a ValueError from a
+    socket file closed under a waiting thread), else ``map_error``'s (others as they
+    are)."""
+    if ended:
+        raise ended_error(at) from exc
+    mapped = map_error(exc, what)
+    if mapped is exc:
+        raise exc
+    raise mapped from exc
+
+
+def _out_of_memory(text: str) -> bool:
+    return text.startswith("OOM") or "because of: OOM" in text
+
+
+RELOAD = "loading aqueue's Lua library again (the server had lost it)"
+
+
+def missing_library(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (a redis-py error or reply) says aqueue's functions are missing."""
+    return isinstance(exc, redis.ResponseError) and "function not found" in str(exc).lower()
 
 
 def client_options(socket_timeout: float, max_connections: int | None) -> dict[str, Any]:
@@ -158,13 +230,32 @@ def _async_client(url: str, opts: dict[str, Any]) -> redis.asyncio.Redis:
 
 
 class RedisSync:
-    """The SyncTransport: blocking requests with the synchronous client (thread-safe)."""
+    """The SyncTransport: blocking requests with the synchronous client (thread-safe).
+    With ``library`` (the function library's source), a call that finds the library
+    missing loads it again and runs once more (see the module docstring)."""
 
-    def __init__(self, url: str, opts: dict[str, Any]) -> None:
+    def __init__(self, url: str, opts: dict[str, Any], library: str | None = None) -> None:
         self.client = _sync_client(url, opts)
         self._waits = _sync_client(url, opts)
+        self.where = where(self.client)
+        self.ended = False
+        self._library = library
 
     def call(self, call: Call) -> Any:
+        if self.ended:
+            raise ended_error(self.where)
+        try:
+            return self._call(call)
+        except ServerError as exc:
+            if self._library is None or not missing_library(exc.__cause__):
+                raise
+        try:
+            self.client.function_load(self._library, replace=True)
+        except Exception as exc:
+            _fail(exc, RELOAD, self.ended, self.where)
+        return self._call(call)
+
+    def _call(self, call: Call) -> Any:
         fn, key = call.fn, call.key
         what = f"{fn} on {key}"
         try:
@@ -174,32 +265,38 @@ class RedisSync:
                 return self.client.fcall(fn, 1, key, *call.args)
             pipe = _queued(self.client.pipeline(transaction=_transaction(call)), call)
             replies = pipe.execute(raise_on_error=False)
-        except redis.RedisError as exc:
-            raise map_error(exc, what) from exc
+        except Exception as exc:
+            _fail(exc, what, self.ended, self.where)
         err = _first_error(replies)
         if err is not None:
-            if call.stage:
+            if call.stage and not self.ended:  # (a closed client would reconnect)
                 try:
                     self.client.delete(*(k for k, _ in call.stage))
                 except redis.RedisError:
                     pass
-            raise map_error(err, what) from err
+            _fail(err, what, self.ended, self.where)
         return _reply(call, replies)
 
     def read(self, keys: Sequence[str]) -> list[Any]:
+        if self.ended:
+            raise ended_error(self.where)
         try:
             return list(self.client.mget(keys))
-        except redis.RedisError as exc:
-            raise map_error(exc, f"reading {len(keys)} payloads") from exc
+        except Exception as exc:
+            _fail(exc, f"reading {len(keys)} payloads", self.ended, self.where)
 
     def wait(self, key: str, seconds: float) -> bytes | None:
+        if self.ended:
+            raise ended_error(self.where)
         try:
             reply = self._waits.blpop([key], seconds)
-        except redis.RedisError as exc:
-            raise map_error(exc, f"waiting on {key}") from exc
+        except Exception as exc:
+            _fail(exc, f"waiting on {key}", self.ended, self.where)
         return _token(reply)
 
     def close(self) -> None:
+        """Close for good: later requests raise ServerClosedError."""
+        self.ended = True
         self.client.close()
         self._waits.close()
 
@@ -234,10 +331,13 @@ class RedisThreads:
 class RedisAsyncio:
     """The AsyncTransport for asyncio: redis.asyncio, calls shielded, waits cancellable."""
 
-    def __init__(self, url: str, opts: dict[str, Any]) -> None:
+    def __init__(self, url: str, opts: dict[str, Any], library: str | None = None) -> None:
         self._client = _async_client(url, opts)
         self._waits = _async_client(url, opts)
         self._abandoned: set[asyncio.Future[Any]] = set()
+        self.where = where(self._client)
+        self.ended = False
+        self._library = library
 
     async def _finish(self, call: Awaitable[Any], what: str, keep: bool = False) -> Any:
         """Run ``call`` to its end even when the caller is cancelled (see above)."""
@@ -261,10 +361,21 @@ class RedisAsyncio:
                             return task.result()
                     task.exception()  # retrieved: the caller resolves the outcome itself
                 raise
-            except redis.RedisError as exc:
-                raise map_error(exc, what) from exc
+            except Exception as exc:
+                _fail(exc, what, self.ended, self.where)
 
     async def call(self, call: Call) -> Any:
+        if self.ended:
+            raise ended_error(self.where)
+        try:
+            return await self._call(call)
+        except ServerError as exc:
+            if self._library is None or not missing_library(exc.__cause__):
+                raise
+        await self._finish(self._client.function_load(self._library, replace=True), RELOAD)
+        return await self._call(call)
+
+    async def _call(self, call: Call) -> Any:
         fn, key = call.fn, call.key
         what = f"{fn} on {key}"
         keep = call.keep
@@ -276,19 +387,23 @@ class RedisAsyncio:
         replies = await self._finish(pipe.execute(raise_on_error=False), what, keep)
         err = _first_error(replies)
         if err is not None:
-            if call.stage:
+            if call.stage and not self.ended:  # (a closed client would reconnect)
                 with anyio.CancelScope(shield=True):
                     try:
                         await self._client.delete(*(k for k, _ in call.stage))
                     except redis.RedisError:
                         pass
-            raise map_error(err, what) from err
+            _fail(err, what, self.ended, self.where)
         return _reply(call, replies)
 
     async def read(self, keys: Sequence[str]) -> list[Any]:
+        if self.ended:
+            raise ended_error(self.where)
         return list(await self._finish(self._client.mget(keys), f"reading {len(keys)} payloads"))
 
     async def wait(self, key: str, seconds: float) -> bytes | None:
+        if self.ended:
+            raise ended_error(self.where)
         # The BLPOP runs in a task of its own that a cancellation does not touch: it
         # ends by itself within `seconds` and its connection goes back to the pool.
         # (Cancelled inside redis-py instead, the connection is dropped, and a native
@@ -301,8 +416,8 @@ class RedisAsyncio:
             self._abandoned.add(task)
             task.add_done_callback(self._forget)
             raise
-        except redis.RedisError as exc:
-            raise map_error(exc, f"waiting on {key}") from exc
+        except Exception as exc:
+            _fail(exc, f"waiting on {key}", self.ended, self.where)
         return _token(reply)
 
     def _forget(self, task: asyncio.Future[Any]) -> None:
@@ -311,6 +426,8 @@ class RedisAsyncio:
             task.exception()  # (a lost token only delays another waiter by one wait)
 
     async def aclose(self) -> None:
+        """Close for good: later requests raise ServerClosedError."""
+        self.ended = True
         for task in list(self._abandoned):
             task.cancel()
         if self._abandoned:

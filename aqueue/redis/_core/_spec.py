@@ -3,8 +3,9 @@
 ``ElementSpec``, ``normalize_dtypes``, ``normalize_shapes`` and ``normalize_names`` are
 the exact conversion and validation rules of the in-process queues, so elements,
 batches, batch sizes (``ElementSpec.batch_count``) and their errors are identical on
-both backends. (The other private names this backend uses: ``format_shape`` in
-``_server``, the event-loop check and the blocked-call registry in ``_blocking``.)
+both backends. (The other private names of the in-process queues this backend uses:
+``format_shape`` in ``_shared``, the event-loop check in ``_transport``, the
+blocked-call registry in the queues' ``_blocking``.)
 
 Invariants of the specs this backend accepts (checked by ``make_spec``):
 - every dtype is on the AQ1 wire allow-list (booleans, integers, floats, complex,
@@ -22,6 +23,7 @@ import numpy as np
 
 import aqueue
 from aqueue._errors import int_arg
+from aqueue._errors import name_arg as common_name_arg
 from aqueue._queues._declare import normalize_dtypes, normalize_names, normalize_shapes
 from aqueue._queues._spec import ElementSpec
 
@@ -46,16 +48,18 @@ def positive_arg(value: Any, what: str, owner: str) -> float:
     return out
 
 
-def name_arg(name: Any, kind: str) -> str:
-    """A queue name: a non-empty str without ``{``/``}`` (they delimit the hash tag)."""
-    if not isinstance(name, str):
-        raise aqueue.ElementSpecError(f"{kind}: queue name must be a str, got {name!r}")
-    if not name or len(name) > _MAX_NAME or "{" in name or "}" in name:
-        raise aqueue.ElementSpecError(
-            f"{kind}: queue name must be 1..{_MAX_NAME} characters without '{{' or '}}', "
-            f"got {name!r}"
-        )
-    return name
+def name_arg(name: Any, owner: str, what: str) -> str:
+    """The name of a queue or table on the server (``what``: "queue name" or "table
+    name"): aqueue's name check (a str), and this backend's rules: required, 1 to
+    ``_MAX_NAME`` characters, without ``{``/``}`` (they delimit the hash tag that keeps
+    all its keys in one slot)."""
+    rule = f"{owner}: {what} must be 1..{_MAX_NAME} characters without '{{' or '}}', got"
+    if name is None or name == "":
+        raise aqueue.ElementSpecError(f"{rule} {name!r}")
+    text = common_name_arg(name, "", f"{owner}: {what}")
+    if len(text) > _MAX_NAME or "{" in text or "}" in text:
+        raise aqueue.ElementSpecError(f"{rule} {text!r}")
+    return text
 
 
 def make_spec(owner: str, dtypes: Any, shapes: Any, names: Any) -> ElementSpec:

@@ -1,6 +1,9 @@
--- aqueue's replay tables: the second part of the `aqueue` function library (_library.py
--- appends it to _functions.lua, whose helpers it uses: now_ms, prefix, del_all,
--- inline, WAKE_TTL). Every state change of a table is one of these functions, so it is
+-- aqueue's replay tables on the server: the third part of the `aqueue` function library
+-- (aqueue/redis/_core/_library.py loads it after the core part, whose helpers it uses:
+-- now_ms, prefix, del_all, inline, closed_now, producers_op, WAKE_TTL, and after the
+-- queues' part). One concept, the table engine on the server (limiter, sum trees,
+-- selectors, waiters, producers): its length (about a thousand lines) is a second
+-- engine, kept whole. Every state change of a table is one of these functions, so it is
 -- atomic: the rate limiter's counters move in the same step as the selection, the
 -- eviction and the payloads. Keys (P = "aq:{name}:", KEYS[1] = P.."meta"):
 --   meta     hash: gen kind='table' max_size dtypes shapes names sampler remover mts
@@ -714,16 +717,18 @@ local function rt_insert(keys, args)
   return {'ok', base, k}
 end
 
--- rt_sample: ARGV gen wid n wait_ms rand*...  (n random numbers for a random sampler)
--- Copies the j-th draw's payload of 1 KiB or more to o:<wid>.<j> (the caller's MGET and
--- DEL follow in the same transaction); smaller payloads come in the reply.
+-- rt_sample: ARGV gen wid n wait_ms keep_ms rand*...  (n random numbers for a random
+-- sampler). Copies the j-th draw's payload of 1 KiB or more to o:<wid>.<j> (the caller's
+-- MGET and DEL follow in the same transaction); smaller payloads come in the reply. With
+-- keep_ms > 0 the caller sent no transaction (a full server refuses MULTI): each copy
+-- then expires after keep_ms, should the caller not reach its DEL.
 -- -> {'ok', table size, draws, small} | {'wait'} | {'oor', size} | {'gone'}
 -- draws: struct '<dddd' per draw: key, priority, probability, times sampled (counting
 -- this draw); small: per draw its payload if it is small, else false
 local function rt_sample(keys, args)
   local t, now = rt_begin(keys, args[1])
   if not t then return {'gone'} end
-  local wid, n, wait_ms = args[2], tonumber(args[3]), tonumber(args[4])
+  local wid, n, wait_ms, keep_ms = args[2], tonumber(args[3]), tonumber(args[4]), args[5]
   local member = istr(n) .. ':' .. wid
   local head = redis.call('ZRANGE', t.P .. 'ws', 0, 0)[1]
   if head and head ~= member then
@@ -767,6 +772,7 @@ local function rt_sample(keys, args)
     else
       small[j] = false
       redis.call('COPY', P .. 'd:' .. istr(key), out .. j, 'REPLACE')
+      if keep_ms ~= '0' then redis.call('PEXPIRE', out .. j, keep_ms) end
     end
   end
   local function flush()  -- read the small payloads drawn so far; write the records
@@ -811,7 +817,7 @@ local function rt_sample(keys, args)
   elseif mts == 0 then  -- n independent draws
     local posf, pr = {}, {}
     for j = 1, n do
-      local pos, prob = pick(t, t.s, tonumber(args[4 + j]))
+      local pos, prob = pick(t, t.s, tonumber(args[5 + j]))
       posf[j], pr[j] = istr(pos), prob
     end
     local ks = hmget_all(P .. 'dense', posf)
@@ -821,7 +827,7 @@ local function rt_sample(keys, args)
     flush()
   else  -- one draw at a time: an item used up leaves before the next draw
     for j = 1, n do
-      local pos, prob = pick(t, t.s, tonumber(args[4 + j]))
+      local pos, prob = pick(t, t.s, tonumber(args[5 + j]))
       local key = key_at(t, pos)
       load_recs({key})
       emit(j, key, prob)
@@ -949,7 +955,7 @@ local function rt_stats(keys, args)
   end
   out[#out + 1] = redis.call('ZCOUNT', P .. 'wi:dl', now, '+inf')
   out[#out + 1] = redis.call('ZCOUNT', P .. 'ws:dl', now, '+inf')
-  out[#out + 1] = t.closed and 1 or 0
+  out[#out + 1] = closed_now(P, t.closed, now) and 1 or 0
   return out
 end
 
@@ -1022,7 +1028,7 @@ local function rt_drop(keys, args)
 end
 
 redis.register_function{function_name = 'rt_stats', callback = rt_stats, flags = {'no-writes'}}
-redis.register_function('rt_open', rt_open)
+redis.register_function{function_name = 'rt_open', callback = rt_open, flags = {'allow-oom'}}
 redis.register_function('rt_insert', rt_insert)
 -- Calls that free memory or only take must work when the server is full.
 redis.register_function{function_name = 'rt_sample', callback = rt_sample, flags = {'allow-oom'}}

@@ -1,7 +1,8 @@
 """RedisQueue: the awaitable operations of a queue stored in Redis.
 
-Every operation checks its arguments, checkpoints once, then runs its op (``_ops``)
-with the async driver (``_transport.run``) over the server's transport: a function
+Every operation checks its arguments, checkpoints once, then runs its op (``_ops``,
+or the core's shared ones) with the async driver (``_core/_transport.run``) over the
+server's transport: a function
 call, and while it must wait, a ``BLPOP`` on its own wake-up key with a bounded
 timeout, then the call again. Elements change hands only inside the server
 functions; the client never awaits between receiving elements and returning them
@@ -19,36 +20,32 @@ Invariants (besides those of ``_ops``):
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Generic
 
 import anyio.lowlevel
 import numpy as np
 
 import aqueue
+from aqueue._queues._declare import T
 
-from . import _ops
+from .._core import _shared
+from .._core._shared import Producers
+from .._core._transport import AsyncTransport, Op, SyncTransport, WaitClock, run, run_blocking
 from ._blocking import BlockingRedisQueue
-from ._handle import Handle
+from ._handle import QueueHandle
 from ._ops import PutOp, TakeOp
-from ._transport import AsyncTransport, SyncTransport, WaitClock, run
 
-__all__ = ["Producers", "RedisFIFOQueue", "RedisQueue", "RedisRandomShuffleQueue"]
-
-
-class Producers(Protocol):
-    """The server object's producer bookkeeping (for the heartbeat)."""
-
-    def add_producer(self, handle: Handle, pid: str) -> None: ...
-
-    def remove_producer(self, handle: Handle, pid: str) -> None: ...
+__all__ = ["RedisFIFOQueue", "RedisQueue", "RedisRandomShuffleQueue"]
 
 
-class RedisQueue:
-    """A queue stored in Redis; see ``aqueue.redis`` for the semantics."""
+class RedisQueue(Generic[T]):
+    """A queue stored in Redis; see ``aqueue.redis`` for the semantics. Its element
+    type ``T`` is inferred by ``server.fifo_queue``/``random_shuffle_queue`` as for the
+    in-process queues."""
 
     def __init__(
         self,
-        handle: Handle,
+        handle: QueueHandle,
         transport: AsyncTransport,
         sync: SyncTransport,
         producers: Producers,
@@ -126,7 +123,7 @@ class RedisQueue:
 
     # -- dequeue -------------------------------------------------------------------------
 
-    async def dequeue(self) -> Any:
+    async def dequeue(self) -> T:
         """Remove and return one element, waiting while none can be taken.
 
         Raises:
@@ -134,9 +131,10 @@ class RedisQueue:
             PayloadError: the element is not valid AQ1 for this queue (it is put back).
         """
         await anyio.lowlevel.checkpoint()
-        return await run(TakeOp(self._h, "one", 1).run(), self._t, self.empty_clock)
+        element: T = await run(TakeOp(self._h, "one", 1).run(), self._t, self.empty_clock)
+        return element
 
-    async def dequeue_many(self, n: int) -> Any:
+    async def dequeue_many(self, n: int) -> T:
         """Remove and return exactly ``n`` elements as a batch, waiting for them.
 
         Raises:
@@ -146,7 +144,7 @@ class RedisQueue:
         """
         return await self._take_batch("many", n, "dequeue_many")
 
-    async def dequeue_up_to(self, n: int) -> Any:
+    async def dequeue_up_to(self, n: int) -> T:
         """Like dequeue_many, but once the queue is closed return the 1..n that remain.
 
         As in TensorFlow, on an *open* queue this waits for all ``n`` elements; use
@@ -154,7 +152,7 @@ class RedisQueue:
         """
         return await self._take_batch("upto", n, "dequeue_up_to")
 
-    async def dequeue_burst(self, n: int) -> Any:
+    async def dequeue_burst(self, n: int) -> T:
         """Wait until at least one element can be taken, then take 1..n at once, as a
         batch, in one server call (see ``aqueue.FIFOQueue.dequeue_burst``). On a shuffle
         queue, an open queue keeps ``min_after_dequeue`` elements.
@@ -165,12 +163,14 @@ class RedisQueue:
         """
         return await self._take_batch("some", n, "dequeue_burst")
 
-    async def _take_batch(self, mode: str, n: Any, what: str) -> Any:
+    async def _take_batch(self, mode: str, n: Any, what: str) -> T:
         n = self._h.spec.batch_count(n, what)
         await anyio.lowlevel.checkpoint()
         if n == 0:
-            return self._h.spec.empty_batch()
-        return await run(TakeOp(self._h, mode, n).run(), self._t, self.empty_clock)
+            empty: T = self._h.spec.empty_batch()
+            return empty
+        batch: T = await run(TakeOp(self._h, mode, n).run(), self._t, self.empty_clock)
+        return batch
 
     # -- state ---------------------------------------------------------------------------
 
@@ -193,7 +193,7 @@ class RedisQueue:
         ``time_empty_s`` are measured by this process only, for its own waiters.
         """
         h = self._h
-        v = await run(_ops.stats(h), self._t)
+        v = await run(_shared.stats(h), self._t)
         return aqueue.QueueStatistics(
             size=v[0],
             capacity=h.capacity,
@@ -207,15 +207,20 @@ class RedisQueue:
             time_empty_s=self.empty_clock.seconds(),
         )
 
-    async def aclose(self, cancel_pending_enqueues: bool = False) -> None:
-        """Close the queue for every process; idempotent.
+    def close(self, cancel_pending_enqueues: bool = False) -> None:
+        """Close the queue for every process; idempotent (one blocking server call; in
+        async code prefer ``await q.aclose()``).
 
         Pending enqueues still complete as room frees, unless
         ``cancel_pending_enqueues``: then each fails with QueueClosedError (elements it
         had admitted stay). Every waiting dequeue, in every process, is woken and gets
         data or OutOfRangeError.
         """
-        await run(_ops.close(self._h, bool(cancel_pending_enqueues)), self._t)
+        run_blocking(_close(self._h, cancel_pending_enqueues), self._sync)
+
+    async def aclose(self, cancel_pending_enqueues: bool = False) -> None:
+        """Close the queue for every process (as ``close()``), awaited."""
+        await run(_close(self._h, cancel_pending_enqueues), self._t)
 
     # -- producers (for the QueueRunner) -------------------------------------------------
 
@@ -226,7 +231,7 @@ class RedisQueue:
         the ``connect()`` context refreshes while it is open. Pair every call with
         ``producer_done``. Raises QueueClosedError if the queue is closed.
         """
-        pid = await run(_ops.register_producer(self._h), self._t)
+        pid = await run(_shared.register_producer(self._h), self._t)
         self._producers.add_producer(self._h, pid)
         return pid
 
@@ -235,7 +240,7 @@ class RedisQueue:
         closes the queue (consumers drain it, then OutOfRangeError); ``clean=False``
         closes it at once with ``cancel_pending_enqueues=True``."""
         self._producers.remove_producer(self._h, producer_id)
-        await run(_ops.producer_done(self._h, producer_id, clean), self._t)
+        await run(_shared.producer_done(self._h, producer_id, clean), self._t)
 
     def release_producers(self) -> None:
         """A coordinator's stop: this process's enqueues on this queue object fail with
@@ -246,12 +251,12 @@ class RedisQueue:
 
     # -- iteration and the thread view ---------------------------------------------------
 
-    def __aiter__(self) -> aqueue.ElementIterator[Any]:
+    def __aiter__(self) -> aqueue.ElementIterator[T]:
         return aqueue.ElementIterator(self)
 
     def batches(
         self, n: int, *, allow_smaller_final_batch: bool = False
-    ) -> aqueue.BatchIterator[Any]:
+    ) -> aqueue.BatchIterator[T]:
         """An async iterator of batches of ``n``; ends cleanly when the queue is final.
 
         Leftovers smaller than ``n`` stay in the queue, unless
@@ -262,17 +267,17 @@ class RedisQueue:
             raise aqueue.ElementSpecError(f"queue '{self._h.name}'.batches: n must be >= 1, got 0")
         return aqueue.BatchIterator(self, n, allow_smaller_final_batch)
 
-    def blocking(self) -> BlockingRedisQueue:
+    def blocking(self) -> BlockingRedisQueue[T]:
         """A view whose blocking methods threads may call; it uses the synchronous
         client, so threads never need the event loop."""
         return BlockingRedisQueue(self._h, self._sync, self)
 
 
-class RedisFIFOQueue(RedisQueue):
+class RedisFIFOQueue(RedisQueue[T]):
     """A first-in first-out queue stored in Redis (``server.fifo_queue``)."""
 
 
-class RedisRandomShuffleQueue(RedisQueue):
+class RedisRandomShuffleQueue(RedisQueue[T]):
     """A queue stored in Redis that dequeues in uniformly random order
     (``server.random_shuffle_queue``)."""
 
@@ -280,3 +285,8 @@ class RedisRandomShuffleQueue(RedisQueue):
     def seed(self) -> int | None:
         """The seed of this client's random numbers, or None."""
         return self._h.seed
+
+
+def _close(h: QueueHandle, cancel_pending_enqueues: bool) -> Op[None]:
+    """``aq_close``, with the flag that cancels pending enqueues."""
+    return _shared.close(h, "1" if cancel_pending_enqueues else "0")

@@ -1,6 +1,6 @@
 """BlockingRedisReplayTable: the thread view of a Redis replay table (``table.blocking()``).
 
-Its methods run the same ops as the async table (``_replay_ops``) with the sync driver
+Its methods run the same ops as the async table (``_ops``) with the sync driver
 (``_transport.run_blocking``) over the synchronous client, in the calling thread: a
 thread never touches the event loop. Threads may share one view.
 
@@ -24,12 +24,14 @@ from aqueue._replay._checks import timeout_arg
 from aqueue._replay._results import ReplaySample, ReplayStatistics
 from aqueue._waiting._backend import in_event_loop
 
-from . import _replay_ops as ops
-from ._replay_ops import InsertOp, SampleOp, TableHandle
-from ._transport import Deadline, SyncTransport, run_blocking
+from .._core import _shared
+from .._core._transport import Deadline, SyncTransport, refuse_event_loop, run_blocking
+from . import _ops as ops
+from ._handle import TableHandle
+from ._ops import InsertOp, SampleOp
 
 if TYPE_CHECKING:
-    from ._replay_table import RedisReplayTable
+    from ._table import RedisReplayTable
 
 __all__ = ["BlockingRedisReplayTable"]
 
@@ -130,26 +132,22 @@ class BlockingRedisReplayTable(Generic[T]):
 
     def close(self) -> None:
         """Close the table for every process (see ``RedisReplayTable.close``)."""
-        run_blocking(ops.close(self._h), self._t)
+        self._table.close()
 
     def size(self) -> int:
         """Items held now (one server call)."""
-        return run_blocking(ops.stats(self._h), self._t)[0]
+        return run_blocking(_shared.stats(self._h), self._t)[0]
 
     def statistics(self) -> ReplayStatistics:
         """The table's counters now (one server call)."""
-        return ops.statistics(self._h, run_blocking(ops.stats(self._h), self._t))
+        return ops.statistics(self._h, run_blocking(_shared.stats(self._h), self._t))
 
     # -- driving ops ------------------------------------------------------------------------
 
     def _check(self, what: str) -> None:
         """Refuse to block a thread that runs an event loop (RuntimeError)."""
-        if in_event_loop():
-            raise RuntimeError(
-                f"BlockingReplayTable.{what}() of replay table '{self._h.name}' was called on "
-                "an event-loop thread, where blocking would stall the loop; use "
-                f"`await table.{what}(...)` there"
-            )
+        of = f"replay table '{self._h.name}'"
+        refuse_event_loop(f"BlockingReplayTable.{what}()", of, f"table.{what}(...)")
 
     def _deadline(self, timeout: Any, what: str) -> Deadline | None:
         """The deadline of a call with ``timeout`` (checked), or None."""

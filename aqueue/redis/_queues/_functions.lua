@@ -1,7 +1,9 @@
-#!lua name=aqueue
--- aqueue's server-side queue logic: every state change of a queue is one of these
--- functions, so it is atomic. Loaded by _library.py with FUNCTION LOAD (REPLACE when
--- aq_version differs from the client's). Keys (P = "aq:{name}:", KEYS[1] = P.."meta"):
+-- aqueue's queues on the server: the second part of the `aqueue` function library
+-- (aqueue/redis/_core/_library.py loads the core part, this one, then the replay
+-- tables' part, as one library, with FUNCTION LOAD). Every state change of a queue is
+-- one of these functions, so it is atomic. One concept, the queue engine on the server:
+-- its length (over 450 lines) is its functions and their shared steps (take, put,
+-- leave, reap, wake), which belong together. Keys (P = "aq:{name}:", KEYS[1] = P.."meta"):
 --   meta        hash: gen kind capacity mad dtypes shapes names format closed cancel
 --               enq deq peak
 --   e:<ref>     the payload (a string) of one element of 1 KiB or more, stored once;
@@ -18,6 +20,8 @@
 --               or requeue
 --   leases      zset L -> deadline (ms, server clock)
 --   void:<L>    "reaped" or "cancelled": a late take with lease L does nothing
+--   voids       zset L -> expiry (ms) of each void:<L> marker, so aq_delete removes
+--               them too (expired entries go whenever one is added)
 --   ev:data     zset "<need>:<wid>" -> deadline: dequeues waiting for data
 --   ev:space    zset "<need>:<wid>" -> deadline: enqueues waiting for room
 --   ev:data:<wid>, ev:space:<wid>   one waiter's wake-up list (BLPOP), short TTL
@@ -43,14 +47,7 @@
 -- of it (they would send payloads that do not fit, which are then dropped).
 -- Times: every deadline uses the server's TIME, so client clocks never matter.
 
-local VERSION = '@VERSION@'
 local VOID_TTL = 600000
-local WAKE_TTL = 30000
-
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 -- Lua's C stack caps unpack() at a few thousand values: call in chunks.
 local function push_all(cmd, key, list, first, last)
@@ -61,17 +58,6 @@ local function push_all(cmd, key, list, first, last)
     i = j + 1
   end
 end
-
-local function del_all(keys)
-  local i = 1
-  while i <= #keys do
-    local j = math.min(#keys, i + 999)
-    redis.call('DEL', unpack(keys, i, j))
-    i = j + 1
-  end
-end
-
-local function prefix(meta) return string.sub(meta, 1, #meta - 4) end
 
 local function load(keys, gen)
   local meta = keys[1]
@@ -86,10 +72,6 @@ local function size(q)
   if q.fifo then return redis.call('LLEN', q.P .. 'items') end
   return redis.call('HLEN', q.P .. 'slots')
 end
-
--- An entry of items/slots is a ref, or a small payload itself (AQ1 starts with "AQ";
--- refs are hex).
-local function inline(entry) return string.sub(entry, 1, 2) == 'AQ' end
 
 -- Payload keys of refs args[first..]: staged by the caller's transaction, not admitted.
 local function drop_staged(P, args, first)
@@ -197,13 +179,20 @@ local function wake_all(q)
   wake(q, false, true)
 end
 
+-- Void lease L for VOID_TTL ms (see voids above).
+local function set_void(q, L, why, now)
+  redis.call('SET', q.P .. 'void:' .. L, why, 'PX', VOID_TTL)
+  redis.call('ZREMRANGEBYSCORE', q.P .. 'voids', '-inf', now)
+  redis.call('ZADD', q.P .. 'voids', now + VOID_TTL, L)
+end
+
 -- Return expired leases, drop expired registrations and producers (any call does it).
 local function reap(q, now)
   local P = q.P
   local back = false
   for _, L in ipairs(redis.call('ZRANGE', P .. 'leases', '-inf', now, 'BYSCORE', 'LIMIT', 0, 64)) do
     restore_lease(q, L)
-    redis.call('SET', P .. 'void:' .. L, 'reaped', 'PX', VOID_TTL)
+    set_void(q, L, 'reaped', now)
     back = true
   end
   redis.call('ZREMRANGEBYSCORE', P .. 'ev:data', '-inf', now)
@@ -424,7 +413,7 @@ local function aq_leave(keys, args)
       redis.call('HINCRBY', q.meta, 'deq', -#refs)
       status = 3
     elseif args[3] == '1' then
-      redis.call('SET', P .. 'void:' .. L, 'cancelled', 'PX', VOID_TTL)
+      set_void(q, L, 'cancelled', now_ms())
       status = 4
     end
   end
@@ -440,25 +429,6 @@ local function aq_close(keys, args)
   close(q, args[2] == '1')
   wake_all(q)
   return 1
-end
-
--- The producer registry of a queue or a replay table (zset P..'producers': id ->
--- deadline, refreshed by the heartbeat), for ARGV gen op(add|beat|done) ttl_ms clean
--- id...: the reply of an 'add' or a 'beat'; for a 'done', nil, then whether the id was
--- registered (1 or 0) and whether it was the last one (the caller closes).
-local function producers_op(P, closed, now, args)
-  local key, op, ttl = P .. 'producers', args[2], tonumber(args[3])
-  if op == 'add' then
-    if closed then return {'closed'} end
-    redis.call('ZADD', key, now + ttl, args[5])
-    return {'ok', 1}
-  elseif op == 'beat' then
-    local n = 0
-    for i = 5, #args do n = n + redis.call('ZADD', key, 'XX', 'CH', now + ttl, args[i]) end
-    return {'ok', n}
-  end
-  local removed = redis.call('ZREM', key, args[5])
-  return nil, removed, removed == 1 and redis.call('EXISTS', key) == 0
 end
 
 -- aq_producer: ARGV gen op(add|beat|done) ttl_ms clean id...
@@ -501,10 +471,11 @@ local function aq_stats(keys, args)
   if not q then return {} end
   local P, now = q.P, now_ms()
   local m = redis.call('HMGET', q.meta, 'enq', 'deq', 'peak')
-  return {size(q), q.closed and 1 or 0, q.cancel and 1 or 0, tonumber(m[1]), tonumber(m[2]),
+  local closed, live = closed_now(P, q.closed, now)
+  return {size(q), closed and 1 or 0, q.cancel and 1 or 0, tonumber(m[1]), tonumber(m[2]),
           tonumber(m[3]), redis.call('ZCOUNT', P .. 'ev:space', now, '+inf'),
-          redis.call('ZCOUNT', P .. 'ev:data', now, '+inf'),
-          redis.call('ZCOUNT', P .. 'producers', now, '+inf'), redis.call('ZCARD', P .. 'leases')}
+          redis.call('ZCOUNT', P .. 'ev:data', now, '+inf'), live,
+          redis.call('ZCARD', P .. 'leases')}
 end
 
 -- aq_delete: wake every waiter (they then find the queue gone), drop every key, the
@@ -537,16 +508,17 @@ local function aq_delete(keys, args)
   for _, ref in ipairs(refs) do
     if not inline(ref) then ks[#ks + 1] = P .. 'e:' .. ref end
   end
+  for _, L in ipairs(redis.call('ZRANGE', P .. 'voids', 0, -1)) do ks[#ks + 1] = P .. 'void:' .. L end
   del_all(ks)
   redis.call('DEL', meta, P .. 'items', P .. 'slots', P .. 'leases', P .. 'ev:data',
-             P .. 'ev:space', P .. 'pending', P .. 'producers')
+             P .. 'ev:space', P .. 'pending', P .. 'producers', P .. 'voids')
   return 1
 end
 
-redis.register_function{function_name = 'aq_version', callback = function() return VERSION end,
-                        flags = {'no-writes'}}
 redis.register_function{function_name = 'aq_stats', callback = aq_stats, flags = {'no-writes'}}
-redis.register_function('aq_open', aq_open)
+-- Opening reads the stored settings (a reopen must work on a full server); creating
+-- writes one small hash.
+redis.register_function{function_name = 'aq_open', callback = aq_open, flags = {'allow-oom'}}
 redis.register_function('aq_put', aq_put)
 -- Calls that free memory or give elements back must work when the server is full.
 redis.register_function{function_name = 'aq_take', callback = aq_take, flags = {'allow-oom'}}

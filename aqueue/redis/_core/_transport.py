@@ -27,7 +27,8 @@ performing fails (an error, a cancellation, the thread view's deadline), throw t
 exception into the op, which may yield one more request to undo what it holds (the
 ``aq_leave`` call) before re-raising it. The drivers also keep the time accounting
 that belongs to the caller, not to the op: the queue's wait clock (``statistics()``),
-the thread view's registry of blocked calls and its deadline.
+the thread view's registry of blocked calls and its deadline (a thread view also
+refuses to block an event loop's thread: ``refuse_event_loop``).
 
 Invariants:
 - an op's state changes only between its yields, never during a request;
@@ -44,6 +45,8 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
+from aqueue._waiting._backend import in_event_loop
+
 __all__ = [
     "AsyncTransport",
     "Call",
@@ -56,6 +59,7 @@ __all__ = [
     "Wait",
     "WaitClock",
     "Waits",
+    "refuse_event_loop",
     "run",
     "run_blocking",
 ]
@@ -187,6 +191,17 @@ class Deadline:
         if left <= 0:
             raise TimeoutError(f"{self._what} timed out after {self._timeout} s")
         return min(seconds, left)
+
+
+def refuse_event_loop(call: str, of: str, awaited: str) -> None:
+    """Refuse a thread view's blocking ``call`` (on the object ``of``) on a thread that
+    runs an event loop, where blocking would stall the loop and, on a full or empty
+    object, deadlock it (RuntimeError naming ``awaited``, the call to await there)."""
+    if in_event_loop():
+        raise RuntimeError(
+            f"{call} of {of} was called on an event-loop thread, where blocking would "
+            f"stall the loop; use `await {awaited}` there"
+        )
 
 
 class Steps(Generic[T]):

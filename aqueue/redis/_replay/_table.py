@@ -4,12 +4,13 @@ its name (``server.replay_table(...)``).
 The operations are the in-process ``aqueue.ReplayTable``'s, with its checks, messages
 and records (``aqueue._replay``'s ``TableArgs``, ``ReplaySample``,
 ``ReplayStatistics``): each checks its arguments (a refused call sends nothing),
-checkpoints once, then runs its op (``_replay_ops``) with the async driver. What needs
+checkpoints once, then runs its op (``_ops``, or the core's shared ones) with the
+async driver. What needs
 the server is awaited: ``await table.size()``, ``await table.statistics()``, ``await
-table.is_closed()``. The thread view (``_replay_blocking``) runs the same ops with the
+table.is_closed()``. The thread view (``_blocking``) runs the same ops with the
 sync driver.
 
-Invariants (besides those of ``_replay_ops`` and ``_replay.lua``):
+Invariants (besides those of ``_ops`` and ``_functions.lua``):
 - an insert or a sample changes the table in exactly one server call, or not at all:
   a cancelled or timed-out one inserted, evicted and sampled nothing, and moved no
   counter (it may have been registered as a waiter; leaving deregisters it);
@@ -19,7 +20,7 @@ Invariants (besides those of ``_replay_ops`` and ``_replay.lua``):
 
 from __future__ import annotations
 
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio.lowlevel
 import numpy as np
@@ -31,24 +32,19 @@ from aqueue._replay._results import ReplaySample, ReplayStatistics
 from aqueue._replay._selectors import Selector
 from aqueue._replay._views import SampleIterator
 
-from . import _replay_ops as ops
-from ._replay_blocking import BlockingRedisReplayTable
-from ._replay_ops import InsertOp, SampleOp, TableHandle
-from ._transport import AsyncTransport, SyncTransport, run, run_blocking
+from .._core import _shared
+from .._core._shared import Producers
+from .._core._transport import AsyncTransport, SyncTransport, run, run_blocking
+from . import _ops as ops
+from ._blocking import BlockingRedisReplayTable
+from ._handle import TableHandle
+from ._ops import InsertOp, SampleOp
 
-__all__ = ["RedisReplayTable", "TableProducers"]
+__all__ = ["RedisReplayTable"]
 
 T = TypeVar("T")
 Keys = npt.NDArray[np.int64]
 Found = npt.NDArray[np.bool_]
-
-
-class TableProducers(Protocol):
-    """The server object's producer bookkeeping (for the heartbeat)."""
-
-    def add_table_producer(self, handle: TableHandle, pid: str) -> None: ...
-
-    def remove_producer(self, handle: TableHandle, pid: str) -> None: ...
 
 
 class RedisReplayTable(Generic[T]):
@@ -60,7 +56,7 @@ class RedisReplayTable(Generic[T]):
         handle: TableHandle,
         transport: AsyncTransport,
         sync: SyncTransport,
-        producers: TableProducers,
+        producers: Producers,
     ) -> None:
         self._h = handle
         self._t = transport
@@ -135,7 +131,7 @@ class RedisReplayTable(Generic[T]):
         Raises:
             ElementSpecError: A bad element or priority (nothing is sent).
             QueueClosedError: The table is closed (or was closed while this waited), or
-                was deleted.
+                is gone from the server.
 
         If cancelled, nothing was inserted, evicted or counted (see the module docstring).
         """
@@ -160,7 +156,7 @@ class RedisReplayTable(Generic[T]):
 
         Raises:
             ElementSpecError: ``n`` could never be served at once (nothing is sent).
-            OutOfRangeError: The table is closed and cannot serve it now, or was deleted.
+            OutOfRangeError: The table is closed and cannot serve it now, or is gone.
             PayloadError: A drawn item's payload is not valid AQ1 (written around
                 aqueue); the sample has happened.
 
@@ -204,7 +200,7 @@ class RedisReplayTable(Generic[T]):
         """The table's counters now, read in one server call: counts of every process
         since the table was created; the wait times are the seconds during which at
         least one insert (sample) of any process was registered as waiting."""
-        return ops.statistics(self._h, await run(ops.stats(self._h), self._t))
+        return ops.statistics(self._h, await run(_shared.stats(self._h), self._t))
 
     # -- as a sink: what runners and pipelines fill --------------------------------------
 
@@ -249,9 +245,9 @@ class RedisReplayTable(Generic[T]):
         Raises:
             QueueClosedError: The table is closed.
         """
-        pid = await run(ops.register_producer(self._h), self._t)
+        pid = await run(_shared.register_producer(self._h), self._t)
         self._h.producers.add(pid)
-        self._producers.add_table_producer(self._h, pid)
+        self._producers.add_producer(self._h, pid)
         return pid
 
     async def producer_done(self, producer_id: str, *, clean: bool = True) -> None:
@@ -271,7 +267,7 @@ class RedisReplayTable(Generic[T]):
             )
         h.producers.discard(producer_id)
         self._producers.remove_producer(h, producer_id)
-        await run(ops.producer_done(h, producer_id, clean), self._t)
+        await run(_shared.producer_done(h, producer_id, clean), self._t)
 
     def release_producers(self) -> None:
         """A coordinator's stop: this object's sink inserts (``enqueue``,
@@ -288,11 +284,11 @@ class RedisReplayTable(Generic[T]):
         prefer ``await table.aclose()``). Later and waiting inserts raise
         QueueClosedError; a sample that can be served still is, one that would wait
         raises OutOfRangeError. ``update_priorities`` and ``delete`` still work."""
-        run_blocking(ops.close(self._h), self._sync)
+        run_blocking(_shared.close(self._h), self._sync)
 
     async def aclose(self) -> None:
         """Close the table for every process (as ``close()``), awaited."""
-        await run(ops.close(self._h), self._t)
+        await run(_shared.close(self._h), self._t)
 
     def blocking(self) -> BlockingRedisReplayTable[T]:
         """A view whose blocking methods threads may call (they use the synchronous

@@ -5,8 +5,8 @@ for the waits, MULTI/MSET/EXEC to stage payloads with an enqueue, MGET to read t
 behind a take) the user needs exactly the data commands the functions use, on
 ``aq:*`` keys only.
 
-Invariant: ``FUNCTION_COMMANDS`` lists every command the library (``_functions.lua``
-and ``_replay.lua``) calls (a test checks it against the source), so the ACL line in
+Invariant: ``FUNCTION_COMMANDS`` lists every command the library (all its parts,
+``_library.PARTS``) calls (a test checks it against the source), so the ACL line in
 the docs is always sufficient.
 """
 

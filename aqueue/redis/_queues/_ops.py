@@ -44,39 +44,24 @@ sends about that many. A new op starts from the room the last call of this proce
 saw, so on a full queue it sends one payload, not a chunk that would be refused.
 Leaving early keeps the admitted prefix and only deregisters.
 
-The other operations are one call each: ``stats``, ``close``, ``register_producer``,
-``producer_done`` and ``keep_producers`` (the heartbeat).
+The one-call operations (statistics, close, producers) are the core's
+(``_core/_shared.py``), written once for queues and tables.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import aqueue
 
-from ._handle import Handle
-from ._transport import Call, Op, Read, Wait
+from .._core import _shared
+from .._core._handle import gone_text
+from .._core._shared import text, undoing
+from .._core._transport import Call, Op, Read, Wait
+from ._handle import QueueHandle
 
-__all__ = [
-    "INLINE_MAX",
-    "PutOp",
-    "TakeOp",
-    "close",
-    "keep_producers",
-    "producer_done",
-    "register_producer",
-    "stats",
-    "undoing",
-]
-
-T = TypeVar("T")
-
-# Payloads shorter than this travel inline, through the Lua functions, instead of
-# under their own keys: below it, a key per element costs the server more than Lua's
-# per-byte cost (it interns and hashes every string it sees). Measured on Redis 7.0.
-INLINE_MAX = 1024  # (tests patch it)
+__all__ = ["PutOp", "TakeOp"]
 
 
 class _Sentinel:
@@ -90,28 +75,6 @@ class _Sentinel:
 WAIT: Final = _Sentinel("WAIT")  # the op must wait for a wake-up
 MORE: Final = _Sentinel("MORE")  # the op continues at once (next chunk)
 DONE: Final = _Sentinel("DONE")
-
-
-def _text(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
-
-
-def undoing(steps: Op[T], leave: Callable[[], Call | None]) -> Op[T]:
-    """``steps``; when it ends with an exception, first the call ``leave()`` gives
-    (None: nothing to undo), then the exception again. Best effort: if the server is
-    unreachable, the op's lease expires there and its elements come back then."""
-    try:
-        return (yield from steps)
-    except GeneratorExit:  # closed unfinished: no request may be yielded any more
-        raise
-    except BaseException:
-        call = leave()
-        if call is not None:
-            try:
-                yield call
-            except aqueue.QueueError:
-                pass
-        raise
 
 
 class TakeOp:
@@ -131,7 +94,7 @@ class TakeOp:
         "stage",
     )
 
-    def __init__(self, h: Handle, mode: str, n: int) -> None:
+    def __init__(self, h: QueueHandle, mode: str, n: int) -> None:
         self.h = h
         self.mode = mode
         self.n = n
@@ -189,7 +152,7 @@ class TakeOp:
 
     def on_take(self, reply: list[Any]) -> Any:
         """The number of elements taken, WAIT, or None (lease voided: retry at once)."""
-        status = _text(reply[0])
+        status = text(reply[0])
         if status == "ok":
             self.count = int(reply[1])
             self.stage = "got"
@@ -203,7 +166,12 @@ class TakeOp:
                 queue_name=self.h.name, requested=self.n, size=int(reply[1])
             )
         if status == "gone":
-            raise aqueue.OutOfRangeError(queue_name=self.h.name, requested=self.n, size=0)
+            raise aqueue.OutOfRangeError(
+                f"{gone_text('queue', self.h.name)}: it cannot serve a dequeue of {self.n}",
+                queue_name=self.h.name,
+                requested=self.n,
+                size=0,
+            )
         # "void": the lease expired between two calls of this op and its claims went
         # back to the queue; start over with a new lease.
         self.renew()
@@ -262,7 +230,7 @@ class PutOp:
         "wid",
     )
 
-    def __init__(self, h: Handle, payloads: list[bytes], atomic: bool) -> None:
+    def __init__(self, h: QueueHandle, payloads: list[bytes], atomic: bool) -> None:
         self.h = h
         self.payloads = payloads
         self.atomic = atomic
@@ -309,7 +277,7 @@ class PutOp:
         stage = []
         e = f"{h.prefix}e:{self.wid}.{self.calls}."
         for i, p in enumerate(self.payloads[self.pos : self.pos + k]):
-            if len(p) < INLINE_MAX:
+            if len(p) < _shared.INLINE_MAX:
                 args.append(p)
             else:
                 stage.append((f"{e}{i}", p))
@@ -318,7 +286,7 @@ class PutOp:
 
     def on_put(self, reply: list[Any]) -> Any:
         """DONE, MORE (send the next chunk now) or WAIT."""
-        status = _text(reply[0])
+        status = text(reply[0])
         if status != "ok":
             self.registered = False
             count = len(self.payloads)
@@ -328,8 +296,9 @@ class PutOp:
                     f"pending enqueue cancelled after {self.pos} of {count} elements were "
                     "admitted"
                 )
-            why = "is closed" if status == "closed" else "was deleted"
-            raise aqueue.QueueClosedError(f"queue '{self.h.name}' {why}")
+            if status == "closed":
+                raise aqueue.QueueClosedError(f"queue '{self.h.name}' is closed")
+            raise self.h.gone()
         admitted = int(reply[1])
         self.pos += admitted
         self.hint = self.h.room = int(reply[2])
@@ -350,37 +319,3 @@ class PutOp:
         if not self.registered:
             return None
         return Call("aq_leave", self.h.key, [self.h.gen, "", "0", self.wid, "", self.member])
-
-
-def stats(h: Handle) -> Op[list[int]]:
-    """``aq_stats``: size, closed, cancel, enqueued, dequeued, peak, waiting enqueues,
-    waiting dequeues, producers, leases (QueueClosedError: the queue was deleted)."""
-    reply = yield Call("aq_stats", h.key, [h.gen], ro=True)
-    if not reply:
-        raise aqueue.QueueClosedError(f"queue '{h.name}' was deleted")
-    return [int(x) for x in reply]
-
-
-def close(h: Handle, cancel_pending_enqueues: bool) -> Op[None]:
-    """``aq_close``: closed for every process (idempotent); wakes every waiter."""
-    yield Call("aq_close", h.key, [h.gen, "1" if cancel_pending_enqueues else "0"])
-
-
-def register_producer(h: Handle) -> Op[str]:
-    """One more registered producer; its id (QueueClosedError: the queue is closed)."""
-    pid = uuid.uuid4().hex
-    reply = yield Call("aq_producer", h.key, [h.gen, "add", h.lease_ms, "1", pid])
-    if _text(reply[0]) != "ok":
-        raise aqueue.QueueClosedError(f"queue '{h.name}' is closed: cannot register a producer")
-    return pid
-
-
-def producer_done(h: Handle, pid: str, clean: bool) -> Op[None]:
-    """Producer ``pid`` ended (the last clean end closes the queue, an unclean one
-    closes it with cancel_pending_enqueues)."""
-    yield Call("aq_producer", h.key, [h.gen, "done", h.lease_ms, "1" if clean else "0", pid])
-
-
-def keep_producers(h: Handle, pids: Iterable[str]) -> Op[None]:
-    """The heartbeat: producers ``pids`` are alive for another ``lease_time``."""
-    yield Call("aq_producer", h.key, [h.gen, "beat", h.lease_ms, "1", *sorted(pids)])

@@ -1,0 +1,21 @@
+"""The replay tables of ``aqueue.redis``, over the core (``_core``): only what tables
+have; what they share with queues is the core's.
+
+=====================  =================================================================
+file                   what it holds
+=====================  =================================================================
+``_functions.lua``     the tables' part of the function library: items, sum trees, the
+                       rate limiter, waiters and producers
+``_handle.py``         TABLES (the product) and TableHandle: the core Handle plus the
+                       table's settings, random numbers and producer ids
+``_open.py``           opening (settings checked, stored or compared, what the Lua reads
+                       derived; ``FANOUT``) and deleting
+``_ops.py``            the table's own operations, sans I/O: InsertOp, SampleOp (with
+                       their undo, the ``rt_leave`` call), update, delete, the record of
+                       its statistics
+``_table.py``          RedisReplayTable: each operation checks its arguments (the
+                       in-process checks), checkpoints and runs its op with ``run``
+``_blocking.py``       BlockingRedisReplayTable (``table.blocking()``): the same ops
+                       with ``run_blocking`` and a timeout
+=====================  =================================================================
+"""
