@@ -22,7 +22,6 @@ import numpy.typing as npt
 
 from aqueue._replay._checks import timeout_arg
 from aqueue._replay._results import ReplaySample, ReplayStatistics
-from aqueue._waiting._backend import in_event_loop
 
 from .._core import _shared
 from .._core._transport import Deadline, SyncTransport, refuse_event_loop, run_blocking
