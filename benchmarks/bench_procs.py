@@ -336,7 +336,10 @@ def single_run(fn: Callable[[Any], Any], args: list[Any]) -> dict[str, float]:
 
 def burst_for(item_s: float) -> int:
     """As many items as an aqueue burst holds at concurrency 2 (its lower bound)."""
-    from aqueue._pipeline.process._driver import PROCESS_BURST_S
+    try:
+        from aqueue._pipeline.process._driver import PROCESS_BURST_S
+    except ImportError:  # an older revision (compare_revisions.py), before the folders
+        from aqueue._pipeline._procmap import PROCESS_BURST_S  # type: ignore[no-redef]
 
     return max(1, min(256, int(PROCESS_BURST_S / item_s)))
 

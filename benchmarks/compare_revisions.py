@@ -17,6 +17,11 @@ Suites (aqueue rows only):
 - ``pipeline``: ``bench_pipeline.py --no-peers --runs b`` (items/s per C);
 - ``replay``: ``bench_replay.py --rows aqueue --redis no --r1-only --reps 3 --loops 100``
   (R1, loops/s of the in-process table's loop, uniform and prioritized);
+- ``items``: ``bench_items.py --no-peers --repeat 1 --items 51200`` (W7, items/s of
+  the aqueue rows per C);
+- ``procs``: ``bench_procs.py --repeat 1 --only aqueue`` with 4,000 GIL-bound calls and
+  1,280 hand-offs (W9: items/s of the GIL-bound aqueue rows, items per second of the
+  main process's CPU of the hand-off rows);
 - ``redis``: ``bench_redis.py --rows fifo,shuffle,pipeline --repeat 1`` (W5, elements/s
   of the aqueue.redis rows: FIFO and RandomShuffle with ``dequeue_many(32)``, and FIFO
   read by ``Pipeline.from_queue(q).batch(32)``), each run on a private redis-server.
@@ -140,6 +145,26 @@ def suite_items(tree: Path, tmp: Path) -> dict[str, float]:
     }
 
 
+def suite_procs(tree: Path, tmp: Path) -> dict[str, float]:
+    out = tmp / "procs.json"
+    args = ["--repeat", "1", "--only", "aqueue", "--items", "4000", "--handoff-items", "1280"]
+    _run(tree, [str(HERE / "bench_procs.py"), *args, "--json", str(out)])
+    rows: list[dict[str, Any]] = json.loads(out.read_text())["rows"]
+    # GIL-bound rows: items/s from the first item to the last; hand-off rows (bound by
+    # their sleeping calls): items per second of the main process's CPU
+    found: dict[str, float] = {}
+    for r in rows:
+        if not r["label"].startswith("aqueue"):
+            continue
+        run = r["runs"][0]
+        key = f"W9/{r['part']}/{r['label']}/C={r['c']}"
+        if r["part"] == "gil":
+            found[key] = run.get("items", 4000) / run["seconds"]
+        else:
+            found[f"{key}/per CPU s"] = 1 / run["cpu_per_item"]
+    return found
+
+
 def suite_replay(tree: Path, tmp: Path) -> dict[str, float]:
     out = tmp / "replay.json"
     args = ["--rows", "aqueue", "--redis", "no", "--r1-only", "--reps", "3", "--loops", "100"]
@@ -154,6 +179,7 @@ SUITES = {
     "overlap": suite_overlap,
     "pipeline": suite_pipeline,
     "items": suite_items,
+    "procs": suite_procs,
     "redis": suite_redis,
 }
 
