@@ -190,3 +190,62 @@ def test_every_python_block_of_the_readme_type_checks_strictly(tmp_path: Path) -
             problems.append(line)
     assert not problems, "\n".join(problems)
     assert status == 0, out + err
+
+
+# -- "How aqueue is built": the tree names every file of every folder ----------------------
+
+_PACKAGE = ROOT / "aqueue"
+
+
+def _design_tree() -> dict[str, set[str]]:
+    """The files README's design tree names per folder (relative to ``aqueue/``; ``""`` is
+    the package itself): a folder row opens a folder, ``name.py`` / ``name.lua`` rows and
+    names on the folder's own row are its files."""
+    text = README.read_text()
+    section = text[text.index("## How aqueue is built") :]
+    block = section[section.index("```\n") + 4 :]
+    block = block[: block.index("```")]
+    tree: dict[str, set[str]] = {}
+    stack: list[tuple[int, str]] = []  # (indent of the row's name, folder path)
+    for row in block.splitlines():
+        body = row.lstrip("│├└─ ")
+        if not body:
+            continue
+        indent = len(row) - len(body)
+        name = body.split()[0]
+        files = set(re.findall(r"\b[\w]+\.(?:py|lua)\b", body))
+        if name == "aqueue/":
+            stack = [(indent, "")]
+            tree[""] = files
+            continue
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1] if stack else ""
+        if name.endswith("/"):
+            path = f"{parent}{name}"
+            stack.append((indent, path))
+            tree[path] = files
+        elif name.endswith((".py", ".lua")):
+            tree[parent].add(name)
+        # else: a description's continuation
+    return tree
+
+
+def test_the_design_tree_names_every_file_of_every_folder() -> None:
+    """README's "How aqueue is built" lists every folder of the package and every file
+    of each but ``__init__.py`` (a file added, moved or removed without its row fails),
+    and names nothing that is not there."""
+    tree = _design_tree()
+    on_disk: dict[str, set[str]] = {}
+    for folder in [_PACKAGE, *(p.parent for p in _PACKAGE.rglob("__init__.py"))]:
+        rel = folder.relative_to(_PACKAGE).as_posix()
+        key = "" if rel == "." else f"{rel}/"
+        on_disk[key] = {
+            p.name
+            for p in folder.iterdir()
+            if p.suffix in (".py", ".lua") and p.is_file() and p.name != "__init__.py"
+        }
+    tree = {k: v - {"__init__.py"} for k, v in tree.items()}  # every folder has one
+    assert len(on_disk) > 10
+    assert sorted(tree) == sorted(on_disk)
+    assert {k: sorted(v ^ tree[k]) for k, v in on_disk.items() if v != tree[k]} == {}
