@@ -354,16 +354,18 @@ def test_pipeline_folders_import_only_downwards(folder: str) -> None:
     assert {k: v for k, v in bad.items() if v} == {}
 
 
-def test_pipeline_modules_stay_short() -> None:
-    """No module of the pipeline layer is past 450 lines unless its docstring says it
-    is one concept (the house rule: 150-400 as a rule, 450 at most)."""
-    modules = [n for n in MODULES if _within(n, "aqueue._pipeline")]
-    assert len(modules) > 20
+def test_modules_stay_short() -> None:
+    """No module of aqueue (its layers, aqueue.redis, aqueue.testing) is past 450 lines
+    unless its docstring says it is one concept (the house rule: 150-400 as a rule, 450
+    at most)."""
+    modules = [n for n in MODULES if _within(n, "aqueue")]
+    assert len(modules) > 100
     long = {
         name: n
         for name in modules
         if (n := len(_source(name).read_text().splitlines())) > 450
-        and "one concept" not in (ast.get_docstring(ast.parse(_source(name).read_text())) or "")
+        and "one concept"
+        not in (ast.get_docstring(ast.parse(_source(name).read_text())) or "").lower()
     }
     assert long == {}
 
