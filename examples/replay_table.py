@@ -50,6 +50,7 @@ Run: python examples/replay_table.py [--steps 400] [--actors 4] [--batch 64]
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
@@ -458,7 +459,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         r = run(args)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):  # (3.10's asyncio.run: the latter)
         print(f"replay_table.py: interrupted ({stopped_by[0]}).", flush=True)
         raise SystemExit(130) from None
     finally:

@@ -127,8 +127,10 @@ def test_the_trainer_counts_what_the_actors_sent(url: str) -> None:
     assert abs(mb - rate * 84 * 84 * 4 / 1e6) <= 1
 
 
-async def _until_screens_flow(url: str, name: str) -> None:
-    """Wait until actors have put screens into the shared queue (they are running)."""
+async def _until_screens_flow(url: str, name: str, actors: int) -> None:
+    """Wait until every actor has announced itself (it has opened the three queues,
+    so none opens one again, which would create it after the trainer's deletes) and
+    screens flow into the shared queue."""
     import anyio
     import numpy as np
 
@@ -136,7 +138,10 @@ async def _until_screens_flow(url: str, name: str) -> None:
 
     async with aqueue.redis.connect(url) as server:
         q = await server.random_shuffle_queue(name, 1000, 100, np.uint8, (84, 84, 4))
+        ready = await server.fifo_queue(f"{name}-ready", 64, np.int64, ())
         with anyio.fail_after(60):
+            while (await ready.statistics()).enqueued_total < actors:  # noqa: ASYNC110
+                await anyio.sleep(0.05)
             while (await q.statistics()).enqueued_total == 0:  # noqa: ASYNC110 - other processes
                 await anyio.sleep(0.05)
 
@@ -159,7 +164,7 @@ def test_ctrl_c_prints_one_line_per_process(redis_server: RedisProc, url: str) -
         start_new_session=True,
     )
     try:
-        anyio.run(_until_screens_flow, url, "ctrl-c")
+        anyio.run(_until_screens_flow, url, "ctrl-c", 3)
         os.killpg(trainer.pid, signal.SIGINT)  # Ctrl-C on both hosts
         os.killpg(actors.pid, signal.SIGINT)
         out, err = actors.communicate(timeout=60)

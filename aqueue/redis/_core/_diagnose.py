@@ -45,7 +45,8 @@ def url_problem(url: str) -> str | None:
         return "'/', '?' or '#' in the password must be percent-encoded (%2F, %3F, %23)"
     scheme = parts.scheme.lower()
     if scheme not in ("redis", "rediss", "unix"):
-        got = f"{parts.scheme!r}" if parts.scheme else "none"
+        # (a scheme starts with a letter: Python 3.10 reads '127.0.0.1:6379' as one)
+        got = f"{parts.scheme!r}" if parts.scheme[:1].isalpha() else "none"
         return f"the scheme must be redis://, rediss:// or unix://, got {got}"
     try:
         parts.port  # noqa: B018 - urllib checks the port when it is read
