@@ -49,4 +49,6 @@ add_module_names = True
 
 html_theme = "furo"
 html_title = f"aqueue {release}"
-html_static_path: list[str] = []
+# Local files only: the build and the site fetch nothing from the network.
+html_static_path = ["_static"]
+html_css_files = ["custom.css"]
