@@ -35,10 +35,9 @@ Invariants (all changed under the table's lock, by the engine only):
   entry ``head + k - log_keys[head]`` (no ``direct`` index, no key check). Items
   leave oldest first only through ``oldest(k, leaving=True)``, whose result is
   handed straight back to ``release``/``reuse``; anything else leaving ends it, and
-  so does a batch whose keys have a gap (a newcomer evicted on arrival while there
-  was room for the others). A batch ending with newcomers evicted on arrival leaves
-  the table full, so the next key to go in follows something leaving: keys skipped
-  between batches never meet a dense table. It starts again when the table empties.
+  so does a batch whose keys have a gap or do not follow the newest key held (a
+  newcomer evicted on arrival while the others went in: inside the batch, or at its
+  start). It starts again when the table empties.
 - ``sampled_live`` is the sum of ``times`` over the items held (a table with
   ``max_times_sampled`` can serve ``size * max_times_sampled - sampled_live`` draws);
   kept only when ``track_sampled`` (a table without the limit never reads it).
@@ -160,8 +159,14 @@ class ItemStore:
         self.size += k
         self._track_max(priorities, default)
         n = self.log_n
-        if self.dense and int(keys[-1]) - int(keys[0]) != k - 1:
-            self.dense = False  # (a newcomer was evicted on arrival, its neighbours not)
+        if self.dense and (
+            int(keys[-1]) - int(keys[0]) != k - 1
+            or (n > self.head and int(keys[0]) != int(self.log_keys[n - 1]) + 1)
+        ):
+            # a newcomer was evicted on arrival, its neighbours not: inside the batch, or
+            # at its start (the batch's keys are a run, but not the one after the items
+            # held; the log's last entry is the newest of them while dense)
+            self.dense = False
         if n + k > len(self.log_keys):
             self._compact()
             n = self.log_n

@@ -208,6 +208,22 @@ async def test_deterministic_removers_evict_their_first(remover: Any, evicted: l
     assert (await t.statistics()).evictions == 1
 
 
+async def test_keys_after_a_newcomer_evicted_at_the_start_of_a_batch_find_their_own_items() -> None:
+    """A batch whose first newcomer is evicted on arrival (MinHeap: the lowest priority)
+    while the rest go in leaves a gap in the keys between the items held and the batch:
+    a key of the batch then reaches its own item, not its neighbour's."""
+    t = aqueue.ReplayTable(3, np.float32, SHAPE, sampler=aqueue.MaxHeap(), remover=aqueue.MinHeap())
+    assert await t.insert(items([0])[0], priority=5.0) == 0
+    keys = await t.insert_many(items([1, 2, 3]), priorities=[0.1, 5.0, 6.0])
+    assert keys.tolist() == [1, 2, 3]
+    assert sorted(t.snapshot().keys.tolist()) == [0, 2, 3]  # key 1 evicted on arrival
+    assert (await t.update_priorities(keys[1:2], [9.0])).tolist() == [True]
+    s = await t.sample(1)  # MaxHeap: the item of key 2, now of priority 9
+    assert s.keys.tolist() == [2]
+    assert s.priorities.tolist() == [9.0]
+    assert values(s.data) == [2]
+
+
 async def test_uniform_remover_evicts_any_of_the_held_and_the_newcomer_equally() -> None:
     """Uniform remover: an insert at max_size evicts each held item, and the newcomer,
     with probability 1/(max_size + 1) (counted by age rank)."""
