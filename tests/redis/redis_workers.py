@@ -6,6 +6,7 @@ Each runs its own event loop and connection, as a separate host would.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from typing import Any
 
@@ -158,6 +159,23 @@ def big_producer(url: str, name: str) -> None:
                 await q.enqueue_many(batch)
 
     asyncio.run(main())
+
+
+def raw_producer(port: int, hello: bytes, head: bytes, tail: bytes, *events: Any) -> None:
+    """A producer's connection, in bytes: send ``hello`` (AUTH, CLIENT SETNAME) and read
+    its two replies, send ``head``, wait for the event ``go``, send ``tail``, set
+    ``tail_sent``, then wait for the reply until killed (events: go, tail_sent)."""
+    go, tail_sent = events
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(hello)
+    got = b""
+    while got.count(b"\r\n") < 2:
+        got += s.recv(1024)
+    s.sendall(head)
+    go.wait(10)
+    s.sendall(tail)
+    tail_sent.set()
+    time.sleep(60)
 
 
 # -- replay tables ----------------------------------------------------------------------
