@@ -2,9 +2,9 @@
 that admits it, renamed into a lease by a take, deleted by the ack. Nothing outlives
 its element: a producer whose connection dies mid-call, or that is SIGKILLed, leaves
 no payload behind (a call it had sent whole still runs, whole, after its death); a
-function failing inside the transaction leaves none; deleting a
-queue removes the payloads of stored and leased elements. And waiting enqueues woken
-together split the free room instead of each being told all of it."""
+function failing inside the transaction leaves none; deleting a queue removes the
+payloads of stored and leased elements. And waiting enqueues woken together split the
+free room instead of each being told all of it."""
 
 from __future__ import annotations
 
