@@ -6,7 +6,9 @@ Each runs its own event loop and connection, as a separate host would.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import socket
+import termios
 import time
 from typing import Any
 
@@ -164,7 +166,8 @@ def big_producer(url: str, name: str) -> None:
 def raw_producer(port: int, hello: bytes, head: bytes, tail: bytes, *events: Any) -> None:
     """A producer's connection, in bytes: send ``hello`` (AUTH, CLIENT SETNAME) and read
     its two replies, send ``head``, wait for the event ``go``, send ``tail``, set
-    ``tail_sent``, then wait for the reply until killed (events: go, tail_sent)."""
+    ``tail_sent`` once the server's side acknowledged every byte, then wait for the
+    reply until killed (events: go, tail_sent). Linux only (TIOCOUTQ)."""
     go, tail_sent = events
     s = socket.create_connection(("127.0.0.1", port))
     s.sendall(hello)
@@ -174,6 +177,10 @@ def raw_producer(port: int, hello: bytes, head: bytes, tail: bytes, *events: Any
     s.sendall(head)
     go.wait(10)
     s.sendall(tail)
+    # Set once the server's kernel has it all (acknowledged): what a killed process
+    # still had to send could be lost, not run late.
+    while fcntl.ioctl(s.fileno(), termios.TIOCOUTQ, b"\0" * 4) != b"\0" * 4:
+        time.sleep(0.001)
     tail_sent.set()
     time.sleep(60)
 
