@@ -162,6 +162,19 @@ def payload_keys(server: RedisProc, name: str) -> list[bytes]:
         return sorted(c.scan_iter(match=f"aq:{{{name}}}:e:*", count=1000))
 
 
+def wait_dropped(client: redis.Redis, client_name: str, *, limit_s: float = 10.0) -> None:
+    """Block until the server holds no connection named ``client_name`` (a killed
+    process's, named with ``?client_name=`` in its URL): then it has read, and run or
+    discarded, everything that process sent. A process's last bytes can still be
+    unread in the server's socket buffer after it died; a transaction among them runs
+    then, whole. Asks with ``client`` (a raw client of the server) every 10 ms; fails
+    after ``limit_s`` seconds."""
+    deadline = time.monotonic() + limit_s
+    while any(x.get("name") == client_name for x in client.client_list()):
+        assert time.monotonic() < deadline, f"the server still serves {client_name!r}"
+        time.sleep(0.01)
+
+
 def queue_keys(server: RedisProc, name: str) -> list[bytes]:
     """Every key of queue ``name`` (``aq:{name}:*``)."""
     with server.client() as c:

@@ -6,6 +6,9 @@ Each runs its own event loop and connection, as a separate host would.
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import socket
+import termios
 import time
 from typing import Any
 
@@ -158,6 +161,28 @@ def big_producer(url: str, name: str) -> None:
                 await q.enqueue_many(batch)
 
     asyncio.run(main())
+
+
+def raw_producer(port: int, hello: bytes, head: bytes, tail: bytes, *events: Any) -> None:
+    """A producer's connection, in bytes: send ``hello`` (AUTH, CLIENT SETNAME) and read
+    its two replies, send ``head``, wait for the event ``go``, send ``tail``, set
+    ``tail_sent`` once the server's side acknowledged every byte, then wait for the
+    reply until killed (events: go, tail_sent). Linux only (TIOCOUTQ)."""
+    go, tail_sent = events
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(hello)
+    got = b""
+    while got.count(b"\r\n") < 2:
+        got += s.recv(1024)
+    s.sendall(head)
+    go.wait(10)
+    s.sendall(tail)
+    # Set once the server's kernel has it all (acknowledged): what a killed process
+    # still had to send could be lost, not run late.
+    while fcntl.ioctl(s.fileno(), termios.TIOCOUTQ, b"\0" * 4) != b"\0" * 4:
+        time.sleep(0.001)
+    tail_sent.set()
+    time.sleep(60)
 
 
 # -- replay tables ----------------------------------------------------------------------

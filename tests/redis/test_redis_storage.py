@@ -1,9 +1,10 @@
 """How elements are stored: one payload key per element, written in the transaction
 that admits it, renamed into a lease by a take, deleted by the ack. Nothing outlives
 its element: a producer whose connection dies mid-call, or that is SIGKILLed, leaves
-no payload behind; a function failing inside the transaction leaves none; deleting a
-queue removes the payloads of stored and leased elements. And waiting enqueues woken
-together split the free room instead of each being told all of it."""
+no payload behind (a call it had sent whole still runs, whole, after its death); a
+function failing inside the transaction leaves none; deleting a queue removes the
+payloads of stored and leased elements. And waiting enqueues woken together split the
+free room instead of each being told all of it."""
 
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ import anyio
 import numpy as np
 import pytest
 import redis_workers
-from redis_util import RedisProc, payload_keys, queue_keys, until
+from redis.connection import Connection
+from redis_util import RedisProc, payload_keys, queue_keys, until, wait_dropped
 
 import aqueue
 import aqueue.redis
 from aqueue.redis._core._transport import Call
+from aqueue.redis._queues._ops import PutOp
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -189,14 +192,16 @@ async def test_sigkilled_producer_leaves_no_orphan_payloads(
     redis_server: RedisProc, qname: str
 ) -> None:
     """A producer process enqueuing 2 MB calls is killed -9 at random moments (some
-    land mid-send): every payload key on the server belongs to an admitted element."""
+    land mid-send): every payload key on the server belongs to an admitted element.
+    The look at the server waits until the server has dropped the dead producer's
+    connections: until then it may still run the producer's last call (see below)."""
     rng = np.random.default_rng(4)
+    tag = f"producer-{uuid.uuid4().hex[:8]}"
+    url = f"{redis_server.url}?client_name={tag}"  # its connections, in CLIENT LIST
     async with aqueue.redis.connect(redis_server.url, wait_timeout=0.05) as srv:
         q = await srv.fifo_queue(qname, 64, np.uint8, (64 << 10,))
         for _ in range(4):
-            p = CTX.Process(
-                target=redis_workers.big_producer, args=(redis_server.url, qname), daemon=True
-            )
+            p = CTX.Process(target=redis_workers.big_producer, args=(url, qname), daemon=True)
             p.start()
 
             async def started() -> bool:
@@ -210,6 +215,8 @@ async def test_sigkilled_producer_leaves_no_orphan_payloads(
             assert p.pid is not None
             os.kill(p.pid, signal.SIGKILL)
             await anyio.to_thread.run_sync(p.join, 5)
+            with redis_server.client() as c:
+                await anyio.to_thread.run_sync(wait_dropped, c, tag)
             s = await q.statistics()
             assert s.enqueued_total - s.dequeued_total == s.size
             assert len(payload_keys(redis_server, qname)) == s.size
@@ -217,6 +224,78 @@ async def test_sigkilled_producer_leaves_no_orphan_payloads(
                 await q.dequeue_many(s.size)
         assert payload_keys(redis_server, qname) == []
         assert await srv.delete_queue(qname)
+
+
+async def test_call_of_a_killed_producer_still_unread_runs_whole(
+    own_redis: RedisProc, qname: str
+) -> None:
+    """A producer killed -9 while the end of its last call (a staged enqueue: MULTI,
+    MSET, FCALL aq_put, EXEC) still waits, unread, in the server's socket buffer, as a
+    loaded machine may leave it: the server reads it after the process is gone and
+    runs the whole transaction, so the call's staged payloads become admitted
+    elements, not orphans. A look at the queue taken as the server resumes would see
+    it before that call (size 0) and its payload keys a moment later, unless it first
+    waits until the server has dropped the dead producer's connection."""
+    async with aqueue.redis.connect(own_redis.url, wait_timeout=0.05) as srv:
+        q = await srv.fifo_queue(qname, 64, np.uint8, (64 << 10,))
+        payloads = q._h.codec.encode_batch([np.ones((32, 64 << 10), np.uint8)], 32)
+        call = PutOp(q._h, payloads, atomic=False).put_call()  # a producer's first call
+    assert len(call.stage) == 32
+    tag = f"producer-{uuid.uuid4().hex[:8]}"
+    pack = Connection().pack_commands
+    hello = b"".join(pack([("AUTH", own_redis.password), ("CLIENT", "SETNAME", tag)]))
+    staged = [x for kv in call.stage for x in kv]
+    head = [("MULTI",), ("MSET", *staged)]
+    txn = b"".join(pack([*head, ("FCALL", call.fn, 1, call.key, *call.args), ("EXEC",)]))
+    cut = len(b"".join(pack(head)))  # the tail: the FCALL and the EXEC
+    go, tail_sent = CTX.Event(), CTX.Event()
+    p = CTX.Process(
+        target=redis_workers.raw_producer,
+        args=(own_redis.port, hello, txn[:cut], txn[cut:], go, tail_sent),
+        daemon=True,
+    )
+    p.start()
+
+    def head_read(c: Any) -> bool:  # the MSET is queued in the producer's MULTI
+        return any(x.get("name") == tag and x["multi"] == "1" for x in c.client_list())
+
+    def look(c: Any) -> list[Any]:  # one request: the size and the payload keys
+        wait_dropped(c, tag)
+        pipe = c.pipeline(transaction=True)
+        pipe.llen(f"aq:{{{qname}}}:items")
+        pipe.keys(f"aq:{{{qname}}}:e:*")
+        return list(pipe.execute())
+
+    seen: list[Any] = []
+    with own_redis.client() as c:
+        await until(lambda: anyio.to_thread.run_sync(head_read, c))
+
+        async def looking() -> None:
+            seen.extend(await anyio.to_thread.run_sync(look, c))
+
+        async with anyio.create_task_group() as tg:
+            own_redis.proc.send_signal(signal.SIGSTOP)
+            try:
+                tg.start_soon(looking)
+                # The look's first request reaches the server before the tail does, so
+                # the server, resumed, answers it first.
+                await anyio.sleep(0.2)
+                go.set()
+                assert await anyio.to_thread.run_sync(tail_sent.wait, 10)
+                assert p.pid is not None
+                os.kill(p.pid, signal.SIGKILL)
+                await anyio.to_thread.run_sync(p.join, 5)
+            finally:
+                own_redis.proc.send_signal(signal.SIGCONT)
+    size, keys = seen
+    assert size == 32
+    assert sorted(keys) == sorted(k.encode() for k, _ in call.stage)
+    async with aqueue.redis.connect(own_redis.url, wait_timeout=0.05) as srv:
+        q = await srv.fifo_queue(qname, 64, np.uint8, (64 << 10,))
+        s = await q.statistics()
+        assert (s.size, s.enqueued_total) == (32, 32)
+        assert np.array_equal(await q.dequeue_many(32), np.ones((32, 64 << 10), np.uint8))
+    assert payload_keys(own_redis, qname) == []
 
 
 @pytest.mark.parametrize("kind", ["fifo", "shuffle"])
