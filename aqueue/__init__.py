@@ -63,6 +63,7 @@ from ._replay._selectors import Prioritized as Prioritized
 from ._replay._selectors import Uniform as Uniform
 from ._replay._snapshot import ReplaySnapshot as ReplaySnapshot
 from ._replay._table import ReplayTable as ReplayTable
+from ._replay._trajectory._returns import n_step_returns as n_step_returns
 from ._replay._views import BlockingReplayTable as BlockingReplayTable
 from ._replay._views import SampleIterator as SampleIterator
 from ._running._coordinator import Coordinator as Coordinator
@@ -143,6 +144,7 @@ __all__ = [
     "batch_join",
     "input_producer",
     "limit_epochs",
+    "n_step_returns",
     "range_input_producer",
     "shuffle_batch",
     "shuffle_batch_join",

@@ -31,6 +31,7 @@ file                     what it holds
 ``_views.py``            BlockingReplayTable (the thread view) and SampleIterator
 ``_table.py``            ReplayTable: the public class (also a ``Sink``: ``enqueue``,
                          ``enqueue_many``, producer accounting)
+``_trajectory/``         trajectory tables: timesteps stored once, their windows as items
 =======================  ========================================================================
 
 Dependencies point down the table: the settings, the sum tree, the repeats, the checks,

@@ -1,0 +1,24 @@
+"""Trajectory tables: timesteps stored once, sampled as windows (frame stacks, n-step
+returns, sequences). The design, and how it joins the replay core, is the docstring of
+``_steps.py``.
+
+=======================  ========================================================================
+file                     what it holds
+=======================  ========================================================================
+``_returns.py``          ``n_step_returns``: a window's n-step return and bootstrap discount
+                         (pure numpy, Acme's convention)
+``_checks.py``           StepSettings and StepArgs: the table's step and window arguments,
+                         and appended steps, checked
+``_episodes.py``         Episode: one writer's place in its episode, its pending windows
+                         and the positions stored
+``_ring.py``             StepRing: the preallocated field arrays, slots, references, the
+                         free stack and the id log (the oldest held step)
+``_steps.py``            StepStore: appending, ending episodes, the windows that complete,
+                         eviction, the steps the items hold and free, the gather of windows
+=======================  ========================================================================
+
+Dependencies point down the table: the returns and the checks know nothing of the
+storage; the episodes and the ring know nothing of each other; the store holds both
+and talks to the items through the ``WindowItems`` protocol. The folder imports the
+queues layer (specs) and the replay layer's argument checks, nothing above.
+"""
