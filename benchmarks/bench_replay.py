@@ -594,6 +594,11 @@ def _measure(data: Any, t0: float, c0: float, src: np.ndarray) -> dict[str, Any]
 
 def serve(row: str, mode: str, size: int, warm: int) -> None:
     """The worker's side of the protocol (``--peer-worker``)."""
+    if row.startswith("t-"):  # a T row: ``size`` is its number of steps
+        import _traj_rows
+
+        _traj_rows.serve(row[2:], mode, size, warm, _answer)
+        return
     src = source()
     try:
         run = RUNNERS[row](mode, size, src)
@@ -645,6 +650,7 @@ class Worker:
             env=env,
         )
         first = self._read()
+        self.ready = {k: v for k, v in first.items() if k != "ready"}
         if "error" in first:
             self.error = first["error"]
         else:
@@ -1219,6 +1225,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="R1's rows only (no sample-alone and limiter runs): what compare_revisions runs",
     )
     p.add_argument("--redis-rounds", type=int, default=None, help="R2 rounds (default 3)")
+    p.add_argument(
+        "--traj",
+        choices=("no", "also", "only"),
+        default="no",
+        help="T, trajectories (Atari-like frames stored once, sampled as 4-frame stacks, "
+        "_traj_rows.py): run it too (also), not at all (no, the default), or alone (only)",
+    )
+    p.add_argument(
+        "--traj-steps", type=int, default=None, help="T's steps (default 200000, quick 20000)"
+    )
+    p.add_argument(
+        "--traj-rows",
+        default="core,floor,reverb,torchrl",
+        help="comma-separated subset of core, floor, reverb, torchrl",
+    )
     p.add_argument("--peer-worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--mode", default="uniform", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -1227,6 +1248,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.reps = args.reps or (2 if args.quick else 6)
     args.loops = args.loops or (30 if args.quick else 200)
     args.size = args.size or (20_000 if args.quick else 100_000)
+    args.traj_steps = args.traj_steps or (20_000 if args.quick else 200_000)
     return args
 
 
@@ -1235,48 +1257,78 @@ def rate(times: list[float], loops: int) -> tuple[float, float]:
     return loops / statistics.median(times), loops / min(times)
 
 
+def interleaved(
+    pythons: dict[str, str | None], mode: str, args: argparse.Namespace, prefix: str = ""
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each row's worker (``prefix + row``) builds its table, then ``args.reps`` blocks
+    of ``args.loops`` loops run row after row: each row's times, CPU times and what its
+    worker reported when ready."""
+    results: dict[tuple[str, str], dict[str, Any]] = {}
+    workers = []
+    for row, python in pythons.items():
+        if python is None:
+            continue
+        print(f"  {mode:<11} {row:<8} filling its table ...", file=sys.stderr)
+        worker = Worker(prefix + row, python, mode, args)
+        results[(row, mode)] = {"times": [], "cpu": [], **worker.ready}
+        if worker.error:
+            worker.close()
+        else:
+            workers.append((row, worker))
+    for rep in range(args.reps):
+        for row, worker in workers:
+            r = results[(row, mode)]
+            if "error" in r:
+                continue
+            answer = worker.block(args.loops)
+            if "error" in answer:
+                r["error"] = answer["error"]
+            else:
+                r["times"].append(answer["seconds"])
+                r["cpu"].append(answer["cpu"])
+            print(f"  {mode:<11} {row:<8} block {rep + 1} {answer}", file=sys.stderr)
+    for _, worker in workers:
+        worker.close()
+    return results
+
+
+def traj_run(args: argparse.Namespace, modes: list[str]) -> bool:
+    """T: the trajectory rows (``_traj_rows.py``), interleaved per mode; whether all
+    of them ran and passed their checks."""
+    import _traj_rows
+
+    rows = [r.strip() for r in args.traj_rows.split(",") if r.strip()]
+    pythons = {
+        r: sys.executable if r not in _traj_rows.PEERS else find_python(r, args) for r in rows
+    }
+    t_args = argparse.Namespace(**vars(args))
+    t_args.size = args.traj_steps  # (what the workers are told to build)
+    results: dict[tuple[str, str], dict[str, Any]] = {}
+    for mode in modes:
+        results.update(interleaved(pythons, mode, t_args, prefix="t-"))
+    _traj_rows.report(args.traj_steps, args.loops, modes, results)
+    return not any("error" in r for r in results.values())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.peer_worker:
         serve(args.peer_worker, args.mode, args.size, max(5, args.loops // 10))
         return 0
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if args.traj == "only":
+        return 0 if traj_run(args, modes) else 1
     if args.redis == "only":
         runs = redis_run(args.url, args.redis_steps, args.redis_rounds)
         print_redis(runs, args.redis_steps)
         return 1 if any(r.get("error") for rs in runs.values() for r in rs) else 0
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     pythons = {r: sys.executable if r not in PEERS else find_python(r, args) for r in rows}
     src = source()
     load_start = os.getloadavg()
     results: dict[tuple[str, str], dict[str, Any]] = {}
     for mode in modes:
-        workers = []
-        for row, python in pythons.items():
-            if python is None:
-                continue
-            print(f"  {mode:<11} {row:<8} filling its table ...", file=sys.stderr)
-            worker = Worker(row, python, mode, args)
-            results[(row, mode)] = {"times": [], "cpu": [], "versions": worker.versions}
-            if worker.error:
-                results[(row, mode)]["error"] = worker.error
-                worker.close()
-            else:
-                workers.append(worker)
-        for rep in range(args.reps):
-            for worker in workers:
-                r = results[(worker.row, mode)]
-                if "error" in r:
-                    continue
-                answer = worker.block(args.loops)
-                if "error" in answer:
-                    r["error"] = answer["error"]
-                else:
-                    r["times"].append(answer["seconds"])
-                    r["cpu"].append(answer["cpu"])
-                print(f"  {mode:<11} {worker.row:<8} block {rep + 1} {answer}", file=sys.stderr)
-        for worker in workers:
-            worker.close()
+        results.update(interleaved(pythons, mode, args))
     if args.json:
         medians = {
             f"{row}/{mode}": rate(r["times"], args.loops)[0]
@@ -1292,6 +1344,8 @@ def main(argv: list[str] | None = None) -> int:
     limiter = limiter_run(60 if args.quick else 400, src)
     print_report(args, rows, modes, results, samples, limiter, load_start)
     failed = any("error" in r for r in results.values())
+    if args.traj == "also":
+        failed = not traj_run(args, modes) or failed
     if args.redis == "also":
         runs = redis_run(args.url, args.redis_steps, args.redis_rounds)
         print_redis(runs, args.redis_steps)

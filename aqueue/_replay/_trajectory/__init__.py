@@ -15,6 +15,8 @@ file                     what it holds
                          free stack and the id log (the oldest held step)
 ``_steps.py``            StepStore: appending, ending episodes, the windows that complete,
                          eviction, the steps the items hold and free, the gather of windows
+``_state.py``            dump_steps and load_steps: a step store's state as plain arrays
+                         (what a snapshot keeps), and back
 =======================  ========================================================================
 
 Dependencies point down the table: the returns and the checks know nothing of the

@@ -80,12 +80,13 @@ k)`` items (0: it never waits) whose engine step runs ``StepStore.append``; a sa
 step gathers the rows before it returns (slots freed by ``max_times_sampled`` inside
 it keep their data until a later store reuses them).
 
-**Snapshots.** Steps: the held ones in id order (ids, one array per field, their slots,
-the free stack, ``next_id``); items: the replay snapshot's keys, priorities, times
-sampled and selector state, with rows as indices into those steps; writers: for each
-open writer its id, ``pos``, ``start`` and pinned steps (indices), restored detached
-(``table.writer(resume=id)`` re-attaches one; the others' pins age out as the oldest);
-the counters. ``ref``, ``owner``, ``succ``, the id log and ``first_key`` are rebuilt.
+**Snapshots** (``_state.py``). Steps: the held ones in id order (ids, one array per
+field, their slots, the free stack, ``next_id``); items: the replay snapshot's keys,
+priorities, times sampled and selector state, with rows as indices into those steps;
+writers: for each open writer its id, ``pos``, ``start`` and pinned steps (indices),
+restored detached (``table.writer(resume=id)`` re-attaches one; the others' pins age
+out as the oldest); the counters. ``ref``, ``owner``, ``succ``, the id log and
+``first_key`` are rebuilt; a restored store lays steps out exactly as the original.
 
 **On Redis** (one key prefix per table): ``s:<id>`` one step's fields packed (written
 by the append's MULTI and renamed into place, freed by DEL: on a server, freeing
