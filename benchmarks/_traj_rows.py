@@ -228,36 +228,9 @@ def core_row(mode: str, total: int) -> Loop:
     return loops
 
 
-class BareSumTree:
-    """The textbook numpy sum tree (leaves at the bottom, every level kept)."""
-
-    def __init__(self, size: int) -> None:
-        self.depth = max(1, (size - 1).bit_length())
-        self.cap = 1 << self.depth
-        self.tree = np.zeros(2 * self.cap)
-
-    def set(self, idx: np.ndarray, values: np.ndarray) -> None:
-        tree = self.tree
-        i = idx + self.cap
-        tree[i] = values
-        for _ in range(self.depth):
-            i >>= 1
-            tree[i] = tree[2 * i] + tree[2 * i + 1]
-
-    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        tree = self.tree
-        u = rng.random(n) * tree[1]
-        i = np.ones(n, dtype=np.int64)
-        for _ in range(self.depth):
-            i <<= 1
-            left = tree[i]
-            right = u >= left
-            u -= left * right
-            i += right
-        return i - self.cap
-
-
 def floor_row(mode: str, total: int) -> Loop:
+    from bench_replay import BareSumTree  # (R1's floor tree: the textbook numpy sum tree)
+
     ring = np.empty((total, *FRAME), dtype=np.uint8)
     starts, firsts = valid_starts(total)
     for _, ep, first, n, _ in schedule(total):
@@ -276,7 +249,7 @@ def floor_row(mode: str, total: int) -> Loop:
             if tree is None:
                 pick = rng.integers(0, len(starts), SAMPLE)
             else:
-                pick = tree.sample(SAMPLE, rng)
+                pick, _ = tree.sample(SAMPLE, rng)
             rows = starts[pick][:, np.newaxis] + offsets
             out = ring.take(rows.ravel(), axis=0).reshape(SAMPLE, LENGTH, *FRAME)
             if tree is not None:
@@ -288,25 +261,9 @@ def floor_row(mode: str, total: int) -> Loop:
 
 
 def reverb_row(mode: str, total: int) -> Loop:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    import reverb
-    import tensorflow as tf
+    from bench_replay import reverb_batches, reverb_table
 
-    sampler = (
-        reverb.selectors.Prioritized(EXPONENT)
-        if mode == "prioritized"
-        else reverb.selectors.Uniform()
-    )
-    table = reverb.Table(
-        name="t",
-        sampler=sampler,
-        remover=reverb.selectors.Fifo(),
-        max_size=total,
-        rate_limiter=reverb.rate_limiters.MinSize(1),
-        signature={"obs": tf.TensorSpec([LENGTH, *FRAME], tf.uint8)},
-    )
-    server = reverb.Server(tables=[table], port=None)
-    client = server.localhost_client()
+    server, client = reverb_table(mode, total, [LENGTH, *FRAME], "uint8")
     writers = [client.trajectory_writer(num_keep_alive_refs=LENGTH) for _ in range(WRITERS)]
     for w, ep, first, n, ends in schedule(total):
         writer = writers[w]
@@ -320,13 +277,7 @@ def reverb_row(mode: str, total: int) -> Loop:
     for writer in writers:
         writer.flush()
     filled()
-    dataset = reverb.TrajectoryDataset.from_table_signature(
-        server_address=client.server_address,
-        table="t",
-        max_in_flight_samples_per_worker=2 * SAMPLE,
-        num_workers_per_iterator=1,
-    ).batch(SAMPLE)
-    it = iter(dataset)
+    it = reverb_batches(client, SAMPLE)
     rng = np.random.default_rng(1)
 
     def loops(n: int) -> np.ndarray:
@@ -465,6 +416,7 @@ def report(
     )
     print(f"|{'-' * 13}|{'-' * 32}|{'-' * 14}|{'-' * 14}|{'-' * 17}|{'-' * 10}|")
     rates: dict[tuple[str, str], float] = {}
+    cpus: dict[tuple[str, str], float] = {}
     for mode in modes:
         for row in ROWS:
             r = results.get((row, mode))
@@ -479,6 +431,7 @@ def report(
             best = loops / min(r["times"])
             rates[(row, mode)] = med
             cpu = statistics.median(r["cpu"]) / loops * 1e6
+            cpus[(row, mode)] = 1e6 / cpu  # (loops per CPU second)
             print(
                 f"| {mode:<11} | {LABELS[row]:<30} | {total / r['fill_s']:>12,.0f} | "
                 f"{r['rss'] / raw:>11.3f}x | {med:>7,.0f} / {best:>5,.0f} | {cpu:>5,.0f} us |"
@@ -487,22 +440,26 @@ def report(
         f"| {'':<11} | {'stacked items (computed)':<30} | {'':>12} | "
         f"{windows * LENGTH * FRAME[0] * FRAME[1] / raw:>11.3f}x | {'':>15} | {'':>8} |"
     )
-    print("\nRatios (medians; aqueue's core over the row):")
+    print(
+        "\nRatios, aqueue's core over the row: by wall-clock loops/s (medians), then by CPU "
+        "time per loop (steadier on a shared machine; Reverb's counts its sampling threads):"
+    )
     for mode in modes:
-        ours = rates.get(("core", mode))
-        if not ours:
-            continue
-        parts = []
-        gather = rates.get(("floor", "uniform"))
-        if gather:
-            parts.append(f"vs the bare gather {ours / gather:.2f}x (target >= 0.8x)")
-        if mode == "prioritized" and rates.get(("floor", mode)):
-            parts.append(f"vs the floor with a sum tree {ours / rates[('floor', mode)]:.2f}x")
-        for peer in PEERS:
-            theirs = rates.get((peer, mode))
-            if theirs:
-                parts.append(f"vs {peer} {ours / theirs:.2f}x (target > 1x)")
-        print(f"  {mode}: " + "; ".join(parts))
+        for what, by in (("wall", rates), ("CPU", cpus)):
+            ours = by.get(("core", mode))
+            if not ours:
+                continue
+            parts = []
+            gather = by.get(("floor", "uniform"))
+            if gather:
+                parts.append(f"vs the bare gather {ours / gather:.2f}x (target >= 0.8x)")
+            if mode == "prioritized" and by.get(("floor", mode)):
+                parts.append(f"vs the floor with a sum tree {ours / by[('floor', mode)]:.2f}x")
+            for peer in PEERS:
+                theirs = by.get((peer, mode))
+                if theirs:
+                    parts.append(f"vs {peer} {ours / theirs:.2f}x (target > 1x)")
+            print(f"  {mode:<11} {what:<4} " + "; ".join(parts))
     seen: dict[str, str] = {}
     for r in results.values():
         seen.update(r.get("versions", {}))

@@ -422,11 +422,13 @@ def awaited_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any
     return loops
 
 
-def reverb_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
+def reverb_table(mode: str, size: int, shape: list[int], dtype: str) -> tuple[Any, Any]:
+    """A Reverb server in process with one table "t" of ``size`` items, each one tensor
+    "obs" of ``shape`` and ``dtype`` (the mode's sampler, Fifo remover, MinSize(1)): the
+    server and its client."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import reverb
     import tensorflow as tf
-    from reverb import structured_writer as sw
 
     sampler = (
         reverb.selectors.Prioritized(EXPONENT)
@@ -439,10 +441,30 @@ def reverb_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]
         remover=reverb.selectors.Fifo(),
         max_size=size,
         rate_limiter=reverb.rate_limiters.MinSize(1),
-        signature={"obs": tf.TensorSpec(list(SHAPE), tf.float32)},
+        signature={"obs": tf.TensorSpec(shape, tf.as_dtype(dtype))},
     )
     server = reverb.Server(tables=[table], port=None)
-    client = server.localhost_client()
+    return server, server.localhost_client()
+
+
+def reverb_batches(client: Any, n: int) -> Any:
+    """Batches of ``n`` samples of table "t" through ``TrajectoryDataset`` (the fastest
+    route measured; it samples ahead in its own threads)."""
+    import reverb
+
+    dataset = reverb.TrajectoryDataset.from_table_signature(
+        server_address=client.server_address,
+        table="t",
+        max_in_flight_samples_per_worker=2 * n,
+        num_workers_per_iterator=1,
+    ).batch(n)
+    return iter(dataset)
+
+
+def reverb_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
+    from reverb import structured_writer as sw
+
+    server, client = reverb_table(mode, size, list(SHAPE), "float32")
     ref = sw.create_reference_step({"obs": src[0]})
     writer = client.structured_writer(
         [sw.create_config(pattern={"obs": ref["obs"][-1]}, table="t")]
@@ -454,13 +476,7 @@ def reverb_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]
         writer.flush()
 
     fill(add, src, size)
-    dataset = reverb.TrajectoryDataset.from_table_signature(
-        server_address=client.server_address,
-        table="t",
-        max_in_flight_samples_per_worker=2 * SAMPLE,
-        num_workers_per_iterator=1,
-    ).batch(SAMPLE)
-    it = iter(dataset)
+    it = reverb_batches(client, SAMPLE)
     rng = np.random.default_rng(1)
 
     def learn() -> np.ndarray:
