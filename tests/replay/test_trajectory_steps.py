@@ -53,7 +53,10 @@ class Driver:
 
     def fresh(self) -> tuple[Items, StepStore]:
         s = self.scenario
-        items = Items(s.cap, s.remover)
+        if s.cap is None:  # the item store a table without a cap has: never full
+            items = Items(s.max_steps // min(s.stride, s.length), "never")
+        else:
+            items = Items(s.cap, s.remover)
         store = StepStore(
             s.max_steps,
             DTYPES,

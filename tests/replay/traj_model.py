@@ -9,7 +9,9 @@ needed step, every item containing it, and every pending window containing it. T
 store under test must agree with it after every operation.
 
 ``Items`` is the items side a ``StepStore`` talks to (``WindowItems``): a dict of rows
-by key with an optional cap and a Fifo or Lifo remover, reporting arrivals and
+by key with an optional cap and a Fifo or Lifo remover (or "never": the cap is the
+capacity a table without one sizes its item store for, and must never be reached),
+reporting arrivals and
 departures in batches as an ``ItemStore`` would (the items leaving, then the newcomers
 kept; a newcomer evicted on arrival is never reported).
 """
@@ -171,6 +173,7 @@ class Items:
         leaving: list[int] = []
         if self.cap is not None:
             excess = len(self.rows) + m - self.cap
+            assert excess <= 0 or self.remover != "never", "more windows than the capacity"
             if excess > 0 and self.remover == "lifo":
                 kept = kept[: m - excess]  # the last ones evict themselves
             elif excess > 0:
