@@ -11,7 +11,10 @@ window becomes an item when its last step is appended, with the priority given w
 that step (or the table's default), and never crosses an episode end: a window that
 does not fit before ``end_episode`` never exists (an episode shorter than ``length``
 makes none). A frame stack is ``length=4``; R2D2's sequences ``length=80, stride=40``;
-with ``stride > length`` the steps between windows are never stored.
+with ``stride > length`` the steps between windows are never stored. A writer keeps
+three things (``_episodes.py``): its position in the episode, the start of its earliest
+pending window, and the slots of the steps its pending windows have so far (at most
+``length - 1``); a window's row is read off them the moment its last step is stored.
 
 **Storage** (``_ring.py``). One preallocated array per field, ``(max_steps, *shape)``:
 a step is written once, into a free slot, however many windows contain it. An item is
