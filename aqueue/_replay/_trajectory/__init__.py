@@ -1,6 +1,6 @@
 """Trajectory tables: timesteps stored once, sampled as windows (frame stacks, n-step
-returns, sequences). The design, and how it joins the replay core, is the docstring of
-``_steps.py``.
+returns, sequences). The design, and how it joins the replay core, is the docstring
+of the store, ``_steps.py``.
 
 =======================  ========================================================================
 file                     what it holds
