@@ -63,7 +63,11 @@ from ._replay._selectors import Prioritized as Prioritized
 from ._replay._selectors import Uniform as Uniform
 from ._replay._snapshot import ReplaySnapshot as ReplaySnapshot
 from ._replay._table import ReplayTable as ReplayTable
+from ._replay._trajectory._results import TrajectoryStatistics as TrajectoryStatistics
 from ._replay._trajectory._returns import n_step_returns as n_step_returns
+from ._replay._trajectory._table import TrajectoryTable as TrajectoryTable
+from ._replay._trajectory._writer import BlockingTrajectoryWriter as BlockingTrajectoryWriter
+from ._replay._trajectory._writer import TrajectoryWriter as TrajectoryWriter
 from ._replay._views import BlockingReplayTable as BlockingReplayTable
 from ._replay._views import SampleIterator as SampleIterator
 from ._running._coordinator import Coordinator as Coordinator
@@ -89,6 +93,7 @@ __all__ = [
     "BlockingQueue",
     "BlockingReplayTable",
     "BlockingReplayView",
+    "BlockingTrajectoryWriter",
     "BlockingView",
     "CheckpointError",
     "CheckpointWarning",
@@ -137,6 +142,9 @@ __all__ = [
     "StageStatistics",
     "TableHistory",
     "TableSample",
+    "TrajectoryStatistics",
+    "TrajectoryTable",
+    "TrajectoryWriter",
     "Uniform",
     "WorkerProcessError",
     "add_queue_runner",

@@ -118,8 +118,9 @@ class StepSide(Protocol):
         """The windows an append of ``k`` steps by writer ``wid`` completes now."""
         ...
 
-    def append(self, wid: int, comps: Components, k: int, priorities: Any) -> None:
-        """Append the steps (the windows they complete become items)."""
+    def append(self, wid: int, comps: Components, k: int, priorities: Any) -> Any:
+        """Append the steps (the windows they complete become items): the result of
+        the append (the keys of those items)."""
         ...
 
     def check_invariants(self, keys: npt.NDArray[Any], rows: npt.NDArray[Any]) -> None:
@@ -251,7 +252,8 @@ class ReplayEngine:
         return keys
 
     def _try_append(self, req: AppendRequest) -> Any:
-        """An append's step: the number of windows it inserted, or WAIT. One that
+        """An append's step: what ``steps.append`` returns (the keys of the windows it
+        inserted), or WAIT. One that
         completes no window goes at once when new (it inserts nothing); the others
         wait their turn among the inserts and for the limiter to admit their windows."""
         steps = self.steps
@@ -267,16 +269,20 @@ class ReplayEngine:
                 + " (nothing was written)"
             )
         m = steps.windows_completed(req.wid, req.count)
+        if m and not req.registered:  # (m only shrinks: a first step's check holds)
+            self.core.limiter.check_insert_count(
+                m, f"{self.what} '{self.name}' (an append of {req.count} steps)"
+            )
         if m or req.registered:
             if (self.inserters[0] is not req) if req.registered else bool(self.inserters):
                 return WAIT
             if m and not self.core.can_insert(m):
                 return WAIT
-        steps.append(req.wid, req.comps, req.count, req.priorities)
+        keys = steps.append(req.wid, req.comps, req.count, req.priorities)
         if req.registered:
             self.inserters.leave(req)
         self._notify()
-        return m
+        return keys
 
     def _insert_prefix(self, req: InsertRequest) -> Any:
         """A progressive insert's step (it is the head, or no insert waits): insert

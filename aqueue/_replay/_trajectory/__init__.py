@@ -17,10 +17,17 @@ file                     what it holds
                          eviction, the steps the items hold and free, the gather of windows
 ``_state.py``            dump_steps and load_steps: a step store's state as plain arrays
                          (what a snapshot keeps), and back
+``_items.py``            CoreWindows and TableSteps: the windows as the items of a replay
+                         core, and the steps as the engine sees them
+``_results.py``          TrajectoryStatistics: the items' and the steps' counters
+``_writer.py``           TrajectoryWriter and BlockingTrajectoryWriter: one stream of steps
+``_table.py``            TrajectoryTable: the public class
 =======================  ========================================================================
 
 Dependencies point down the table: the returns and the checks know nothing of the
 storage; the episodes and the ring know nothing of each other; the store holds both
-and talks to the items through the ``WindowItems`` protocol. The folder imports the
-queues layer (specs) and the replay layer's argument checks, nothing above.
+and talks to the items through the ``WindowItems`` protocol; the items know the store
+and the replay core; the writer knows the engine and the store; the table knows all
+of them. The folder imports the queues layer (specs), the waiting kernel and the
+replay layer's files (checks, core, engine, ops, results, views), nothing above.
 """

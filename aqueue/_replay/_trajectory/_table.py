@@ -1,0 +1,449 @@
+"""TrajectoryTable: the public in-process trajectory table.
+
+One concept in one file (the public class: about half of it is its overloads and
+docstrings).
+A replay table whose items are windows of timesteps stored once (the design:
+``_steps.py``; the joints with the replay core: ``_items.py``). Built from the replay
+layer's parts, unchanged: ``TableCore`` holds the items (int64 rows of step slots, so
+selectors, priorities, the rate limiter, ``max_times_sampled``, update and delete by
+key apply as they are), ``ReplayEngine`` the waiting (a writer's append is an
+``AppendRequest``), ``TableOps`` the checks of samples, keys and priorities. A
+sample's rows become steps inside its engine step (the engine's ``pack``: one gather
+per field), so what it returns is read under the same lock as what it drew.
+
+Writers (``_writer.py``) append; the table samples, updates, deletes, closes and
+takes snapshots (``_snapshot.py``). A trajectory table is not a ``Sink`` (its items
+are made by writers, one stream each, not inserted), but it is what the coordinator
+watches and reports as a replay table (``SampledTable``: name, ``max_size``,
+``statistics()``, samples).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, Generic, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from ..._errors import ElementSpecError, QueueClosedError, int_arg, name_arg
+from ..._queues._declare import Array, FixedShape, NumericDType, T
+from ..._waiting._backend import checkpoint, make_waker
+from ..._waiting._wait import wait_task
+from .._checks import table_settings
+from .._core import TableCore
+from .._engine import ReplayEngine, SampleRequest
+from .._limiter import MinSize, RateLimiter
+from .._ops import TableOps
+from .._results import ReplaySample
+from .._selectors import Fifo, Selector, Uniform
+from .._views import SampleIterator
+from ._checks import StepArgs, StepSettings, step_settings
+from ._items import CoreWindows, TableSteps
+from ._results import TrajectoryStatistics, trajectory_statistics
+from ._steps import StepStore
+from ._writer import TrajectoryWriter
+
+__all__ = ["TrajectoryTable"]
+
+Keys = npt.NDArray[np.int64]
+Found = npt.NDArray[np.bool_]
+
+
+class TrajectoryTable(Generic[T]):
+    """A table of timesteps stored once, whose items are windows of them: frame stacks,
+    n-step transitions, sequences (Reverb's ``TrajectoryWriter`` and item windows,
+    TorchRL's ``SliceSampler``, in process, for asyncio and trio).
+
+    Writers (``table.writer()``, one per actor stream) append steps to their current
+    episode; the window of ``length`` consecutive steps starting at every ``stride``-th
+    step of an episode becomes an item when its last step is appended, and a window
+    never crosses an episode's end. Every step is stored once, in preallocated arrays of
+    ``max_steps`` rows per field, however many windows hold it; a sample of ``n`` items
+    returns per field an array of shape ``(n, length, *shape)``, gathered at once.
+
+    When the steps are full, storing one evicts the oldest step held and every item
+    and pending window that needs it (never a window with a hole); steps no item or
+    pending window needs any more (their items were sampled ``max_times_sampled``
+    times, deleted, or removed by the item cap) are freed and their room reused first.
+
+    Args:
+        max_steps: the most steps held at once.
+        dtypes: one dtype per field (object dtypes are not supported).
+        shapes: one fully defined shape per field (``()`` for scalars).
+        names: field names; steps are then dicts with exactly these keys.
+        length: the steps in a window (4 for a frame stack; n + 1 for n-step returns).
+        stride: a window starts every ``stride`` steps of an episode (1: every step;
+            ``length // 2`` for R2D2's overlapping sequences; past ``length``, the steps
+            between windows are not stored).
+        sampler: which item a sample draws (``Uniform()``, ``Prioritized(e)``, ...).
+        remover: which item goes when an item cap ``max_size`` is reached.
+        max_times_sampled: an item leaves once sampled this many times (0: never).
+        rate_limiter: paces writers and samples, counting items (default ``MinSize(1)``).
+        max_size: an optional cap on the items held (None: only ``max_steps`` bounds
+            them, and the remover never runs).
+        seed: seeds the table's random generator.
+        name: used in messages and reports (default ``"trajectory_table"``).
+
+    Raises:
+        ElementSpecError: A bad argument (the message names it, what was expected and
+            what was given): ``length`` or ``stride`` < 1, ``length > max_steps``, shapes
+            not fully defined, ...
+    """
+
+    default_name = "trajectory_table"
+
+    @overload
+    def __init__(
+        self: TrajectoryTable[dict[str, Array]],
+        max_steps: int,
+        dtypes: Any,
+        shapes: Any,
+        names: Sequence[str],
+        *,
+        length: int,
+        stride: int = ...,
+        sampler: Selector = ...,
+        remover: Selector = ...,
+        max_times_sampled: int = ...,
+        rate_limiter: RateLimiter = ...,
+        max_size: int | None = ...,
+        seed: int | None = ...,
+        name: str | None = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: TrajectoryTable[Array],
+        max_steps: int,
+        dtypes: NumericDType,
+        shapes: Any = ...,
+        names: None = ...,
+        *,
+        length: int,
+        stride: int = ...,
+        sampler: Selector = ...,
+        remover: Selector = ...,
+        max_times_sampled: int = ...,
+        rate_limiter: RateLimiter = ...,
+        max_size: int | None = ...,
+        seed: int | None = ...,
+        name: str | None = ...,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: TrajectoryTable[T],
+        max_steps: int,
+        dtypes: Any,
+        shapes: Any = ...,
+        names: Any = ...,
+        *,
+        length: int,
+        stride: int = ...,
+        sampler: Selector = ...,
+        remover: Selector = ...,
+        max_times_sampled: int = ...,
+        rate_limiter: RateLimiter = ...,
+        max_size: int | None = ...,
+        seed: int | None = ...,
+        name: str | None = ...,
+    ) -> None: ...
+
+    def __init__(
+        self,
+        max_steps: int,
+        dtypes: Any,
+        shapes: Any = None,
+        names: Any = None,
+        *,
+        length: int,
+        stride: int = 1,
+        sampler: Selector = Uniform(),  # noqa: B008 - frozen, shared safely
+        remover: Selector = Fifo(),  # noqa: B008
+        max_times_sampled: int = 0,
+        rate_limiter: RateLimiter = MinSize(1),  # noqa: B008
+        max_size: int | None = None,
+        seed: int | None = None,
+        name: str | None = None,
+    ) -> None:
+        tname = name_arg(name, self.default_name, "TrajectoryTable: name")
+        owner = f"TrajectoryTable '{tname}'"
+        st = step_settings(
+            owner, max_steps, dtypes, shapes, names, length=length, stride=stride, max_size=max_size
+        )
+        settings = table_settings(
+            owner,
+            st.capacity,
+            np.int64,
+            (st.length,),
+            None,
+            sampler=sampler,
+            remover=remover,
+            max_times_sampled=max_times_sampled,
+            rate_limiter=rate_limiter,
+            seed=seed,
+        )
+        self._name = tname
+        self._st = st
+        self._seed = settings.seed
+        self._sampler = settings.sampler
+        self._remover = settings.remover
+        self._limiter = settings.rate_limiter
+        core = TableCore(
+            settings.max_size,
+            settings.spec.dtypes,
+            settings.shapes,
+            sampler=settings.sampler,
+            remover=settings.remover,
+            limiter=settings.rate_limiter,
+            max_times_sampled=settings.max_times_sampled,
+            rng=np.random.default_rng(self._seed),
+        )
+        windows = CoreWindows(core)
+        self._store = store = StepStore(
+            st.max_steps,
+            st.spec.dtypes,
+            st.shapes,
+            length=st.length,
+            stride=st.stride,
+            items=windows,
+            # (an item cap's remover frees steps as windows go in)
+            frees_on_insert=st.max_size is not None and st.capacity == st.max_size,
+        )
+        core.store.watcher = store
+        spec = st.spec
+        pack = operator.itemgetter(0) if spec.names is None and len(spec.dtypes) == 1 else spec.pack
+        gather = store.gather
+        self._engine = engine = ReplayEngine(
+            core,
+            tname,
+            lambda data: pack(gather(data[0])),
+            TableSteps(store, windows),
+            "trajectory table",
+        )
+        self._ops: TableOps[T] = TableOps(settings, engine)
+        self._args = StepArgs(st, settings.limit)
+        self._attached: set[int] = set()  # writers with a TrajectoryWriter
+
+    # -- properties ---------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The table's name, used in messages and reports."""
+        return self._name
+
+    @property
+    def max_steps(self) -> int:
+        """The most steps held at once."""
+        return self._st.max_steps
+
+    @property
+    def max_size(self) -> int:
+        """The most items the table holds (``max_size``, or the most windows
+        ``max_steps`` steps can hold: ``max_steps // min(stride, length)``)."""
+        return self._engine.core.max_size
+
+    @property
+    def length(self) -> int:
+        """The steps in a window."""
+        return self._st.length
+
+    @property
+    def stride(self) -> int:
+        """A window starts every ``stride`` steps of an episode."""
+        return self._st.stride
+
+    @property
+    def dtypes(self) -> tuple[np.dtype[Any], ...]:
+        """One numpy dtype per field."""
+        return self._st.spec.dtypes
+
+    @property
+    def shapes(self) -> tuple[FixedShape, ...]:
+        """One shape per field (of one step)."""
+        return self._st.shapes
+
+    @property
+    def names(self) -> tuple[str, ...] | None:
+        """Field names, or None."""
+        return self._st.spec.names
+
+    @property
+    def sampler(self) -> Selector:
+        """The selector samples draw with."""
+        return self._sampler
+
+    @property
+    def remover(self) -> Selector:
+        """The selector that picks the item evicted at an item cap."""
+        return self._remover
+
+    @property
+    def max_times_sampled(self) -> int:
+        """Draws after which an item leaves (0: never)."""
+        return self._ops.mts
+
+    @property
+    def rate_limiter(self) -> RateLimiter:
+        """The rate limiter pacing writers (by the items they complete) and samples."""
+        return self._limiter
+
+    @property
+    def seed(self) -> int | None:
+        """The seed the table was created with."""
+        return self._seed
+
+    @property
+    def settings(self) -> StepSettings:
+        """The step and window settings, checked."""
+        return self._st
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called."""
+        return self._engine.closed
+
+    def size(self) -> int:
+        """Items (windows) held now."""
+        return self._engine.core.store.size
+
+    def __len__(self) -> int:
+        return self._engine.core.store.size
+
+    def __repr__(self) -> str:
+        engine: ReplayEngine | None = getattr(self, "_engine", None)
+        if engine is None:  # the constructor raised (a repr in its traceback)
+            return "<TrajectoryTable (not constructed)>"
+        state = "closed" if engine.closed else "open"
+        return (
+            f"<TrajectoryTable '{self._name}' size={engine.core.store.size}/"
+            f"{engine.core.max_size} steps={self._store.ring.held}/{self._st.max_steps} "
+            f"length={self._st.length} stride={self._st.stride} {state}>"
+        )
+
+    # -- writers --------------------------------------------------------------------------
+
+    def writer(self, *, resume: int | None = None) -> TrajectoryWriter:
+        """A new writer, one stream of steps, at the start of an episode; or, with
+        ``resume``, the writer of that id restored by ``from_snapshot`` (in the middle
+        of its episode, as it was).
+
+        Raises:
+            QueueClosedError: The table is closed (a new writer could append nothing).
+            ElementSpecError: ``resume`` is not a restored writer's id without a writer
+                object yet (the message lists the ids that are).
+        """
+        engine = self._engine
+        with engine.lock:
+            if resume is None:
+                if engine.closed:
+                    raise QueueClosedError(
+                        f"trajectory table '{self._name}' is closed; writer() needs an open table"
+                    )
+                wid = self._store.open_writer()
+            else:
+                wid = int_arg(resume, "resume", f"TrajectoryTable '{self._name}': writer", 0)
+                free = sorted(set(self._store.writers) - self._attached)
+                if wid not in free:
+                    raise ElementSpecError(
+                        f"TrajectoryTable '{self._name}': writer(resume={wid}): expected the "
+                        f"id of a restored writer not resumed yet, one of {free}"
+                    )
+            self._attached.add(wid)
+        return TrajectoryWriter(engine, self._store, self._args, wid)
+
+    # -- sampling and the items -----------------------------------------------------------
+
+    async def sample(self, n: int) -> ReplaySample[T]:
+        """Draw ``n`` windows (with replacement, by the sampler): a ``ReplaySample`` whose
+        ``data`` holds per field an array of shape ``(n, length, *shape)``, with the
+        windows' ``keys``, ``priorities``, ``probabilities``, ``times_sampled`` and
+        ``weights(beta)``.
+
+        Waits until the rate limiter allows all n and the table can supply them, as
+        ``ReplayTable.sample`` does; items drawn ``max_times_sampled`` times leave (and
+        the steps only they needed are freed).
+
+        Raises:
+            ElementSpecError: ``n`` is not an int >= 1, or could never be served at once.
+            OutOfRangeError: The table is closed and cannot serve it now.
+
+        If cancelled, nothing was sampled: no counter, no ``times_sampled`` changed.
+        """
+        engine = self._engine
+        ops = self._ops
+        req = SampleRequest(
+            n if type(n) is int and 0 < n <= ops.most_samples else ops.sample_count(n)
+        )
+        await checkpoint()
+        got = engine.start(req, make_waker)
+        if got is req:
+            got = await wait_task(engine, req, self)
+        sample: ReplaySample[T] = got
+        return sample
+
+    def samples(self, n: int) -> SampleIterator[T]:
+        """An async iterator of ``sample(n)`` results; it ends when the table is closed
+        and cannot serve another.
+
+        Raises:
+            ElementSpecError: As ``sample(n)``, at once.
+        """
+        return SampleIterator(self, self._ops.sample_count(n))
+
+    async def update_priorities(self, keys: Any, priorities: Any) -> Found:
+        """Set the priorities of the windows of ``keys``: for each key, whether the table
+        held it (as ``ReplayTable.update_priorities``). Never waits.
+
+        Raises:
+            ElementSpecError: Bad keys or priorities (nothing changed).
+        """
+        k, p = self._ops.keys_and_priorities(keys, priorities)
+        await checkpoint()
+        found: Found = self._engine.update(k, p)
+        return found
+
+    async def delete(self, keys: Any) -> Found:
+        """Remove the windows of ``keys`` (their steps are freed if nothing else needs
+        them): for each key, whether the table held it. Never waits.
+
+        Raises:
+            ElementSpecError: Keys that are not a 1-d sequence of ints (nothing changed).
+        """
+        k = self._ops.keys(keys)
+        await checkpoint()
+        found: Found = self._engine.delete(k)
+        return found
+
+    def statistics(self) -> TrajectoryStatistics:
+        """The counters of the items and the steps now (``await table.statistics()``
+        works too)."""
+        engine = self._engine
+        with engine.lock:
+            return trajectory_statistics(engine.statistics_locked(), self._store.statistics())
+
+    # -- closing --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the table; idempotent. Appends (later ones and those waiting now) raise
+        QueueClosedError and write nothing; a sample that can be served still is, one
+        that would have to wait raises OutOfRangeError. ``end_episode``, writers'
+        ``close``, ``update_priorities`` and ``delete`` still work."""
+        self._engine.close()
+
+    async def aclose(self) -> None:
+        """Close the table (as ``close()``), then checkpoint."""
+        self.close()
+        await checkpoint()
+
+    async def __aenter__(self) -> TrajectoryTable[T]:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
