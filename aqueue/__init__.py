@@ -65,6 +65,7 @@ from ._replay._snapshot import ReplaySnapshot as ReplaySnapshot
 from ._replay._table import ReplayTable as ReplayTable
 from ._replay._trajectory._results import TrajectoryStatistics as TrajectoryStatistics
 from ._replay._trajectory._returns import n_step_returns as n_step_returns
+from ._replay._trajectory._snapshot import TrajectorySnapshot as TrajectorySnapshot
 from ._replay._trajectory._table import TrajectoryTable as TrajectoryTable
 from ._replay._trajectory._writer import BlockingTrajectoryWriter as BlockingTrajectoryWriter
 from ._replay._trajectory._writer import TrajectoryWriter as TrajectoryWriter
@@ -142,6 +143,7 @@ __all__ = [
     "StageStatistics",
     "TableHistory",
     "TableSample",
+    "TrajectorySnapshot",
     "TrajectoryStatistics",
     "TrajectoryTable",
     "TrajectoryWriter",

@@ -20,6 +20,7 @@ file                     what it holds
 ``_items.py``            CoreWindows and TableSteps: the windows as the items of a replay
                          core, and the steps as the engine sees them
 ``_results.py``          TrajectoryStatistics: the items' and the steps' counters
+``_snapshot.py``         TrajectorySnapshot: a table at one moment, its checks, its file form
 ``_writer.py``           TrajectoryWriter and BlockingTrajectoryWriter: one stream of steps
 ``_table.py``            TrajectoryTable: the public class
 =======================  ========================================================================

@@ -28,8 +28,9 @@ from typing import Any, Generic, overload
 import numpy as np
 import numpy.typing as npt
 
-from ..._errors import ElementSpecError, QueueClosedError, int_arg, name_arg
+from ..._errors import CheckpointError, ElementSpecError, QueueClosedError, int_arg, name_arg
 from ..._queues._declare import Array, FixedShape, NumericDType, T
+from ..._queues._snapshot import snapshot_expected
 from ..._waiting._backend import checkpoint, make_waker
 from ..._waiting._wait import wait_task
 from .._checks import table_settings
@@ -39,10 +40,13 @@ from .._limiter import MinSize, RateLimiter
 from .._ops import TableOps
 from .._results import ReplaySample
 from .._selectors import Fifo, Selector, Uniform
+from .._snapshot import ReplaySnapshot, snapshot_state
 from .._views import SampleIterator
 from ._checks import StepArgs, StepSettings, step_settings
 from ._items import CoreWindows, TableSteps
 from ._results import TrajectoryStatistics, trajectory_statistics
+from ._snapshot import TrajectorySnapshot, check_steps
+from ._state import dump_steps, index_of, load_steps
 from ._steps import StepStore
 from ._writer import TrajectoryWriter
 
@@ -447,3 +451,111 @@ class TrajectoryTable(Generic[T]):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    # -- snapshots ------------------------------------------------------------------------
+
+    def snapshot(self) -> TrajectorySnapshot:
+        """Everything the table holds now, consistent (one acquisition of its lock, for
+        as long as copies of the held steps and items take): the steps, the windows
+        (keys, priorities, times sampled, selector states), the writers' episodes, the
+        counters and the random generator's state. Changes nothing.
+
+        ``TrajectoryTable.from_snapshot(snap)`` builds a table that goes on exactly as
+        this one would; ``snap.save(path)`` and ``TrajectorySnapshot.load(path)`` keep it
+        in a file.
+        """
+        engine = self._engine
+        core = engine.core
+        st = self._st
+        with engine.lock:
+            state = core.dump()
+            stats = engine.statistics_locked()
+            steps = dump_steps(self._store)
+            where = index_of(self._store)
+            closed = engine.closed
+        items = ReplaySnapshot[Any](
+            name=self._name,
+            max_size=core.max_size,
+            dtypes=(np.dtype(np.int64),),
+            shapes=((st.length,),),
+            names=None,
+            sampler=self._sampler,
+            remover=self._remover,
+            max_times_sampled=self._ops.mts,
+            rate_limiter=self._limiter,
+            seed=self._seed,
+            closed=closed,
+            keys=state["keys"],
+            priorities=state["priorities"],
+            times_sampled=state["times_sampled"],
+            items=(where[state["items"][0]],),
+            next_key=state["next_key"],
+            statistics=stats,
+            rng_state=state["rng_state"],
+            layout=state["layout"],
+        )
+        return TrajectorySnapshot(
+            name=self._name,
+            max_steps=st.max_steps,
+            dtypes=st.spec.dtypes,
+            shapes=st.shapes,
+            names=st.spec.names,
+            length=st.length,
+            stride=st.stride,
+            max_size=st.max_size,
+            items=items,
+            ids=steps["ids"],
+            fields=steps["fields"],
+            next_id=steps["next_id"],
+            next_writer=steps["next_writer"],
+            counters=steps["counters"],
+            writers=tuple(steps["writers"]),
+            slots=steps["layout"]["slots"],
+            free=steps["layout"]["free"],
+        )
+
+    @classmethod
+    def from_snapshot(cls, snap: TrajectorySnapshot) -> TrajectoryTable[Any]:
+        """A table equal to the one ``snap`` was taken from, going on exactly as it
+        would. Its writers are restored detached: ``table.writer(resume=id)`` takes one
+        up in the middle of its episode.
+
+        Raises:
+            ElementSpecError: ``snap`` is not a TrajectorySnapshot.
+            CheckpointError: The snapshot is inconsistent (the message names what).
+        """
+        if not isinstance(snap, TrajectorySnapshot):
+            raise ElementSpecError(
+                snapshot_expected("TrajectoryTable.from_snapshot", TrajectorySnapshot, snap)
+            )
+        where = f"snapshot of trajectory table '{snap.name}'"
+        check_steps(snap, where)
+        items = snap.items
+        try:
+            table: TrajectoryTable[Any] = cls(
+                snap.max_steps,
+                list(snap.dtypes),
+                list(snap.shapes),
+                snap.names,
+                length=snap.length,
+                stride=snap.stride,
+                sampler=items.sampler,
+                remover=items.remover,
+                max_times_sampled=items.max_times_sampled,
+                rate_limiter=items.rate_limiter,
+                max_size=snap.max_size,
+                seed=items.seed,
+                name=snap.name,
+            )
+        except ElementSpecError as exc:
+            raise CheckpointError(f"{where}: its settings make no table: {exc}") from exc
+        engine = table._engine
+        rows = items.items[0]
+        state = snapshot_state(items)
+        state["items"] = (snap.slots[rows],)
+        engine.core.load(state)
+        load_steps(table._store, snap.steps_state(), items.keys, rows)
+        engine.restore_waits(items.statistics.insert_wait_s, items.statistics.sample_wait_s)
+        if items.closed:
+            engine.close()
+        return table
