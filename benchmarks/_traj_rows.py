@@ -9,11 +9,15 @@ starts one. The ring holds exactly the steps appended, so nothing is evicted.
 
 Rows (each in a worker process of its own, the peers with their own interpreters):
 
-- core: aqueue's synchronous trajectory core (``StepStore`` beside a replay
+- table: ``aqueue.TrajectoryTable(steps, np.uint8, (84, 84), length=4)``, one
+  ``writer()`` per actor, ``await w.append_many(burst)`` and ``await w.end_episode()``;
+  the loop is ``s = await table.sample(32)`` (``s.data`` is ``(32, 4, 84, 84)``) and
+  ``await table.update_priorities(s.keys, ...)``, on one asyncio loop that the worker
+  keeps (a block of loops is one ``run_until_complete``).
+- core: the same table's synchronous core underneath (``StepStore`` beside a replay
   ``TableCore`` whose items are int64 rows of 4 step slots): ``core.sample(32)``,
   one gather per field of the 32 x 4 frames, ``core.update`` of the 32 priorities.
-  No lock, await or argument check: the table's row replaces it once the trajectory
-  table exists.
+  No lock, await or argument check: what the table's calls add is the difference.
 - floor: the frames in one numpy ring (episodes contiguous) and the array of valid
   window starts; a bare gather of 32 random windows (uniform), or the same drawn by
   a textbook sum tree whose 32 leaves are then set (prioritized).
@@ -55,10 +59,11 @@ SAMPLE = 32
 WRITERS = 4
 BURST = 16
 EXPONENT = 0.6
-ROWS = ("core", "floor", "reverb", "torchrl")
+ROWS = ("table", "core", "floor", "reverb", "torchrl")
 PEERS = ("reverb", "torchrl")
 LABELS = {
-    "core": "aqueue trajectory core (sync)",
+    "table": "aqueue TrajectoryTable",
+    "core": "its core (sync, no await)",
     "floor": "floor (numpy ring + gather)",
     "reverb": "Reverb TrajectoryWriter",
     "torchrl": "TorchRL SliceSampler",
@@ -172,6 +177,37 @@ def filled() -> None:
 
 
 # -- rows -----------------------------------------------------------------------------
+
+
+def table_row(mode: str, total: int) -> Loop:
+    import asyncio
+
+    import aqueue
+
+    sampler = aqueue.Prioritized(EXPONENT) if mode == "prioritized" else aqueue.Uniform()
+    table = aqueue.TrajectoryTable(total, np.uint8, FRAME, length=LENGTH, sampler=sampler, seed=0)
+    loop = asyncio.new_event_loop()
+    rng = np.random.default_rng(1)
+
+    async def fill() -> None:
+        writers = [table.writer() for _ in range(WRITERS)]
+        for w, ep, first, n, ends in schedule(total):
+            await writers[w].append_many(frames(ep, first, n))
+            if ends:
+                await writers[w].end_episode()
+
+    async def run(n: int) -> np.ndarray:
+        out = None
+        for _ in range(n):
+            s = await table.sample(SAMPLE)
+            out = s.data
+            await table.update_priorities(s.keys, np.abs(rng.standard_normal(SAMPLE)) + 1e-3)
+        assert out is not None
+        return out
+
+    loop.run_until_complete(fill())
+    filled()
+    return lambda n: loop.run_until_complete(run(n))
 
 
 def core_row(mode: str, total: int) -> Loop:
@@ -340,18 +376,21 @@ def torchrl_row(mode: str, total: int) -> Loop:
 
 
 RUNNERS: dict[str, Callable[[str, int], Loop]] = {
+    "table": table_row,
     "core": core_row,
     "floor": floor_row,
     "reverb": reverb_row,
     "torchrl": torchrl_row,
 }
 IMPORTS = {  # (imported before the memory baseline: a library's code is not its data)
+    "table": ["aqueue", "asyncio"],
     "core": ["aqueue"],
     "floor": [],
     "reverb": ["reverb", "tensorflow"],
     "torchrl": ["torch", "tensordict", "torchrl.data"],
 }
 VERSIONS = {
+    "table": ["aqueue", "numpy"],
     "core": ["aqueue", "numpy"],
     "floor": ["numpy"],
     "reverb": ["dm-reverb", "tensorflow-cpu", "tensorflow"],
@@ -441,12 +480,13 @@ def report(
         f"{windows * LENGTH * FRAME[0] * FRAME[1] / raw:>11.3f}x | {'':>15} | {'':>8} |"
     )
     print(
-        "\nRatios, aqueue's core over the row: by wall-clock loops/s (medians), then by CPU "
-        "time per loop (steadier on a shared machine; Reverb's counts its sampling threads):"
+        "\nRatios, aqueue's TrajectoryTable over the row: by wall-clock loops/s (medians), "
+        "then by CPU time per loop (steadier on a shared machine; Reverb's counts its "
+        "sampling threads):"
     )
     for mode in modes:
         for what, by in (("wall", rates), ("CPU", cpus)):
-            ours = by.get(("core", mode))
+            ours = by.get(("table", mode))
             if not ours:
                 continue
             parts = []
@@ -455,6 +495,8 @@ def report(
                 parts.append(f"vs the bare gather {ours / gather:.2f}x (target >= 0.8x)")
             if mode == "prioritized" and by.get(("floor", mode)):
                 parts.append(f"vs the floor with a sum tree {ours / by[('floor', mode)]:.2f}x")
+            if by.get(("core", mode)):
+                parts.append(f"vs its sync core {ours / by[('core', mode)]:.2f}x")
             for peer in PEERS:
                 theirs = by.get((peer, mode))
                 if theirs:
