@@ -24,9 +24,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ..._errors import ElementSpecError, int_arg
-from ..._queues._declare import Components, FixedShape, format_shape
-from ..._queues._spec import ElementSpec, declare_spec
-from .._checks import PriorityLimit, priorities_arg, priority_arg
+from ..._queues._declare import Components, FixedShape
+from ..._queues._spec import ElementSpec
+from .._checks import PriorityLimit, priorities_arg, priority_arg, stored_spec
 
 __all__ = ["StepArgs", "StepSettings", "step_settings"]
 
@@ -66,22 +66,14 @@ def step_settings(
             given).
     """
     max_steps = int_arg(max_steps, "max_steps", owner, 1)
-    spec = declare_spec(owner, dtypes, shapes, names, allow_unknown_dims=True)
-    fixed = spec.fixed_shapes
-    if fixed is None:
-        got = "none" if spec.shapes is None else ", ".join(map(format_shape, spec.shapes))
-        raise ElementSpecError(
-            f"{owner}: shapes must be declared and fully defined (steps live in "
-            f"preallocated arrays of shape (max_steps, *shape)); use shapes=() for "
-            f"scalars, e.g. TrajectoryTable(200_000, np.uint8, (84, 84), length=4); "
-            f"got {got}"
-        )
-    for i, dt in enumerate(spec.dtypes):
-        if dt.kind in "OV":
-            raise ElementSpecError(
-                f"{owner}: field {i} has dtype {dt}; a trajectory table stores numeric, "
-                "bool and fixed-size string fields (no object or structured dtypes)"
-            )
+    spec, fixed = stored_spec(
+        owner,
+        dtypes,
+        shapes,
+        names,
+        ("steps", "max_steps", "TrajectoryTable(200_000, np.uint8, (84, 84), length=4)"),
+        ("field", "a trajectory table"),
+    )
     length = int_arg(length, "length", owner, 1)
     stride = int_arg(stride, "stride", owner, 1)
     if length > max_steps:
