@@ -23,7 +23,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, Generic, overload
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -31,17 +31,14 @@ import numpy.typing as npt
 from ..._errors import CheckpointError, ElementSpecError, QueueClosedError, int_arg, name_arg
 from ..._queues._declare import Array, FixedShape, NumericDType, T
 from ..._queues._snapshot import snapshot_expected
-from ..._waiting._backend import checkpoint, make_waker
-from ..._waiting._wait import wait_task
 from .._checks import table_settings
 from .._core import TableCore
-from .._engine import ReplayEngine, SampleRequest
+from .._engine import ReplayEngine
 from .._limiter import MinSize, RateLimiter
 from .._ops import TableOps
-from .._results import ReplaySample
+from .._sampling import SamplingSide
 from .._selectors import Fifo, Selector, Uniform
 from .._snapshot import ReplaySnapshot, snapshot_state
-from .._views import SampleIterator
 from ._checks import StepArgs, StepSettings, step_settings
 from ._items import CoreWindows, TableSteps
 from ._results import TrajectoryStatistics, trajectory_statistics
@@ -56,7 +53,7 @@ Keys = npt.NDArray[np.int64]
 Found = npt.NDArray[np.bool_]
 
 
-class TrajectoryTable(Generic[T]):
+class TrajectoryTable(SamplingSide[T]):
     """A table of timesteps stored once, whose items are windows of them: frame stacks,
     n-step transitions, sequences (Reverb's ``TrajectoryWriter`` and item windows,
     TorchRL's ``SliceSampler``, in process, for asyncio and trio).
@@ -233,11 +230,6 @@ class TrajectoryTable(Generic[T]):
     # -- properties ---------------------------------------------------------------------
 
     @property
-    def name(self) -> str:
-        """The table's name, used in messages and reports."""
-        return self._name
-
-    @property
     def max_steps(self) -> int:
         """The most steps held at once."""
         return self._st.max_steps
@@ -274,46 +266,9 @@ class TrajectoryTable(Generic[T]):
         return self._st.spec.names
 
     @property
-    def sampler(self) -> Selector:
-        """The selector samples draw with."""
-        return self._sampler
-
-    @property
-    def remover(self) -> Selector:
-        """The selector that picks the item evicted at an item cap."""
-        return self._remover
-
-    @property
-    def max_times_sampled(self) -> int:
-        """Draws after which an item leaves (0: never)."""
-        return self._ops.mts
-
-    @property
-    def rate_limiter(self) -> RateLimiter:
-        """The rate limiter pacing writers (by the items they complete) and samples."""
-        return self._limiter
-
-    @property
-    def seed(self) -> int | None:
-        """The seed the table was created with."""
-        return self._seed
-
-    @property
     def settings(self) -> StepSettings:
         """The step and window settings, checked."""
         return self._st
-
-    @property
-    def closed(self) -> bool:
-        """Whether ``close()`` was called."""
-        return self._engine.closed
-
-    def size(self) -> int:
-        """Items (windows) held now."""
-        return self._engine.core.store.size
-
-    def __len__(self) -> int:
-        return self._engine.core.store.size
 
     def __repr__(self) -> str:
         engine: ReplayEngine | None = getattr(self, "_engine", None)
@@ -357,68 +312,7 @@ class TrajectoryTable(Generic[T]):
             self._attached.add(wid)
         return TrajectoryWriter(engine, self._store, self._args, wid)
 
-    # -- sampling and the items -----------------------------------------------------------
-
-    async def sample(self, n: int) -> ReplaySample[T]:
-        """Draw ``n`` windows (with replacement, by the sampler): a ``ReplaySample`` whose
-        ``data`` holds per field an array of shape ``(n, length, *shape)``, with the
-        windows' ``keys``, ``priorities``, ``probabilities``, ``times_sampled`` and
-        ``weights(beta)``.
-
-        Waits until the rate limiter allows all n and the table can supply them, as
-        ``ReplayTable.sample`` does; items drawn ``max_times_sampled`` times leave (and
-        the steps only they needed are freed).
-
-        Raises:
-            ElementSpecError: ``n`` is not an int >= 1, or could never be served at once.
-            OutOfRangeError: The table is closed and cannot serve it now.
-
-        If cancelled, nothing was sampled: no counter, no ``times_sampled`` changed.
-        """
-        engine = self._engine
-        ops = self._ops
-        req = SampleRequest(
-            n if type(n) is int and 0 < n <= ops.most_samples else ops.sample_count(n)
-        )
-        await checkpoint()
-        got = engine.start(req, make_waker)
-        if got is req:
-            got = await wait_task(engine, req, self)
-        sample: ReplaySample[T] = got
-        return sample
-
-    def samples(self, n: int) -> SampleIterator[T]:
-        """An async iterator of ``sample(n)`` results; it ends when the table is closed
-        and cannot serve another.
-
-        Raises:
-            ElementSpecError: As ``sample(n)``, at once.
-        """
-        return SampleIterator(self, self._ops.sample_count(n))
-
-    async def update_priorities(self, keys: Any, priorities: Any) -> Found:
-        """Set the priorities of the windows of ``keys``: for each key, whether the table
-        held it (as ``ReplayTable.update_priorities``). Never waits.
-
-        Raises:
-            ElementSpecError: Bad keys or priorities (nothing changed).
-        """
-        k, p = self._ops.keys_and_priorities(keys, priorities)
-        await checkpoint()
-        found: Found = self._engine.update(k, p)
-        return found
-
-    async def delete(self, keys: Any) -> Found:
-        """Remove the windows of ``keys`` (their steps are freed if nothing else needs
-        them): for each key, whether the table held it. Never waits.
-
-        Raises:
-            ElementSpecError: Keys that are not a 1-d sequence of ints (nothing changed).
-        """
-        k = self._ops.keys(keys)
-        await checkpoint()
-        found: Found = self._engine.delete(k)
-        return found
+    # -- the counters ------------------------------------------------------------------
 
     def statistics(self) -> TrajectoryStatistics:
         """The counters of the items and the steps now (``await table.statistics()``
@@ -435,11 +329,6 @@ class TrajectoryTable(Generic[T]):
         that would have to wait raises OutOfRangeError. ``end_episode``, writers'
         ``close``, ``update_priorities`` and ``delete`` still work."""
         self._engine.close()
-
-    async def aclose(self) -> None:
-        """Close the table (as ``close()``), then checkpoint."""
-        self.close()
-        await checkpoint()
 
     async def __aenter__(self) -> TrajectoryTable[T]:
         return self
