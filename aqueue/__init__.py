@@ -63,6 +63,12 @@ from ._replay._selectors import Prioritized as Prioritized
 from ._replay._selectors import Uniform as Uniform
 from ._replay._snapshot import ReplaySnapshot as ReplaySnapshot
 from ._replay._table import ReplayTable as ReplayTable
+from ._replay._trajectory._results import TrajectoryStatistics as TrajectoryStatistics
+from ._replay._trajectory._returns import n_step_returns as n_step_returns
+from ._replay._trajectory._snapshot import TrajectorySnapshot as TrajectorySnapshot
+from ._replay._trajectory._table import TrajectoryTable as TrajectoryTable
+from ._replay._trajectory._writer import BlockingTrajectoryWriter as BlockingTrajectoryWriter
+from ._replay._trajectory._writer import TrajectoryWriter as TrajectoryWriter
 from ._replay._views import BlockingReplayTable as BlockingReplayTable
 from ._replay._views import SampleIterator as SampleIterator
 from ._running._coordinator import Coordinator as Coordinator
@@ -88,6 +94,7 @@ __all__ = [
     "BlockingQueue",
     "BlockingReplayTable",
     "BlockingReplayView",
+    "BlockingTrajectoryWriter",
     "BlockingView",
     "CheckpointError",
     "CheckpointWarning",
@@ -136,6 +143,10 @@ __all__ = [
     "StageStatistics",
     "TableHistory",
     "TableSample",
+    "TrajectorySnapshot",
+    "TrajectoryStatistics",
+    "TrajectoryTable",
+    "TrajectoryWriter",
     "Uniform",
     "WorkerProcessError",
     "add_queue_runner",
@@ -143,6 +154,7 @@ __all__ = [
     "batch_join",
     "input_producer",
     "limit_epochs",
+    "n_step_returns",
     "range_input_producer",
     "shuffle_batch",
     "shuffle_batch_join",

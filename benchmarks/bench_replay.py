@@ -422,11 +422,13 @@ def awaited_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any
     return loops
 
 
-def reverb_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
+def reverb_table(mode: str, size: int, shape: list[int], dtype: str) -> tuple[Any, Any]:
+    """A Reverb server in process with one table "t" of ``size`` items, each one tensor
+    "obs" of ``shape`` and ``dtype`` (the mode's sampler, Fifo remover, MinSize(1)): the
+    server and its client."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import reverb
     import tensorflow as tf
-    from reverb import structured_writer as sw
 
     sampler = (
         reverb.selectors.Prioritized(EXPONENT)
@@ -439,10 +441,30 @@ def reverb_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]
         remover=reverb.selectors.Fifo(),
         max_size=size,
         rate_limiter=reverb.rate_limiters.MinSize(1),
-        signature={"obs": tf.TensorSpec(list(SHAPE), tf.float32)},
+        signature={"obs": tf.TensorSpec(shape, tf.as_dtype(dtype))},
     )
     server = reverb.Server(tables=[table], port=None)
-    client = server.localhost_client()
+    return server, server.localhost_client()
+
+
+def reverb_batches(client: Any, n: int) -> Any:
+    """Batches of ``n`` samples of table "t" through ``TrajectoryDataset`` (the fastest
+    route measured; it samples ahead in its own threads)."""
+    import reverb
+
+    dataset = reverb.TrajectoryDataset.from_table_signature(
+        server_address=client.server_address,
+        table="t",
+        max_in_flight_samples_per_worker=2 * n,
+        num_workers_per_iterator=1,
+    ).batch(n)
+    return iter(dataset)
+
+
+def reverb_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]:
+    from reverb import structured_writer as sw
+
+    server, client = reverb_table(mode, size, list(SHAPE), "float32")
     ref = sw.create_reference_step({"obs": src[0]})
     writer = client.structured_writer(
         [sw.create_config(pattern={"obs": ref["obs"][-1]}, table="t")]
@@ -454,13 +476,7 @@ def reverb_runner(mode: str, size: int, src: np.ndarray) -> Callable[[int], Any]
         writer.flush()
 
     fill(add, src, size)
-    dataset = reverb.TrajectoryDataset.from_table_signature(
-        server_address=client.server_address,
-        table="t",
-        max_in_flight_samples_per_worker=2 * SAMPLE,
-        num_workers_per_iterator=1,
-    ).batch(SAMPLE)
-    it = iter(dataset)
+    it = reverb_batches(client, SAMPLE)
     rng = np.random.default_rng(1)
 
     def learn() -> np.ndarray:
@@ -594,6 +610,11 @@ def _measure(data: Any, t0: float, c0: float, src: np.ndarray) -> dict[str, Any]
 
 def serve(row: str, mode: str, size: int, warm: int) -> None:
     """The worker's side of the protocol (``--peer-worker``)."""
+    if row.startswith("t-"):  # a T row: ``size`` is its number of steps
+        import _traj_rows
+
+        _traj_rows.serve(row[2:], mode, size, warm, _answer)
+        return
     src = source()
     try:
         run = RUNNERS[row](mode, size, src)
@@ -645,6 +666,7 @@ class Worker:
             env=env,
         )
         first = self._read()
+        self.ready = {k: v for k, v in first.items() if k != "ready"}
         if "error" in first:
             self.error = first["error"]
         else:
@@ -1219,6 +1241,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="R1's rows only (no sample-alone and limiter runs): what compare_revisions runs",
     )
     p.add_argument("--redis-rounds", type=int, default=None, help="R2 rounds (default 3)")
+    p.add_argument(
+        "--traj",
+        choices=("no", "also", "only"),
+        default="no",
+        help="T, trajectories (Atari-like frames stored once, sampled as 4-frame stacks, "
+        "_traj_rows.py): run it too (also), not at all (no, the default), or alone (only)",
+    )
+    p.add_argument(
+        "--traj-steps", type=int, default=None, help="T's steps (default 200000, quick 20000)"
+    )
+    p.add_argument(
+        "--traj-rows",
+        default="table,core,floor,reverb,torchrl",
+        help="comma-separated subset of table, core, floor, reverb, torchrl",
+    )
     p.add_argument("--peer-worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--mode", default="uniform", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -1227,6 +1264,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.reps = args.reps or (2 if args.quick else 6)
     args.loops = args.loops or (30 if args.quick else 200)
     args.size = args.size or (20_000 if args.quick else 100_000)
+    args.traj_steps = args.traj_steps or (20_000 if args.quick else 200_000)
     return args
 
 
@@ -1235,48 +1273,78 @@ def rate(times: list[float], loops: int) -> tuple[float, float]:
     return loops / statistics.median(times), loops / min(times)
 
 
+def interleaved(
+    pythons: dict[str, str | None], mode: str, args: argparse.Namespace, prefix: str = ""
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each row's worker (``prefix + row``) builds its table, then ``args.reps`` blocks
+    of ``args.loops`` loops run row after row: each row's times, CPU times and what its
+    worker reported when ready."""
+    results: dict[tuple[str, str], dict[str, Any]] = {}
+    workers = []
+    for row, python in pythons.items():
+        if python is None:
+            continue
+        print(f"  {mode:<11} {row:<8} filling its table ...", file=sys.stderr)
+        worker = Worker(prefix + row, python, mode, args)
+        results[(row, mode)] = {"times": [], "cpu": [], **worker.ready}
+        if worker.error:
+            worker.close()
+        else:
+            workers.append((row, worker))
+    for rep in range(args.reps):
+        for row, worker in workers:
+            r = results[(row, mode)]
+            if "error" in r:
+                continue
+            answer = worker.block(args.loops)
+            if "error" in answer:
+                r["error"] = answer["error"]
+            else:
+                r["times"].append(answer["seconds"])
+                r["cpu"].append(answer["cpu"])
+            print(f"  {mode:<11} {row:<8} block {rep + 1} {answer}", file=sys.stderr)
+    for _, worker in workers:
+        worker.close()
+    return results
+
+
+def traj_run(args: argparse.Namespace, modes: list[str]) -> bool:
+    """T: the trajectory rows (``_traj_rows.py``), interleaved per mode; whether all
+    of them ran and passed their checks."""
+    import _traj_rows
+
+    rows = [r.strip() for r in args.traj_rows.split(",") if r.strip()]
+    pythons = {
+        r: sys.executable if r not in _traj_rows.PEERS else find_python(r, args) for r in rows
+    }
+    t_args = argparse.Namespace(**vars(args))
+    t_args.size = args.traj_steps  # (what the workers are told to build)
+    results: dict[tuple[str, str], dict[str, Any]] = {}
+    for mode in modes:
+        results.update(interleaved(pythons, mode, t_args, prefix="t-"))
+    _traj_rows.report(args.traj_steps, args.loops, modes, results)
+    return not any("error" in r for r in results.values())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.peer_worker:
         serve(args.peer_worker, args.mode, args.size, max(5, args.loops // 10))
         return 0
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if args.traj == "only":
+        return 0 if traj_run(args, modes) else 1
     if args.redis == "only":
         runs = redis_run(args.url, args.redis_steps, args.redis_rounds)
         print_redis(runs, args.redis_steps)
         return 1 if any(r.get("error") for rs in runs.values() for r in rs) else 0
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     pythons = {r: sys.executable if r not in PEERS else find_python(r, args) for r in rows}
     src = source()
     load_start = os.getloadavg()
     results: dict[tuple[str, str], dict[str, Any]] = {}
     for mode in modes:
-        workers = []
-        for row, python in pythons.items():
-            if python is None:
-                continue
-            print(f"  {mode:<11} {row:<8} filling its table ...", file=sys.stderr)
-            worker = Worker(row, python, mode, args)
-            results[(row, mode)] = {"times": [], "cpu": [], "versions": worker.versions}
-            if worker.error:
-                results[(row, mode)]["error"] = worker.error
-                worker.close()
-            else:
-                workers.append(worker)
-        for rep in range(args.reps):
-            for worker in workers:
-                r = results[(worker.row, mode)]
-                if "error" in r:
-                    continue
-                answer = worker.block(args.loops)
-                if "error" in answer:
-                    r["error"] = answer["error"]
-                else:
-                    r["times"].append(answer["seconds"])
-                    r["cpu"].append(answer["cpu"])
-                print(f"  {mode:<11} {worker.row:<8} block {rep + 1} {answer}", file=sys.stderr)
-        for worker in workers:
-            worker.close()
+        results.update(interleaved(pythons, mode, args))
     if args.json:
         medians = {
             f"{row}/{mode}": rate(r["times"], args.loops)[0]
@@ -1292,6 +1360,8 @@ def main(argv: list[str] | None = None) -> int:
     limiter = limiter_run(60 if args.quick else 400, src)
     print_report(args, rows, modes, results, samples, limiter, load_start)
     failed = any("error" in r for r in results.values())
+    if args.traj == "also":
+        failed = not traj_run(args, modes) or failed
     if args.redis == "also":
         runs = redis_run(args.url, args.redis_steps, args.redis_rounds)
         print_redis(runs, args.redis_steps)

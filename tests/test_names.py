@@ -30,6 +30,10 @@ MAKERS: dict[str, tuple[Callable[[Any], Any], str]] = {
     ),
     "PriorityQueue": (lambda name: aqueue.PriorityQueue(2, np.int64, (), name=name), None),
     "ReplayTable": (lambda name: aqueue.ReplayTable(2, np.float32, (), name=name), None),
+    "TrajectoryTable": (
+        lambda name: aqueue.TrajectoryTable(4, np.float32, (), length=2, name=name),
+        "trajectory_table",
+    ),
     "string_input_producer": (
         lambda name: aqueue.string_input_producer(["a"], name=name),
         "string_input_producer",

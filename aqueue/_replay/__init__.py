@@ -29,8 +29,11 @@ file                     what it holds
                          shared by the table and its thread view
 ``_snapshot.py``         ReplaySnapshot: a table at one moment, its checks and its file form
 ``_views.py``            BlockingReplayTable (the thread view) and SampleIterator
+``_sampling.py``         SamplingSide: the sampling side every in-process table shares
+                         (sample, samples, update_priorities, delete, the settings)
 ``_table.py``            ReplayTable: the public class (also a ``Sink``: ``enqueue``,
                          ``enqueue_many``, producer accounting)
+``_trajectory/``         trajectory tables: timesteps stored once, their windows as items
 =======================  ========================================================================
 
 Dependencies point down the table: the settings, the sum tree, the repeats, the checks,

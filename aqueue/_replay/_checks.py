@@ -52,6 +52,7 @@ __all__ = [
     "priorities_arg",
     "priority_arg",
     "sample_count_arg",
+    "stored_spec",
     "table_settings",
     "timeout_arg",
 ]
@@ -230,6 +231,42 @@ class TableSettings:
     limit: PriorityLimit
 
 
+def stored_spec(
+    owner: str,
+    dtypes: Any,
+    shapes: Any,
+    names: Any,
+    rows: tuple[str, str, str],
+    parts: tuple[str, str],
+) -> tuple[ElementSpec, tuple[FixedShape, ...]]:
+    """The spec of what a table stores in preallocated arrays, and its shapes: declared,
+    fully defined, no object or structured dtypes. ``rows``: what lives in the arrays,
+    the argument that sizes them and an example call; ``parts``: what a part is called,
+    and the table (for the messages).
+
+    Raises:
+        ElementSpecError: A bad declaration (naming what was expected and what was given).
+    """
+    what, size, example = rows
+    part, table = parts
+    spec = declare_spec(owner, dtypes, shapes, names, allow_unknown_dims=True)
+    fixed = spec.fixed_shapes
+    if fixed is None:
+        got = "none" if spec.shapes is None else ", ".join(map(format_shape, spec.shapes))
+        raise ElementSpecError(
+            f"{owner}: shapes must be declared and fully defined ({what} live in "
+            f"preallocated arrays of shape ({size}, *shape)); use shapes=() for "
+            f"scalars, e.g. {example}; got {got}"
+        )
+    for i, dt in enumerate(spec.dtypes):
+        if dt.kind in "OV":
+            raise ElementSpecError(
+                f"{owner}: {part} {i} has dtype {dt}; {table} stores numeric, bool and "
+                f"fixed-size string {part}s (no object or structured dtypes)"
+            )
+    return spec, fixed
+
+
 def table_settings(
     owner: str,
     max_size: Any,
@@ -250,21 +287,14 @@ def table_settings(
             given), or a rate limiter whose ``min_size_to_sample`` exceeds ``max_size``.
     """
     max_size = int_arg(max_size, "max_size", owner, 1)
-    spec = declare_spec(owner, dtypes, shapes, names, allow_unknown_dims=True)
-    fixed = spec.fixed_shapes
-    if fixed is None:
-        got = "none" if spec.shapes is None else ", ".join(map(format_shape, spec.shapes))
-        raise ElementSpecError(
-            f"{owner}: shapes must be declared and fully defined (items live in "
-            f"preallocated arrays of shape (max_size, *shape)); use shapes=() for "
-            f"scalars, e.g. ReplayTable(1000, np.float32, (84, 84)); got {got}"
-        )
-    for i, dt in enumerate(spec.dtypes):
-        if dt.kind in "OV":
-            raise ElementSpecError(
-                f"{owner}: component {i} has dtype {dt}; a replay table stores numeric, "
-                "bool and fixed-size string components (no object or structured dtypes)"
-            )
+    spec, fixed = stored_spec(
+        owner,
+        dtypes,
+        shapes,
+        names,
+        ("items", "max_size", "ReplayTable(1000, np.float32, (84, 84))"),
+        ("component", "a replay table"),
+    )
     sampler = selector_arg(sampler, "sampler", owner)
     remover = selector_arg(remover, "remover", owner)
     mts = int_arg(max_times_sampled, "max_times_sampled", owner, 0)

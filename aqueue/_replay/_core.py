@@ -28,7 +28,8 @@ What a batch means (the semantics, chosen to equal single operations in a row):
 
 Counters (since creation; a restored table continues its snapshot's): ``inserts``,
 ``samples`` (items), ``deletes`` (items removed for any reason) and ``evictions``
-(removed by the remover). ``inserts - deletes == size`` always.
+(removed by the remover, or with their first step by ``evict``: a trajectory
+table's). ``inserts - deletes == size`` always.
 """
 
 from __future__ import annotations
@@ -318,6 +319,13 @@ class TableCore:
                 found[where[first]] = True
             self._drop(distinct)
             self.deletes += len(distinct)
+        return found
+
+    def evict(self, keys: Array) -> Array:
+        """``delete(keys)`` that counts the removals as evictions too (a trajectory
+        table's items whose first step was evicted): which were held."""
+        found = self.delete(keys)
+        self.evictions += int(np.count_nonzero(found))
         return found
 
     def check_invariants(self) -> None:

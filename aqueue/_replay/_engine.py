@@ -42,6 +42,13 @@ property test):
    would wait for ever. Samples that can be served still are. A closed table's heads
    are therefore always notified.
 
+A trajectory table's engine also holds its steps (``steps``, a ``StepSide``): an
+``AppendRequest`` is an insert of the windows its steps complete, counted at each of
+its steps; its step appends the steps and inserts those windows in one. One that
+completes none never waits and, when new, goes ahead of waiting inserts (it inserts
+nothing: invariant 1 is about what the limiter admits). ``check_invariants`` checks
+the steps against the items held too.
+
 ``insert_wait_s`` (``sample_wait_s``) sums the time during which at least one insert
 (sample) waited: the clocks of the two ``Waiters``.
 """
@@ -51,7 +58,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy.typing as npt
 
@@ -61,7 +68,7 @@ from .._waiting._wait import WAIT, Request, Waiters, wake
 from ._core import TableCore
 from ._results import ReplaySample, ReplayStatistics
 
-__all__ = ["InsertRequest", "ReplayEngine", "SampleRequest"]
+__all__ = ["AppendRequest", "InsertRequest", "ReplayEngine", "SampleRequest", "StepSide"]
 
 _monotonic = time.monotonic
 
@@ -89,6 +96,38 @@ class InsertRequest(Request):
         self.least = 1 if progressive else count
 
 
+class AppendRequest(InsertRequest):
+    """An append of ``count`` consecutive steps by writer ``wid`` to a trajectory
+    table: an insert of the windows those steps complete (``StepSide.
+    windows_completed``, computed at each step: other writers' evictions can drop
+    this writer's pending windows while it waits, so the number only shrinks). An
+    append that completes no window never waits for the limiter, and a new one goes
+    at once, ahead of any waiting insert (it inserts nothing)."""
+
+    __slots__ = ("wid",)
+
+    def __init__(self, wid: int, comps: Components, count: int, priorities: Any) -> None:
+        super().__init__(comps, count, priorities)
+        self.wid = wid
+
+
+class StepSide(Protocol):
+    """What the engine asks of a trajectory table's steps (``StepStore``)."""
+
+    def windows_completed(self, wid: int, k: int) -> int:
+        """The windows an append of ``k`` steps by writer ``wid`` completes now."""
+        ...
+
+    def append(self, wid: int, comps: Components, k: int, priorities: Any) -> Any:
+        """Append the steps (the windows they complete become items): the result of
+        the append (the keys of those items)."""
+        ...
+
+    def check_invariants(self, keys: npt.NDArray[Any], rows: npt.NDArray[Any]) -> None:
+        """Assert the steps' invariants, given the held items' keys and rows."""
+        ...
+
+
 class SampleRequest(Request):
     """A sample of ``n`` items."""
 
@@ -102,11 +141,20 @@ class SampleRequest(Request):
 class ReplayEngine:
     """The waiting side of one table (see the module docstring)."""
 
-    __slots__ = ("closed", "core", "inserters", "lock", "name", "pack", "samplers")
+    __slots__ = ("closed", "core", "inserters", "lock", "name", "pack", "samplers", "steps", "what")
 
-    def __init__(self, core: TableCore, name: str, pack: Callable[[Any], Any]) -> None:
+    def __init__(
+        self,
+        core: TableCore,
+        name: str,
+        pack: Callable[[Any], Any],
+        steps: StepSide | None = None,
+        what: str = "replay table",
+    ) -> None:
         self.core = core
         self.name = name
+        self.steps = steps  # a trajectory table's steps (appends), None otherwise
+        self.what = what  # how messages name the table
         self.pack = pack  # a sample's components in the table's element form
         self.lock = threading.Lock()
         self.closed = False
@@ -171,6 +219,8 @@ class ReplayEngine:
             self.inserters.leave(req)
 
     def _try_insert(self, req: InsertRequest) -> Any:
+        if type(req) is AppendRequest:
+            return self._try_append(req)
         if req.registered:
             if self.inserters[0] is not req:
                 return WAIT
@@ -196,6 +246,39 @@ class ReplayEngine:
         if not core.can_insert(req.count):
             return WAIT
         keys = core.insert(req.comps, req.count, req.priorities)
+        if req.registered:
+            self.inserters.leave(req)
+        self._notify()
+        return keys
+
+    def _try_append(self, req: AppendRequest) -> Any:
+        """An append's step: what ``steps.append`` returns (the keys of the windows it
+        inserted), or WAIT. One that
+        completes no window goes at once when new (it inserts nothing); the others
+        wait their turn among the inserts and for the limiter to admit their windows."""
+        steps = self.steps
+        assert steps is not None
+        if self.closed:
+            was = req.registered
+            if was:
+                self.inserters.leave(req)
+                self._notify()
+            raise QueueClosedError(
+                f"{self.what} '{self.name}' "
+                + ("was closed while this append waited" if was else "is closed")
+                + " (nothing was written)"
+            )
+        m = steps.windows_completed(req.wid, req.count)
+        if m and not req.registered:  # (m only shrinks: a first step's check holds)
+            self.core.limiter.check_insert_count(
+                m, f"{self.what} '{self.name}' (an append of {req.count} steps)"
+            )
+        if m or req.registered:
+            if (self.inserters[0] is not req) if req.registered else bool(self.inserters):
+                return WAIT
+            if m and not self.core.can_insert(m):
+                return WAIT
+        keys = steps.append(req.wid, req.comps, req.count, req.priorities)
         if req.registered:
             self.inserters.leave(req)
         self._notify()
@@ -239,7 +322,7 @@ class ReplayEngine:
                 self._notify()
             size = core.store.size
             raise OutOfRangeError(
-                f"replay table '{self.name}' is closed and cannot serve sample({n}) "
+                f"{self.what} '{self.name}' is closed and cannot serve sample({n}) "
                 f"(size {size}; the rate limiter or the items held do not allow it, and "
                 "nothing can be inserted any more)",
                 queue_name=self.name,
@@ -255,6 +338,10 @@ class ReplayEngine:
         if type(req) is SampleRequest:
             return self.core.can_sample(req.n)
         assert isinstance(req, InsertRequest)
+        if type(req) is AppendRequest:
+            assert self.steps is not None
+            m = self.steps.windows_completed(req.wid, req.count)
+            return not m or self.core.can_insert(m)
         return self.core.can_insert(req.least)
 
     def _notify(self) -> None:
@@ -340,3 +427,10 @@ class ReplayEngine:
                         "(only a progressive head may)"
                     )
             self.core.check_invariants()
+            if self.steps is not None:
+                store = self.core.store
+                slots = store.held_in_key_order()
+                try:
+                    self.steps.check_invariants(store.key[slots], store.data[0][slots])
+                except AssertionError as exc:
+                    raise AssertionError(f"{self.name}: the steps: {exc}") from None

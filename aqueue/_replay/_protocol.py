@@ -1,6 +1,8 @@
 """The replay-table interfaces the upper layers rely on: ``AsyncReplayTable`` and its
 thread view ``BlockingReplayView``, which every backend's table implements (the
-in-process ``aqueue.ReplayTable``; a table shared through a server later).
+in-process ``aqueue.ReplayTable``; a table shared through a server later), and
+``SampledTable``, its sampling side, which trajectory tables implement too (what the
+coordinator watches and reports).
 
 Code above the replay layer (runners, pipelines, the coordinator's report and the
 Monitor) names these protocols, never a backend's class. A table is a ``Sink``
@@ -28,7 +30,7 @@ import numpy.typing as npt
 from .._queues._protocol import Sink, SinkView
 from ._results import ReplaySample, ReplayStatistics
 
-__all__ = ["AsyncReplayTable", "BlockingReplayView"]
+__all__ = ["AsyncReplayTable", "BlockingReplayView", "SampledTable"]
 
 T = TypeVar("T")
 
@@ -67,9 +69,10 @@ class BlockingReplayView(SinkView, Protocol[T]):
 
 
 @runtime_checkable
-class AsyncReplayTable(Sink, Protocol[T]):
-    """A replay table as the upper layers use it (every backend implements it); a
-    ``Sink`` too (``enqueue`` inserts with the default priority)."""
+class SampledTable(Protocol[T]):
+    """What a learner samples from and what the coordinator watches and reports: every
+    replay table (``AsyncReplayTable``) and the trajectory tables, whose items are made
+    by writers rather than inserted (``aqueue.TrajectoryTable``)."""
 
     @property
     def name(self) -> str:
@@ -79,24 +82,6 @@ class AsyncReplayTable(Sink, Protocol[T]):
     @property
     def max_size(self) -> int:
         """The most items the table holds."""
-        ...
-
-    @property
-    def dtypes(self) -> tuple[np.dtype[Any], ...]:
-        """One numpy dtype per component."""
-        ...
-
-    @property
-    def names(self) -> tuple[str, ...] | None:
-        """Component names, or None."""
-        ...
-
-    async def insert(self, element: Any, priority: float | None = None) -> int:
-        """Insert one item: its key."""
-        ...
-
-    async def insert_many(self, batch: Any, priorities: Any = None) -> npt.NDArray[np.int64]:
-        """Insert a batch, all or nothing: its keys."""
         ...
 
     async def sample(self, n: int) -> ReplaySample[T]:
@@ -119,11 +104,36 @@ class AsyncReplayTable(Sink, Protocol[T]):
         """The table's counters: ``await table.statistics()`` on every backend."""
         ...
 
-    def blocking(self) -> BlockingReplayView[T]:
-        """The thread-side view."""
-        ...
-
     async def aclose(self) -> None:
         """Close the table: later and waiting inserts fail, samples that cannot be
         served any more raise OutOfRangeError."""
+        ...
+
+
+@runtime_checkable
+class AsyncReplayTable(Sink, SampledTable[T], Protocol[T]):
+    """A replay table as the upper layers use it (every backend implements it); a
+    ``Sink`` too (``enqueue`` inserts with the default priority), and a
+    ``SampledTable`` (sampling, priorities, statistics, closing)."""
+
+    @property
+    def dtypes(self) -> tuple[np.dtype[Any], ...]:
+        """One numpy dtype per component."""
+        ...
+
+    @property
+    def names(self) -> tuple[str, ...] | None:
+        """Component names, or None."""
+        ...
+
+    async def insert(self, element: Any, priority: float | None = None) -> int:
+        """Insert one item: its key."""
+        ...
+
+    async def insert_many(self, batch: Any, priorities: Any = None) -> npt.NDArray[np.int64]:
+        """Insert a batch, all or nothing: its keys."""
+        ...
+
+    def blocking(self) -> BlockingReplayView[T]:
+        """The thread-side view."""
         ...

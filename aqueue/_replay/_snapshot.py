@@ -51,16 +51,18 @@ from .._queues._declare import FixedShape, normalize_dtypes, normalize_names, no
 from .._queues._files import read_state_file, write_state_file
 from ._limiter import RateLimiter, limiter_config, limiter_from_config
 from ._results import ReplayStatistics
-from ._selectors import (
-    MaxHeap,
-    MinHeap,
-    Selector,
-    Uniform,
-    selector_config,
-    selector_from_config,
-)
+from ._selectors import MaxHeap, MinHeap, Selector, Uniform, selector_config, selector_from_config
 
-__all__ = ["FORMAT", "VERSION", "ReplaySnapshot", "check_snapshot", "snapshot_state"]
+__all__ = [
+    "ReplaySnapshot",
+    "check_snapshot",
+    "checked_array",
+    "decode_snapshot",
+    "encode_snapshot",
+    "header_field",
+    "snapshot_error",
+    "snapshot_state",
+]
 
 if TYPE_CHECKING:  # a snapshot whose element type is not known (a loaded one) holds Any
     from typing_extensions import TypeVar as _DefaultTypeVar
@@ -152,7 +154,7 @@ class ReplaySnapshot(Generic[T]):
             CheckpointError: The snapshot cannot be written (the message names ``path``
                 and says why).
         """
-        header, arrays = _encode(self)
+        header, arrays = encode_snapshot(self)
         write_state_file(path, header, arrays)
 
     @classmethod
@@ -166,7 +168,7 @@ class ReplaySnapshot(Generic[T]):
         """
         source = str(path)
         header, arrays = read_state_file(path, FORMAT, VERSION)
-        snap = _decode(header, arrays, source)
+        snap = decode_snapshot(header, arrays, source)
         check_snapshot(snap, source)
         return snap
 
@@ -174,18 +176,20 @@ class ReplaySnapshot(Generic[T]):
 # -- consistency ------------------------------------------------------------------------
 
 
-def _fail(where: str, problem: str) -> CheckpointError:
+def snapshot_error(where: str, problem: str) -> CheckpointError:
+    """The error of a snapshot that fails a check: ``where``, then the problem."""
     return CheckpointError(f"{where}: {problem}")
 
 
-def _array(value: Any, dtype: Any, shape: tuple[int, ...], what: str, where: str) -> Array:
+def checked_array(value: Any, dtype: Any, shape: tuple[int, ...], what: str, where: str) -> Array:
+    """``value``, refused unless an array of ``dtype`` and ``shape``."""
     if not isinstance(value, np.ndarray) or value.dtype != np.dtype(dtype) or value.shape != shape:
         got = (
             f"{value.dtype} of shape {value.shape}"
             if isinstance(value, np.ndarray)
             else type(value).__name__
         )
-        raise _fail(where, f"{what} must be {np.dtype(dtype)} of shape {shape}, got {got}")
+        raise snapshot_error(where, f"{what} must be {np.dtype(dtype)} of shape {shape}, got {got}")
     return value
 
 
@@ -219,41 +223,49 @@ def check_snapshot(snap: ReplaySnapshot[Any], where: str) -> None:
         ("seed", 0 if snap.seed is None else snap.seed, 0),
     ):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise _fail(where, f"{what} must be an int >= {low}, got {value!r}")
+            raise snapshot_error(where, f"{what} must be an int >= {low}, got {value!r}")
     if not 0 <= count <= snap.max_size:
-        raise _fail(where, f"it holds {count} items, outside 0..max_size ({snap.max_size})")
-    keys = _array(snap.keys, np.int64, (count,), "keys", where)
+        raise snapshot_error(
+            where, f"it holds {count} items, outside 0..max_size ({snap.max_size})"
+        )
+    keys = checked_array(snap.keys, np.int64, (count,), "keys", where)
     if count and (keys[0] < 0 or bool((np.diff(keys) <= 0).any()) or keys[-1] >= snap.next_key):
-        raise _fail(where, f"keys must increase, from >= 0 to below next_key ({snap.next_key})")
-    prios = _array(snap.priorities, np.float64, (count,), "priorities", where)
+        raise snapshot_error(
+            where, f"keys must increase, from >= 0 to below next_key ({snap.next_key})"
+        )
+    prios = checked_array(snap.priorities, np.float64, (count,), "priorities", where)
     if count and not bool((np.isfinite(prios) & (prios >= 0)).all()):
-        raise _fail(where, "priorities must be finite and >= 0")
-    times = _array(snap.times_sampled, np.int64, (count,), "times_sampled", where)
+        raise snapshot_error(where, "priorities must be finite and >= 0")
+    times = checked_array(snap.times_sampled, np.int64, (count,), "times_sampled", where)
     mts = snap.max_times_sampled
     if count and (times.min() < 0 or (mts and times.max() >= mts)):
         limit = f" and below max_times_sampled ({mts})" if mts else ""
-        raise _fail(where, f"times_sampled must be >= 0{limit}")
+        raise snapshot_error(where, f"times_sampled must be >= 0{limit}")
     if len(snap.items) != len(snap.dtypes) or len(snap.shapes) != len(snap.dtypes):
-        raise _fail(where, f"items must hold {len(snap.dtypes)} components")
+        raise snapshot_error(where, f"items must hold {len(snap.dtypes)} components")
     for i, (dt, shape) in enumerate(zip(snap.dtypes, snap.shapes)):
-        _array(snap.items[i], dt, (count, *shape), f"items[{i}]", where)
+        checked_array(snap.items[i], dt, (count, *shape), f"items[{i}]", where)
     st = snap.statistics
     counters = (st.inserts, st.samples, st.deletes, st.evictions)
     if not all(isinstance(c, int) and c >= 0 for c in counters):
-        raise _fail(where, "the statistics' counters must be ints >= 0")
+        raise snapshot_error(where, "the statistics' counters must be ints >= 0")
     if st.inserts - st.deletes != count or st.inserts != snap.next_key or st.evictions > st.deletes:
-        raise _fail(
+        raise snapshot_error(
             where,
             f"the counters do not add up: inserts {st.inserts} - deletes {st.deletes} must "
             f"equal the {count} items held, inserts must equal next_key ({snap.next_key}), "
             f"evictions ({st.evictions}) must not exceed deletes",
         )
     if count and int(times.sum()) > st.samples:
-        raise _fail(where, f"the items' times_sampled add up to more than samples ({st.samples})")
+        raise snapshot_error(
+            where, f"the items' times_sampled add up to more than samples ({st.samples})"
+        )
     try:
         np.random.default_rng().bit_generator.state = snap.rng_state
     except (TypeError, ValueError, KeyError) as exc:
-        raise _fail(where, f"rng_state is not a generator state numpy accepts: {exc}") from exc
+        raise snapshot_error(
+            where, f"rng_state is not a generator state numpy accepts: {exc}"
+        ) from exc
     _check_layout(snap, count, where)
 
 
@@ -263,24 +275,32 @@ def _check_layout(snap: ReplaySnapshot[Any], count: int, where: str) -> None:
     for role, selector in (("sampler", snap.sampler), ("remover", snap.remover)):
         expected.update({f"{role}.{k}": v for k, v in _selector_entries(selector).items()})
     if set(layout) != set(expected):
-        raise _fail(where, f"layout must hold exactly {sorted(expected)}, got {sorted(layout)}")
+        raise snapshot_error(
+            where, f"layout must hold exactly {sorted(expected)}, got {sorted(layout)}"
+        )
     size = snap.max_size
-    slots = _array(layout["slots"], np.int64, (count,), "layout slots", where)
-    free = _array(layout["free"], np.int64, (size - count,), "layout free", where)
+    slots = checked_array(layout["slots"], np.int64, (count,), "layout slots", where)
+    free = checked_array(layout["free"], np.int64, (size - count,), "layout free", where)
     if not _is_permutation(np.concatenate([slots, free]), size):
-        raise _fail(where, "layout slots and free slots must cover 0..max_size-1 once each")
+        raise snapshot_error(
+            where, "layout slots and free slots must cover 0..max_size-1 once each"
+        )
     for role in ("sampler", "remover"):
         if f"{role}.order" in layout:
-            order = _array(layout[f"{role}.order"], np.int64, (count,), f"{role} order", where)
+            order = checked_array(
+                layout[f"{role}.order"], np.int64, (count,), f"{role} order", where
+            )
             if not _is_permutation(order, count):
-                raise _fail(where, f"the {role}'s order must list each item once")
+                raise snapshot_error(where, f"the {role}'s order must list each item once")
         if f"{role}.seq" in layout:
-            seq = _array(layout[f"{role}.seq"], np.int64, (count,), f"{role} seq", where)
+            seq = checked_array(layout[f"{role}.seq"], np.int64, (count,), f"{role} seq", where)
             top = layout[f"{role}.next_seq"]
             if not isinstance(top, int) or isinstance(top, bool):
-                raise _fail(where, f"the {role}'s next_seq must be an int")
+                raise snapshot_error(where, f"the {role}'s next_seq must be an int")
             if count and (seq.min() < 0 or seq.max() >= top or len(np.unique(seq)) != count):
-                raise _fail(where, f"the {role}'s seq must be distinct, >= 0, below next_seq")
+                raise snapshot_error(
+                    where, f"the {role}'s seq must be distinct, >= 0, below next_seq"
+                )
 
 
 def snapshot_state(snap: ReplaySnapshot[Any]) -> dict[str, Any]:
@@ -301,7 +321,8 @@ def snapshot_state(snap: ReplaySnapshot[Any]) -> dict[str, Any]:
 # -- the file form ------------------------------------------------------------------------
 
 
-def _encode(snap: ReplaySnapshot[Any]) -> tuple[dict[str, Any], dict[str, Array]]:
+def encode_snapshot(snap: ReplaySnapshot[Any]) -> tuple[dict[str, Any], dict[str, Array]]:
+    """The file form of ``snap``: its header and its arrays."""
     arrays: dict[str, Array] = {
         "keys": snap.keys,
         "priorities": snap.priorities,
@@ -337,10 +358,11 @@ def _encode(snap: ReplaySnapshot[Any]) -> tuple[dict[str, Any], dict[str, Array]
     return header, arrays
 
 
-def _get(header: dict[str, Any], key: str, types: tuple[type, ...], source: str) -> Any:
+def header_field(header: dict[str, Any], key: str, types: tuple[type, ...], source: str) -> Any:
+    """Header field ``key``, refused unless of one of ``types`` (a bool is no int)."""
     value = header.get(key)
     if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-        raise _fail(
+        raise snapshot_error(
             source,
             f"header field {key!r} must be {' or '.join(t.__name__ for t in types)}, "
             f"got {value!r:.80}",
@@ -348,15 +370,18 @@ def _get(header: dict[str, Any], key: str, types: tuple[type, ...], source: str)
     return value
 
 
-def _decode(header: dict[str, Any], arrays: dict[str, Array], source: str) -> ReplaySnapshot[Any]:
-    name = _get(header, "name", (str,), source)
+def decode_snapshot(
+    header: dict[str, Any], arrays: dict[str, Array], source: str
+) -> ReplaySnapshot[Any]:
+    """A snapshot from its file form (its header checked; ``check_snapshot`` next)."""
+    name = header_field(header, "name", (str,), source)
     try:
-        dtype_strs = _get(header, "dtypes", (list,), source)
+        dtype_strs = header_field(header, "dtypes", (list,), source)
         if not dtype_strs or not all(isinstance(d, str) for d in dtype_strs):
             raise ElementSpecError("dtypes must be a non-empty list of str")
         owner = f"replay table '{name}'"
         dtypes = normalize_dtypes(dtype_strs, owner=owner)
-        raw_shapes = _get(header, "shapes", (list,), source)
+        raw_shapes = header_field(header, "shapes", (list,), source)
         shapes = normalize_shapes(
             [tuple(s) if isinstance(s, list) else s for s in raw_shapes],
             len(dtypes),
@@ -365,23 +390,25 @@ def _decode(header: dict[str, Any], arrays: dict[str, Array], source: str) -> Re
         )
         assert shapes is not None
         names = normalize_names(
-            _get(header, "names", (list, type(None)), source), len(dtypes), owner
+            header_field(header, "names", (list, type(None)), source), len(dtypes), owner
         )
         sampler = selector_from_config(header.get("sampler"))
         remover = selector_from_config(header.get("remover"))
         limiter = limiter_from_config(header.get("rate_limiter"))
     except ElementSpecError as exc:
-        raise _fail(source, f"bad settings in the header: {exc}") from exc
-    stats_raw = _get(header, "statistics", (dict,), source)
+        raise snapshot_error(source, f"bad settings in the header: {exc}") from exc
+    stats_raw = header_field(header, "statistics", (dict,), source)
     fields = {f.name for f in dataclasses.fields(ReplayStatistics)}
     if set(stats_raw) != fields:
-        raise _fail(source, f"header field 'statistics' must hold exactly {sorted(fields)}")
+        raise snapshot_error(
+            source, f"header field 'statistics' must hold exactly {sorted(fields)}"
+        )
     for key, value in stats_raw.items():
         kind = (bool,) if key == "closed" else (int, float) if key.endswith("_s") else (int,)
         if not isinstance(value, kind) or (isinstance(value, bool) and key != "closed"):
-            raise _fail(source, f"statistics field {key!r} must be {kind[0].__name__}")
+            raise snapshot_error(source, f"statistics field {key!r} must be {kind[0].__name__}")
     statistics = ReplayStatistics(**stats_raw)
-    ints = _get(header, "layout_ints", (dict,), source)
+    ints = header_field(header, "layout_ints", (dict,), source)
     layout: dict[str, Any] = {
         k[len("layout.") :]: v for k, v in arrays.items() if k.startswith("layout.")
     }
@@ -390,29 +417,29 @@ def _decode(header: dict[str, Any], arrays: dict[str, Array], source: str) -> Re
     expected = {"keys", "priorities", "times_sampled", *(f"c{i}" for i in range(width))}
     missing = sorted(expected - set(arrays))
     if missing:
-        raise _fail(source, f"array {missing[0]!r} is missing")
+        raise snapshot_error(source, f"array {missing[0]!r} is missing")
     extra = sorted(k for k in set(arrays) - expected if not k.startswith("layout."))
     if extra:
-        raise _fail(source, f"unexpected arrays {extra[:5]}")
-    seed = _get(header, "seed", (int, type(None)), source)
+        raise snapshot_error(source, f"unexpected arrays {extra[:5]}")
+    seed = header_field(header, "seed", (int, type(None)), source)
     return ReplaySnapshot(
         name=name,
-        max_size=_get(header, "max_size", (int,), source),
+        max_size=header_field(header, "max_size", (int,), source),
         dtypes=dtypes,
         shapes=tuple(tuple(int(d) for d in s if d is not None) for s in shapes),  # (all known)
         names=names,
         sampler=sampler,
         remover=remover,
-        max_times_sampled=_get(header, "max_times_sampled", (int,), source),
+        max_times_sampled=header_field(header, "max_times_sampled", (int,), source),
         rate_limiter=limiter,
         seed=seed,
-        closed=_get(header, "closed", (bool,), source),
+        closed=header_field(header, "closed", (bool,), source),
         keys=arrays["keys"],
         priorities=arrays["priorities"],
         times_sampled=arrays["times_sampled"],
         items=tuple(arrays[f"c{i}"] for i in range(width)),
-        next_key=_get(header, "next_key", (int,), source),
+        next_key=header_field(header, "next_key", (int,), source),
         statistics=statistics,
-        rng_state=_get(header, "rng_state", (dict,), source),
+        rng_state=header_field(header, "rng_state", (dict,), source),
         layout=layout,
     )

@@ -46,23 +46,37 @@ Invariants (all changed under the table's lock, by the engine only):
   item holding it leaves or is lowered is it recomputed (one ``max`` over
   ``priority``) when next asked for.
 
+A ``watcher`` (``StoreWatcher``, a trajectory table's steps) is told of every item
+that arrives or leaves, with its key and first component.
+
 ``check_invariants`` tests them (for tests: ``TableCore.check_invariants`` calls it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from .._queues._declare import FixedShape
 
-__all__ = ["ItemStore"]
+__all__ = ["ItemStore", "StoreWatcher"]
 
 Array = npt.NDArray[Any]
 _EMPTY = np.empty(0, dtype=np.int64)
+
+
+class StoreWatcher(Protocol):
+    """What sees every item arrive (``add``) and leave (``release``, ``reuse``),
+    whatever the selectors: a trajectory table's steps (``load`` does not report)."""
+
+    def held(self, keys: Array, rows: Array) -> None:
+        """The items of ``keys`` (first components ``rows``) are now held."""
+
+    def left(self, keys: Array, rows: Array) -> None:
+        """The items of ``keys`` (first components ``rows``) left."""
 
 
 class ItemStore:
@@ -91,6 +105,7 @@ class ItemStore:
         "size",
         "times",
         "track_sampled",
+        "watcher",
     )
 
     def __init__(
@@ -123,6 +138,7 @@ class ItemStore:
         self._max = -np.inf  # (valid: no item held)
         self._at_max = 0
         self._max_valid = True
+        self.watcher: StoreWatcher | None = None
 
     # -- slots ----------------------------------------------------------------------
 
@@ -174,6 +190,8 @@ class ItemStore:
         self.log_slots[n : n + k] = slots
         self.log_n = n + k
         self.direct[keys & self.mask] = slots
+        if self.watcher is not None:
+            self.watcher.held(keys, comps[0])
 
     def release(self, slots: Array) -> None:
         """Free the (distinct, held) ``slots``; their rows keep their data until reused."""
@@ -199,7 +217,10 @@ class ItemStore:
 
     def _forget(self, slots: Array) -> None:
         """The items of (distinct, held) ``slots`` leave the counts: the size, the
-        largest priority's holders and ``sampled_live``."""
+        largest priority's holders and ``sampled_live``; the watcher is told (keys and
+        first components read before a reuse overwrites them)."""
+        if self.watcher is not None:
+            self.watcher.left(self.key[slots], self.data[0][slots])
         if slots is not self._passing:  # not the oldest, just passed by the head
             self.dense = False
         self._passing = None

@@ -1,7 +1,9 @@
 """ReplayTable: the public in-process replay table.
 
 One concept in one file (the public class: about half of it is its overloads and
-docstrings). Every operation has the waiting kernel's shape
+docstrings); its sampling side (``sample``, ``samples``, ``update_priorities``,
+``delete``, the settings' properties) is ``SamplingSide`` of ``_sampling.py``, which
+trajectory tables share. Every operation has the waiting kernel's shape
 (``aqueue/_waiting/_wait.py``): check the arguments (nothing changes on bad input, see
 ``_ops.py``), ``await checkpoint()`` once, one engine step under the table's lock
 (``ReplayEngine.start``) that returns the result or the request it parked, then
@@ -26,7 +28,7 @@ import operator
 import threading
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, Generic, overload
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -39,13 +41,14 @@ from .._waiting._backend import checkpoint, in_event_loop, make_waker
 from .._waiting._wait import wait_task
 from ._checks import table_settings
 from ._core import TableCore
-from ._engine import ReplayEngine, SampleRequest
+from ._engine import ReplayEngine
 from ._limiter import MinSize, RateLimiter
 from ._ops import TableOps
-from ._results import ReplaySample, ReplayStatistics
+from ._results import ReplayStatistics
+from ._sampling import SamplingSide
 from ._selectors import Fifo, Lifo, Selector, Uniform
 from ._snapshot import ReplaySnapshot, check_snapshot, snapshot_state
-from ._views import BlockingReplayTable, SampleIterator
+from ._views import BlockingReplayTable
 
 __all__ = ["ReplayTable"]
 
@@ -53,7 +56,7 @@ Keys = npt.NDArray[np.int64]
 Found = npt.NDArray[np.bool_]
 
 
-class ReplayTable(Generic[T]):
+class ReplayTable(SamplingSide[T]):
     """A replay table: items stay and are sampled many times, by a selector, paced by a
     rate limiter; at ``max_size`` a remover evicts (DeepMind Reverb's ``Table``, in
     process, for asyncio and trio, with a thread view).
@@ -372,16 +375,6 @@ class ReplayTable(Generic[T]):
     # -- properties ---------------------------------------------------------------------
 
     @property
-    def name(self) -> str:
-        """The table's name, used in messages and reports."""
-        return self._name
-
-    @property
-    def max_size(self) -> int:
-        """The most items the table holds."""
-        return self._engine.core.max_size
-
-    @property
     def dtypes(self) -> tuple[np.dtype[Any], ...]:
         """One numpy dtype per component."""
         return self._ops.spec.dtypes
@@ -397,43 +390,6 @@ class ReplayTable(Generic[T]):
     def names(self) -> tuple[str, ...] | None:
         """Component names, or None."""
         return self._ops.spec.names
-
-    @property
-    def sampler(self) -> Selector:
-        """The selector samples draw with."""
-        return self._sampler
-
-    @property
-    def remover(self) -> Selector:
-        """The selector that picks the item evicted at ``max_size``."""
-        return self._remover
-
-    @property
-    def max_times_sampled(self) -> int:
-        """Draws after which an item leaves (0: never)."""
-        return self._ops.mts
-
-    @property
-    def rate_limiter(self) -> RateLimiter:
-        """The rate limiter pacing inserts and samples."""
-        return self._limiter
-
-    @property
-    def seed(self) -> int | None:
-        """The seed the table was created with."""
-        return self._seed
-
-    @property
-    def closed(self) -> bool:
-        """Whether ``close()`` was called."""
-        return self._engine.closed
-
-    def size(self) -> int:
-        """Items held now."""
-        return self._engine.core.store.size
-
-    def __len__(self) -> int:
-        return self._engine.core.store.size
 
     def __repr__(self) -> str:
         engine: ReplayEngine | None = getattr(self, "_engine", None)
@@ -504,63 +460,6 @@ class ReplayTable(Generic[T]):
         result: Keys = keys
         return result
 
-    async def sample(self, n: int) -> ReplaySample[T]:
-        """Draw ``n`` items (with replacement, by the sampler): a ``ReplaySample``.
-
-        Counts as n samples for the rate limiter and waits until it allows all n at
-        once and the table can supply them (at least one item; with
-        ``max_times_sampled``, n draws left among the items). Never returns fewer.
-        Items drawn ``max_times_sampled`` times leave the table; a batch never draws an
-        item more often than it has left (see ``aqueue._replay._core``).
-
-        Raises:
-            ElementSpecError: ``n`` is not an int >= 1, or could never be served at once
-                (the rate limiter's band, or ``max_size * max_times_sampled``, is too
-                small; the message names the numbers).
-            OutOfRangeError: The table is closed and cannot serve it now.
-
-        If cancelled, nothing was sampled: no counter, no ``times_sampled`` changed.
-        """
-        engine = self._engine
-        ops = self._ops
-        # (an int within the bound the checks compute once passes them all)
-        req = SampleRequest(
-            n if type(n) is int and 0 < n <= ops.most_samples else ops.sample_count(n)
-        )
-        await checkpoint()
-        got = engine.start(req, make_waker)
-        if got is req:
-            got = await wait_task(engine, req, self)
-        sample: ReplaySample[T] = got
-        return sample
-
-    async def update_priorities(self, keys: Any, priorities: Any) -> Found:
-        """Set the priorities of the items of ``keys``: for each key, whether the table
-        held it (False for a key evicted, sampled out or deleted: never silently
-        ignored). A key given twice takes its last priority. Never waits.
-
-        Raises:
-            ElementSpecError: Keys that are not a 1-d sequence of ints, or priorities that
-                are not one finite number >= 0 per key (nothing changed).
-        """
-        k, p = self._ops.keys_and_priorities(keys, priorities)
-        await checkpoint()
-        found: Found = self._engine.update(k, p)
-        return found
-
-    async def delete(self, keys: Any) -> Found:
-        """Remove the items of ``keys``: for each key, whether the table held it (a key
-        given twice: True for its first). Each removal counts as a delete for the rate
-        limiter. Never waits.
-
-        Raises:
-            ElementSpecError: Keys that are not a 1-d sequence of ints (nothing changed).
-        """
-        k = self._ops.keys(keys)
-        await checkpoint()
-        found: Found = self._engine.delete(k)
-        return found
-
     # -- as a sink: what runners and pipelines fill -------------------------------------
 
     async def enqueue(self, element: Any) -> None:
@@ -628,15 +527,6 @@ class ReplayTable(Generic[T]):
     def _close_for_producers(self, cancel_pending_enqueues: bool) -> None:
         self.close()  # (inserts waiting fail on a close either way)
 
-    def samples(self, n: int) -> SampleIterator[T]:
-        """An async iterator of ``sample(n)`` results; it ends when the table is closed
-        and cannot serve another (the table is not closed by it).
-
-        Raises:
-            ElementSpecError: As ``sample(n)``, at once.
-        """
-        return SampleIterator(self, self._ops.sample_count(n))
-
     def statistics(self) -> ReplayStatistics:
         """The table's counters now (``await table.statistics()`` works too)."""
         return self._engine.statistics()
@@ -658,11 +548,6 @@ class ReplayTable(Generic[T]):
         ``update_priorities`` and ``delete`` still work.
         """
         self._engine.close()
-
-    async def aclose(self) -> None:
-        """Close the table (as ``close()``), then checkpoint."""
-        self.close()
-        await checkpoint()
 
     async def __aenter__(self) -> ReplayTable[T]:
         return self

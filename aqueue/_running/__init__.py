@@ -54,5 +54,5 @@ Runners and the coordinator work over the interfaces (``Sink`` and ``AsyncQueue`
 ``aqueue/_replay/_protocol.py``), never over a backend's class, so they run the
 in-process queues, the shared ones of ``aqueue.redis`` and replay tables alike: a
 runner fills any ``Sink``; the coordinator watches what is an ``AsyncQueue`` or an
-``AsyncReplayTable`` (decided once, when first seen).
+``SampledTable`` (a replay or trajectory table; decided once, when first seen).
 """

@@ -69,7 +69,7 @@ import anyio
 
 from .._errors import OutOfRangeError, name_arg
 from .._queues._protocol import AsyncQueue
-from .._replay._protocol import AsyncReplayTable
+from .._replay._protocol import SampledTable
 from . import _alive
 from ._monitor import Monitor, begin_monitor
 from ._outcome import block_outcome
@@ -327,7 +327,7 @@ class Coordinator:
 
     # -- watching and the report ---------------------------------------------------------
 
-    def watch(self, *queues: AsyncQueue[Any] | AsyncReplayTable[Any]) -> None:
+    def watch(self, *queues: AsyncQueue[Any] | SampledTable[Any]) -> None:
         """Add queues and replay tables to the watchdog, the report and the monitor, as
         what the body consumes.
 
@@ -341,7 +341,7 @@ class Coordinator:
                 watched then).
         """
         for q in queues:
-            if not isinstance(q, (AsyncQueue, AsyncReplayTable)):
+            if not isinstance(q, (AsyncQueue, SampledTable)):
                 raise TypeError(
                     "Coordinator.watch: expected aqueue queues or replay tables, got "
                     f"{type(q).__name__}"

@@ -27,7 +27,7 @@ import weakref
 from typing import Any, Protocol
 
 from .._queues._protocol import Sink
-from .._replay._protocol import AsyncReplayTable
+from .._replay._protocol import SampledTable
 from .._waiting import _wait
 from .._waiting._tracking import weak_snapshot
 
@@ -79,7 +79,7 @@ class _Watch:
             if runner is None or any(w is consumed for w in weak_snapshot(_warned)):
                 return
             _warned.add(consumed)
-        what = "replay table" if isinstance(consumed, AsyncReplayTable) else "queue"
+        what = "replay table" if isinstance(consumed, SampledTable) else "queue"
         logger.warning(
             "%s '%s': a consumer has waited %g s, but QueueRunner '%s' that feeds it was "
             "registered with add_queue_runner() and never started; call "

@@ -7,9 +7,10 @@ sinks of the runners it started, plus those passed to ``coord.watch``), with a
 baseline snapshot of each one's statistics taken when it was first seen: a
 ``Watched`` per queue (``QueueStatistics``), a ``WatchedTable`` per table
 (``ReplayStatistics``). What is which is decided once, when first seen, by the
-protocols ``AsyncQueue`` and ``AsyncReplayTable``; a runner's sink that is neither (a
-``Sink`` of the user's own) is not watched. It only reads ``statistics()`` and the
-runners' producer states; it never changes anything.
+protocols ``AsyncQueue`` and ``SampledTable`` (every replay table, trajectory tables
+too); a runner's sink that is neither (a ``Sink`` of the user's own) is not watched.
+It only reads ``statistics()`` and the runners' producer states; it never changes
+anything.
 
 Shared queues and tables (``aqueue.redis``), whose ``statistics()`` must be awaited,
 are read asynchronously: the coordinator reads a shared one's baseline as soon as it
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 import anyio
 
 from .._queues._protocol import AsyncQueue, QueueStatistics, local_statistics
-from .._replay._protocol import AsyncReplayTable
+from .._replay._protocol import SampledTable
 from .._replay._results import ReplayStatistics
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ class WatchedTable(Seen[ReplayStatistics]):
 
     __slots__ = ("table",)
 
-    def __init__(self, table: AsyncReplayTable[Any], now: float) -> None:
+    def __init__(self, table: SampledTable[Any], now: float) -> None:
         super().__init__(table, local_statistics(table, ReplayStatistics), now)
         self.table = table
         if self.base is not None:
@@ -153,7 +154,7 @@ def watched_of(item: object, now: float) -> Seen[Any] | None:
     """A new record for ``item``: a queue's, a table's, or None for anything else."""
     if isinstance(item, AsyncQueue):
         return Watched(item, now)
-    if isinstance(item, AsyncReplayTable):
+    if isinstance(item, SampledTable):
         return WatchedTable(item, now)
     return None
 

@@ -14,6 +14,36 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 @pytest.mark.parametrize("mode", ["runner", "threads"])
+def test_experience_replay_samples_frame_stacks_stored_once(
+    mode: str, backend: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--replay trajectory``: the games append frames once to a TrajectoryTable; every
+    sampled stack is 4 consecutive frames of one episode, every n-step return equals
+    the step-by-step one, and the table holds at most --capacity frames, far fewer than
+    stacking each window would."""
+    result = example_main("experience_replay")(
+        [
+            "--replay", "trajectory",
+            "--steps", "20",
+            "--capacity", "300",
+            "--min-after-dequeue", "50",
+            "--frame-ms", "0",
+            "--mode", mode,
+            "--backend", backend,
+        ]
+    )  # fmt: skip
+    assert result["checked"] == 20 * 32
+    assert (result["crossed"], result["wrong_returns"]) == (0, 0)
+    assert 0 < result["frames_held"] <= 300
+    assert result["windows_held"] * result["length"] > 2 * result["frames_held"]
+    out = one_line(capsys.readouterr().out)
+    assert "every one of the 640 sampled stacks was 4 consecutive frames" in out
+    assert "equalled the one computed step by step" in out
+    assert ("'replay'" in result["report"]) == (mode == "runner")
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("mode", ["runner", "threads"])
 def test_experience_replay_every_screen_distinct(
     mode: str, backend: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

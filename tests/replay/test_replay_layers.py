@@ -23,7 +23,17 @@ PURE = [
     "_snapshot",
     "_protocol",
 ]
-ENGINE = {"_store", "_ordered", "_selection", "_core", "_engine", "_ops", "_views", "_table"}
+ENGINE = {
+    "_store",
+    "_ordered",
+    "_selection",
+    "_core",
+    "_engine",
+    "_ops",
+    "_views",
+    "_sampling",
+    "_table",
+}
 
 
 def _replay_imports(module: str) -> set[str]:

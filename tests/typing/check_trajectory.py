@@ -1,0 +1,54 @@
+"""Checked by mypy (``mypy aqueue tests/typing``), never run: the types of the trajectory
+tables (``aqueue.TrajectoryTable``, its writers and samples) and helpers
+(``aqueue.n_step_returns``).
+
+Each ``assert_type`` holds only if mypy infers exactly that type; the lines marked
+``# type: ignore[...]`` must be errors (``warn_unused_ignores`` makes an unneeded one
+an error itself), so a result that became ``Any`` fails here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from typing_extensions import assert_type
+
+import aqueue
+
+Floats = npt.NDArray[np.floating[Any]]
+
+
+def returns() -> None:
+    rewards = np.ones((32, 3), np.float32)
+    ret, boot = aqueue.n_step_returns(rewards, np.ones((32, 3), np.float32), 0.99)
+    assert_type(ret, Floats)
+    assert_type(boot, Floats)
+    target = ret + boot * np.ones(32, np.float32)
+    print(target)
+
+
+def rejected() -> None:
+    aqueue.n_step_returns([1.0], [1.0], "0.99")  # type: ignore[arg-type]
+    one: float = aqueue.n_step_returns([1.0], [1.0], 0.9)  # type: ignore[assignment]
+    print(one)
+
+
+async def tables() -> None:
+    named = aqueue.TrajectoryTable(
+        100, (np.uint8, np.float32), ((84, 84), ()), ("frame", "reward"), length=4
+    )
+    assert_type(named, aqueue.TrajectoryTable[dict[str, npt.NDArray[Any]]])
+    frames = aqueue.TrajectoryTable(100, np.uint8, (84, 84), length=4)
+    assert_type(frames, aqueue.TrajectoryTable[npt.NDArray[Any]])
+    w = frames.writer()
+    assert_type(w, aqueue.TrajectoryWriter)
+    assert_type(await w.append(np.zeros((84, 84), np.uint8)), npt.NDArray[np.int64])
+    assert_type(w.blocking(), aqueue.BlockingTrajectoryWriter)
+    s = await named.sample(32)
+    assert_type(s, aqueue.ReplaySample[dict[str, npt.NDArray[Any]]])
+    assert_type(frames.statistics(), aqueue.TrajectoryStatistics)
+    assert_type(frames.snapshot(), aqueue.TrajectorySnapshot)
+    frames.writer(resume="0")  # type: ignore[arg-type]
+    aqueue.TrajectoryTable(100, np.uint8, (84, 84))  # type: ignore[call-overload]
