@@ -1,0 +1,120 @@
+"""What a cluster call may retry, and for how long: the rule both cluster transports
+follow while a node fails and its replica takes over (sans I/O: they only sleep).
+
+A call may be sent again only when the error proves that it did not run:
+
+- the server refused it before running it: CLUSTERDOWN (no quorum, or a slot's
+  primary failed and no replica has taken over yet), TRYAGAIN, MOVED/ASK that redis-py
+  gave up following, LOADING (a node still loading its data);
+- the connection was never made: "Error 111 connecting to ...", "Timeout connecting
+  to server" (redis-py's wording for a failed connect, before anything is sent;
+  ``tests/redis/cluster`` pins it against a killed node);
+- redis-py found no node for the slot (``SlotNotCoveredError``) or ran out of
+  redirections (``ClusterError: TTL exhausted``).
+
+Anything else may have run (a connection lost with the command sent, a read timing
+out): the call fails at once with ServerConnectionError, and the op resolves the
+outcome with its lease or waiter id, as on one server. A ``Wait`` (BLPOP) and a
+``Read`` (MGET) are not state changes: they retry any connection error (a wake-up
+token lost with a dropped BLPOP only delays a waiter by one wait).
+
+Invariants:
+- a ``Recovery`` gives up ``failover_timeout`` seconds after the first failure of
+  its call, so no call waits on a dead node longer than that (the default, 20 s, is
+  Redis' default ``cluster-node-timeout`` of 15 s plus 5 s for the election);
+- delays grow from 20 ms to 250 ms: a promotion is noticed within a quarter second,
+  and a dead node costs a few connection attempts a second, not a busy loop.
+"""
+
+from __future__ import annotations
+
+import time
+
+import redis
+from redis.exceptions import (
+    AskError,
+    BusyLoadingError,
+    ClusterDownError,
+    ClusterError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
+
+from .._errors import ServerConnectionError
+
+__all__ = ["DEFAULT_FAILOVER_TIMEOUT", "Recovery", "function_missing", "not_run"]
+
+DEFAULT_FAILOVER_TIMEOUT = 20.0
+_FIRST_DELAY = 0.02
+_MAX_DELAY = 0.25
+
+
+def not_run(exc: BaseException) -> bool:
+    """Whether redis-py error ``exc`` proves that its command did not run."""
+    if isinstance(exc, (ClusterDownError, TryAgainError, AskError, BusyLoadingError)):
+        return True  # (AskError covers MovedError)
+    if isinstance(exc, SlotNotCoveredError):
+        return True
+    if type(exc) is ClusterError and "TTL exhausted" in str(exc):
+        return True
+    if isinstance(exc, redis.AuthenticationError):
+        return False  # refused credentials: waiting will not help
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        text = str(exc)
+        return " connecting to " in text or text.startswith(
+            ("Error connecting to", "Timeout connecting to")
+        )
+    return False
+
+
+def function_missing(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is the server saying aqueue's function is not loaded there (the
+    call did not run)."""
+    return isinstance(exc, redis.ResponseError) and "function not found" in str(exc).lower()
+
+
+def _transient(exc: BaseException, idempotent: bool) -> bool:
+    if not_run(exc):
+        return True
+    connection = isinstance(exc, (redis.ConnectionError, redis.TimeoutError))
+    return idempotent and connection and not isinstance(exc, redis.AuthenticationError)
+
+
+class Recovery:
+    """The retry budget of one request: ``delay(cause)`` says how long to pause before
+    sending it again (None: never again)."""
+
+    __slots__ = ("_deadline", "_idempotent", "_next", "_timeout", "_what", "failures")
+
+    def __init__(self, failover_timeout: float, what: str, *, idempotent: bool = False) -> None:
+        self._timeout = failover_timeout
+        self._what = what
+        self._idempotent = idempotent
+        self._deadline: float | None = None
+        self._next = _FIRST_DELAY
+        self.failures = 0
+
+    def delay(self, cause: BaseException | None) -> float | None:
+        """Seconds to wait before sending the request again after it failed with the
+        redis-py error ``cause``; None when it must not be sent again (it may have run,
+        or the error is not a fault of the cluster): the caller raises its error.
+
+        Raises:
+            ServerConnectionError: the cluster did not recover within
+                ``failover_timeout`` seconds of the first failure.
+        """
+        if cause is None or not _transient(cause, self._idempotent):
+            return None
+        now = time.monotonic()
+        if self._deadline is None:
+            self._deadline = now + self._timeout
+        self.failures += 1
+        if now >= self._deadline:
+            raise ServerConnectionError(
+                f"{self._what}: the Redis Cluster did not recover within "
+                f"{self._timeout:g} s (failover_timeout; {self.failures} attempts, the "
+                f"last failed with: {cause})"
+            ) from cause
+        out = min(self._next, self._deadline - now)
+        self._next = min(self._next * 2, _MAX_DELAY)
+        return out

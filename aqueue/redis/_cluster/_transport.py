@@ -1,0 +1,352 @@
+"""The transports (``aqueue.redis._transport``'s protocols) over a Redis Cluster:
+``ClusterAsyncio`` for asyncio and ``ClusterSync`` for threads (on trio, the
+single-server ``RedisThreads`` runs ``ClusterSync``'s requests in worker threads).
+
+Every request names its keys' hash tag, so it goes to the one primary serving that
+slot (``_routing``), and a multi-command ``Call`` travels as one *non-transactional*
+pipeline on one connection to that node, in order:
+
+- plain: ``FCALL fn 1 key args`` (``FCALL_RO`` for ``ro``);
+- with ``stage``: ``MSET e:<ref> payload ...`` then the ``FCALL`` that admits them;
+- with ``fetch`` (and ``drop``): the ``FCALL``, then ``MGET`` of the fetched keys
+  (then ``DEL`` of the dropped ones); ``atomic`` is the same pipeline.
+
+No ``MULTI``: redis-py's async cluster transaction runs every queued command in a
+thread of its own, and its retry sends a whole transaction again after a lost EXEC
+reply. The one thing the transaction gave on one server is lost here: a client
+killed between the ``MSET`` and the ``FCALL`` leaves its staged payloads behind (and
+one killed between a sample's ``FCALL`` and its ``DEL`` leaves the copies); the ops
+will register those keys with the call so that the next call reaps them
+(/work/notes/cluster_design.md).
+
+While a node fails, a request waits for the cluster (``_faults.Recovery``): one
+that provably did not run is sent again, after a pause, until the replica has taken
+over or ``failover_timeout`` has passed; one that may have run fails at once with
+ServerConnectionError. A call that meets "Function not found" (a primary that joined
+later, or whose library was flushed) loads the library on every primary that lacks
+it (``_loading``) and runs again.
+
+Invariants (as on one server, ``aqueue.redis._clients``):
+- a call that was sent runs to its end even if the caller is cancelled (shielded;
+  a native cancellation is re-raised after it, or re-armed after returning a ``keep``
+  call's reply); the pause between two attempts is cancellable, since nothing ran;
+- ``wait`` is cancellable at any time; its BLPOP finishes in a task of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Awaitable, Sequence
+from typing import Any
+
+import anyio
+import redis
+from redis.exceptions import RedisClusterException
+
+from .._clients import map_error
+from .._errors import ServerError
+from .._transport import Call
+from ._faults import DEFAULT_FAILOVER_TIMEOUT, Recovery, function_missing
+from ._loading import ensure_library, ensure_library_sync
+from ._routing import AsyncClusterClient, SyncClusterClient, cluster_options
+
+__all__ = ["ClusterAsyncio", "ClusterSync", "finish"]
+
+_RELOADS = 2  # library loads one call may trigger (a stale slot map may need two)
+
+
+def _mapped(exc: BaseException, what: str) -> BaseException:
+    """The aqueue error for a redis-py error (cluster errors included)."""
+    if isinstance(exc, RedisClusterException):
+        return ServerError(f"{what}: the Redis Cluster refused the call: {exc}")
+    return map_error(exc, what)
+
+
+def _redeliver(task: asyncio.Task[Any]) -> None:
+    """Re-arm a native cancellation a ``keep`` call held back (see ``finish``)."""
+    if task.done():
+        return
+    if sys.version_info >= (3, 11):
+        if task.cancelling() == 0:
+            return
+        task.uncancel()
+    task.cancel()
+
+
+async def finish(call: Awaitable[Any], what: str, keep: bool = False) -> Any:
+    """Run ``call`` to its end even when the caller is cancelled (see the module
+    docstring); redis-py errors become aqueue errors caused by them."""
+    task = asyncio.ensure_future(call)
+    with anyio.CancelScope(shield=True):
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            while not task.done():
+                try:
+                    await asyncio.wait([task])
+                except asyncio.CancelledError:
+                    pass
+            if not task.cancelled():
+                if keep and task.exception() is None:
+                    caller = asyncio.current_task()
+                    if caller is not None:
+                        asyncio.get_running_loop().call_soon(_redeliver, caller)
+                        return task.result()
+                task.exception()
+            raise
+        except (redis.RedisError, RedisClusterException) as exc:
+            raise _mapped(exc, what) from exc
+
+
+def _queue(pipe: Any, call: Call) -> Any:
+    """``pipe`` (a cluster pipeline, sync or async) with ``call``'s commands queued
+    (raw: redis-py refuses its MSET/MGET methods in cluster pipelines, not the
+    commands)."""
+    if call.stage:
+        pipe.execute_command("MSET", *(x for pair in call.stage for x in pair))
+    pipe.execute_command("FCALL_RO" if call.ro else "FCALL", call.fn, 1, call.key, *call.args)
+    if call.fetch:
+        pipe.execute_command("MGET", *call.fetch)
+    if call.drop:
+        pipe.execute_command("DEL", *call.drop)
+    return pipe
+
+
+def _result(call: Call, replies: Sequence[Any], what: str) -> Any:
+    """The call's reply from the pipeline's (the function's, with the fetched values
+    if any); the first failed command's error, mapped."""
+    for r in replies:
+        if isinstance(r, BaseException):
+            raise _mapped(r, what) from r
+    at = 1 if call.stage else 0
+    return (replies[at], replies[at + 1]) if call.fetch else replies[at]
+
+
+def _token(reply: Any) -> bytes | None:
+    """The token a BLPOP popped, or None (it timed out)."""
+    return None if reply is None else bytes(reply[1])
+
+
+def _piped(call: Call) -> bool:
+    return bool(call.stage or call.fetch or call.drop)
+
+
+def _clients_of(url: str, opts: dict[str, Any], cls: Any, which: int) -> Any:
+    kw = {k: v for k, v in opts.items() if k != "_retry"}
+    return cls.from_url(url, retry=opts["_retry"][which], **kw)
+
+
+class ClusterAsyncio:
+    """The AsyncTransport over a Redis Cluster, for asyncio."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        socket_timeout: float = 10.0,
+        max_connections: int | None = None,
+        failover_timeout: float = DEFAULT_FAILOVER_TIMEOUT,
+        load_functions: bool = True,
+    ) -> None:
+        opts = cluster_options(socket_timeout, max_connections)
+        self.client: AsyncClusterClient = _clients_of(url, opts, AsyncClusterClient, 1)
+        self._waits: AsyncClusterClient = _clients_of(url, opts, AsyncClusterClient, 1)
+        self._timeout = failover_timeout
+        self._load = load_functions
+        self._abandoned: set[asyncio.Future[Any]] = set()
+
+    async def start(self) -> None:
+        """Discover the cluster and check aqueue's library on every primary."""
+        try:
+            await self._waits.initialize()
+        except (redis.RedisError, RedisClusterException) as exc:
+            raise _mapped(exc, "discovering the Redis Cluster") from exc
+        await self._library("connecting")
+
+    async def _library(self, what: str) -> None:
+        try:
+            await ensure_library(self.client, self._load)
+        except RedisClusterException as exc:
+            raise _mapped(exc, f"{what}: checking aqueue's library") from exc
+
+    async def call(self, call: Call) -> Any:
+        what = f"{call.fn} on {call.key}"
+        recovery = Recovery(self._timeout, what)
+        reloads = 0
+        while True:
+            try:
+                return await self._once(call, what)
+            except ServerError as exc:
+                if function_missing(exc.__cause__) and self._load and reloads < _RELOADS:
+                    reloads += 1
+                    await self._library(what)
+                    continue
+                delay = recovery.delay(exc.__cause__)
+                if delay is None:
+                    raise
+            await anyio.sleep(delay)
+
+    async def _once(self, call: Call, what: str) -> Any:
+        if not _piped(call):
+            command = "FCALL_RO" if call.ro else "FCALL"
+            aw = self.client.execute_command(command, call.fn, 1, call.key, *call.args)
+            return await finish(aw, what, call.keep)
+        pipe = _queue(self.client.pipeline(transaction=False), call)
+        replies = await finish(pipe.execute(raise_on_error=False), what, call.keep)
+        try:
+            return _result(call, replies, what)
+        except ServerError:
+            if call.stage:  # best effort: the function did not admit them
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await self.client.execute_command("DEL", *(k for k, _ in call.stage))
+                    except (redis.RedisError, RedisClusterException):
+                        pass
+            raise
+
+    async def read(self, keys: Sequence[str]) -> list[Any]:
+        what = f"reading {len(keys)} payloads"
+        recovery = Recovery(self._timeout, what, idempotent=True)
+        while True:
+            try:
+                return list(await finish(self.client.execute_command("MGET", *keys), what))
+            except ServerError as exc:
+                delay = recovery.delay(exc.__cause__)
+                if delay is None:
+                    raise
+            await anyio.sleep(delay)
+
+    async def wait(self, key: str, seconds: float) -> bytes | None:
+        # As on one server, the BLPOP runs in a task a cancellation does not touch. A
+        # failed wait (its node died, or redis-py closed the connection to refresh the
+        # slot map) pauses and reports a timeout: the op calls again, and that call
+        # waits for the cluster or fails.
+        task = asyncio.ensure_future(self._waits.blpop([key], seconds))
+        try:
+            reply = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            self._abandoned.add(task)
+            task.add_done_callback(self._forget)
+            raise
+        except (redis.RedisError, RedisClusterException) as exc:
+            what = f"waiting on {key}"
+            delay = Recovery(self._timeout, what, idempotent=True).delay(exc)
+            if delay is None:
+                raise _mapped(exc, what) from exc
+            await anyio.sleep(delay)
+            return None
+        return _token(reply)
+
+    def _forget(self, task: asyncio.Future[Any]) -> None:
+        self._abandoned.discard(task)
+        if not task.cancelled():
+            task.exception()
+
+    async def aclose(self) -> None:
+        for task in list(self._abandoned):
+            task.cancel()
+        if self._abandoned:
+            await asyncio.wait(list(self._abandoned))
+        await self.client.aclose()
+        await self._waits.aclose()
+
+
+class ClusterSync:
+    """The SyncTransport over a Redis Cluster, for threads (thread-safe). Connecting
+    blocks: construct it in a worker thread."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        socket_timeout: float = 10.0,
+        max_connections: int | None = None,
+        failover_timeout: float = DEFAULT_FAILOVER_TIMEOUT,
+        load_functions: bool = True,
+    ) -> None:
+        opts = cluster_options(socket_timeout, max_connections)
+        self._timeout = failover_timeout
+        self._load = load_functions
+        try:
+            # (redis-py's sync cluster client is not typed)
+            self.client: Any = _clients_of(url, opts, SyncClusterClient, 0)
+            self._waits: Any = _clients_of(url, opts, SyncClusterClient, 0)
+        except (redis.RedisError, RedisClusterException) as exc:
+            raise _mapped(exc, "discovering the Redis Cluster") from exc
+
+    def start(self) -> None:
+        """Check aqueue's library on every primary."""
+        self._library("connecting")
+
+    def _library(self, what: str) -> None:
+        try:
+            ensure_library_sync(self.client, self._load)
+        except RedisClusterException as exc:
+            raise _mapped(exc, f"{what}: checking aqueue's library") from exc
+
+    def call(self, call: Call) -> Any:
+        what = f"{call.fn} on {call.key}"
+        recovery = Recovery(self._timeout, what)
+        reloads = 0
+        while True:
+            try:
+                return self._once(call, what)
+            except ServerError as exc:
+                if function_missing(exc.__cause__) and self._load and reloads < _RELOADS:
+                    reloads += 1
+                    self._library(what)
+                    continue
+                delay = recovery.delay(exc.__cause__)
+                if delay is None:
+                    raise
+            time.sleep(delay)
+
+    def _once(self, call: Call, what: str) -> Any:
+        try:
+            if not _piped(call):
+                command = "FCALL_RO" if call.ro else "FCALL"
+                return self.client.execute_command(command, call.fn, 1, call.key, *call.args)
+            replies = _queue(self.client.pipeline(transaction=False), call).execute(
+                raise_on_error=False
+            )
+        except (redis.RedisError, RedisClusterException) as exc:
+            raise _mapped(exc, what) from exc
+        try:
+            return _result(call, replies, what)
+        except ServerError:
+            if call.stage:
+                try:
+                    self.client.execute_command("DEL", *(k for k, _ in call.stage))
+                except (redis.RedisError, RedisClusterException):
+                    pass
+            raise
+
+    def read(self, keys: Sequence[str]) -> list[Any]:
+        what = f"reading {len(keys)} payloads"
+        recovery = Recovery(self._timeout, what, idempotent=True)
+        while True:
+            try:
+                return list(self.client.execute_command("MGET", *keys))
+            except (redis.RedisError, RedisClusterException) as exc:
+                delay = recovery.delay(exc)
+                if delay is None:
+                    raise _mapped(exc, what) from exc
+            time.sleep(delay)
+
+    def wait(self, key: str, seconds: float) -> bytes | None:
+        try:
+            reply = self._waits.blpop([key], seconds)
+        except (redis.RedisError, RedisClusterException) as exc:
+            what = f"waiting on {key}"
+            delay = Recovery(self._timeout, what, idempotent=True).delay(exc)
+            if delay is None:
+                raise _mapped(exc, what) from exc
+            time.sleep(delay)
+            return None
+        return _token(reply)
+
+    def close(self) -> None:
+        self.client.close()
+        self._waits.close()
