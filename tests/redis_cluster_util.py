@@ -118,6 +118,14 @@ class ClusterProc:
                 return port
         raise LookupError(f"no primary serves slot {slot}")
 
+    def name_on(self, port: int, prefix: str = "t") -> str:
+        """A fresh queue or table name whose hash tag (the name) the primary at
+        ``port`` serves."""
+        while True:
+            name = f"{prefix}-{secrets.token_hex(4)}"
+            if self.owner(f"{{{name}}}") == port:
+                return name
+
     def replica_of(self, port: int) -> int:
         """Port of a replica of primary ``port``."""
         for p, (role, owner, _) in self.topology().items():

@@ -18,12 +18,23 @@ outcome with its lease or waiter id, as on one server. A ``Wait`` (BLPOP) and a
 ``Read`` (MGET) are not state changes: they retry any connection error (a wake-up
 token lost with a dropped BLPOP only delays a waiter by one wait).
 
+How long: an *outage* of a slot starts with the first failure of any request to it
+and lasts while failures keep coming (one at least every ``_GAP`` seconds, which the
+retrying requests guarantee); ``Outages`` keeps them per slot for one transport, and
+a successful request to the slot ends its outage. A request gives up
+``failover_timeout`` seconds after its outage began, not after its own first failure:
+so every waiter of a dead shard fails at about the same time, and the undo call an
+op sends after giving up (``aq_leave``) fails at once instead of waiting as long
+again.
+
 Invariants:
-- a ``Recovery`` gives up ``failover_timeout`` seconds after the first failure of
-  its call, so no call waits on a dead node longer than that (the default, 20 s, is
-  Redis' default ``cluster-node-timeout`` of 15 s plus 5 s for the election);
+- no request waits on a dead slot more than ``failover_timeout`` seconds after the
+  slot's first failure (the default, 20 s, is Redis' default ``cluster-node-timeout``
+  of 15 s plus 5 s for the election);
 - delays grow from 20 ms to 250 ms: a promotion is noticed within a quarter second,
-  and a dead node costs a few connection attempts a second, not a busy loop.
+  and a dead node costs a few connection attempts a second, not a busy loop;
+- an outage is forgotten once its slot answers, or once no failure was seen on it
+  for ``_GAP`` seconds (an old outage never shortens a new one).
 """
 
 from __future__ import annotations
@@ -42,11 +53,12 @@ from redis.exceptions import (
 
 from .._errors import ServerConnectionError
 
-__all__ = ["DEFAULT_FAILOVER_TIMEOUT", "Recovery", "function_missing", "not_run"]
+__all__ = ["DEFAULT_FAILOVER_TIMEOUT", "Outages", "Recovery", "function_missing", "not_run"]
 
 DEFAULT_FAILOVER_TIMEOUT = 20.0
 _FIRST_DELAY = 0.02
 _MAX_DELAY = 0.25
+_GAP = 4 * _MAX_DELAY
 
 
 def not_run(exc: BaseException) -> bool:
@@ -80,17 +92,51 @@ def _transient(exc: BaseException, idempotent: bool) -> bool:
     return idempotent and connection and not isinstance(exc, redis.AuthenticationError)
 
 
+class Outages:
+    """The ongoing outages of one transport's slots: slot -> [first failure, last
+    failure] (monotonic seconds). Thread-safe (single dict operations)."""
+
+    __slots__ = ("_slots",)
+
+    def __init__(self) -> None:
+        self._slots: dict[int, list[float]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._slots)
+
+    def began(self, slot: int, now: float) -> float:
+        """Record a failure on ``slot`` at ``now``; when its outage began."""
+        span = self._slots.get(slot)
+        if span is None or now - span[1] > _GAP:
+            span = self._slots[slot] = [now, now]
+        span[1] = now
+        return span[0]
+
+    def end(self, slot: int) -> None:
+        """``slot`` answered: its outage, if any, is over."""
+        self._slots.pop(slot, None)
+
+
 class Recovery:
-    """The retry budget of one request: ``delay(cause)`` says how long to pause before
-    sending it again (None: never again)."""
+    """The retry budget of one request to ``slot``: ``delay(cause)`` says how long to
+    pause before sending it again (None: never again)."""
 
-    __slots__ = ("_deadline", "_idempotent", "_next", "_timeout", "_what", "failures")
+    __slots__ = ("_idempotent", "_next", "_outages", "_slot", "_timeout", "_what", "failures")
 
-    def __init__(self, failover_timeout: float, what: str, *, idempotent: bool = False) -> None:
+    def __init__(
+        self,
+        outages: Outages,
+        slot: int,
+        failover_timeout: float,
+        what: str,
+        *,
+        idempotent: bool = False,
+    ) -> None:
+        self._outages = outages
+        self._slot = slot
         self._timeout = failover_timeout
         self._what = what
         self._idempotent = idempotent
-        self._deadline: float | None = None
         self._next = _FIRST_DELAY
         self.failures = 0
 
@@ -100,21 +146,20 @@ class Recovery:
         or the error is not a fault of the cluster): the caller raises its error.
 
         Raises:
-            ServerConnectionError: the cluster did not recover within
-                ``failover_timeout`` seconds of the first failure.
+            ServerConnectionError: the slot's outage began ``failover_timeout``
+                seconds ago or more.
         """
         if cause is None or not _transient(cause, self._idempotent):
             return None
         now = time.monotonic()
-        if self._deadline is None:
-            self._deadline = now + self._timeout
+        deadline = self._outages.began(self._slot, now) + self._timeout
         self.failures += 1
-        if now >= self._deadline:
+        if now >= deadline:
             raise ServerConnectionError(
                 f"{self._what}: the Redis Cluster did not recover within "
-                f"{self._timeout:g} s (failover_timeout; {self.failures} attempts, the "
-                f"last failed with: {cause})"
+                f"{self._timeout:g} s (failover_timeout; this request tried "
+                f"{self.failures} times, the last failed with: {cause})"
             ) from cause
-        out = min(self._next, self._deadline - now)
+        out = min(self._next, deadline - now)
         self._next = min(self._next * 2, _MAX_DELAY)
         return out

@@ -72,13 +72,34 @@ def fcall_slot(args: tuple[Any, ...]) -> int | None:
 
 class AsyncClusterClient(redis.asyncio.cluster.RedisCluster):
     """``redis.asyncio.RedisCluster`` that computes an FCALL's slot itself (its
-    pipelines ask the client, so they do too)."""
+    pipelines ask the client, so they do too), and refreshes its slot map without
+    breaking other tasks' calls: close it with ``close_all``."""
 
     async def _determine_slot(self, command: str, *args: Any) -> int:
         slot = fcall_slot((command, *args))
         if slot is not None:
             return slot
         return await super()._determine_slot(command, *args)
+
+    async def aclose(self) -> None:
+        """What redis-py calls to refresh the slot map (after CLUSTERDOWN, which every
+        node answers while a failed primary's replica is elected, or after repeated
+        MOVED): read the map again at the next command, and drop the idle
+        connections. redis-py would close *every* connection, the ones other tasks'
+        calls are in flight on included, and those calls, on healthy nodes too, would
+        fail with their outcome unknown (measured: benchmarks/bench_cluster.py
+        failover). The sync client already drops only idle connections there."""
+        self._initialize = True
+        for node in self.get_nodes():
+            await node.disconnect_free_connections()
+
+    async def close_all(self) -> None:
+        """Close every connection (the client's end). Not ``super().aclose()``: it
+        closes nothing once a refresh is pending (``_initialize``, which redis-py also
+        sets after any lost connection), and the connections would leak."""
+        self._initialize = True
+        await self.nodes_manager.aclose()
+        await self.nodes_manager.aclose("startup_nodes")
 
 
 class SyncClusterClient(redis.cluster.RedisCluster):

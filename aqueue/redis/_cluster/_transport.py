@@ -22,9 +22,17 @@ will register those keys with the call so that the next call reaps them
 While a node fails, a request waits for the cluster (``_faults.Recovery``): one
 that provably did not run is sent again, after a pause, until the replica has taken
 over or ``failover_timeout`` has passed; one that may have run fails at once with
-ServerConnectionError. A call that meets "Function not found" (a primary that joined
-later, or whose library was flushed) loads the library on every primary that lacks
-it (``_loading``) and runs again.
+ServerConnectionError. After any lost connection the transport drops the idle
+connections of both its clients (redis-py drops only those of the client and node
+that saw the error): an idle connection to a killed node would take the next request
+and lose it with its outcome unknown, where a fresh one is refused, which proves the
+request did not run. (A request that takes an idle connection before any error was
+seen, or whose node vanished without closing its sockets, still fails that way: the
+ops resolve it with their lease or waiter id.)
+
+A call that meets "Function not found" (a primary that joined later, or whose library
+was flushed) loads the library on every primary that lacks it (``_loading``) and
+runs again.
 
 Invariants (as on one server, ``aqueue.redis._clients``):
 - a call that was sent runs to its end even if the caller is cancelled (shielded;
@@ -48,9 +56,9 @@ from redis.exceptions import RedisClusterException
 from .._clients import map_error
 from .._errors import ServerError
 from .._transport import Call
-from ._faults import DEFAULT_FAILOVER_TIMEOUT, Recovery, function_missing
+from ._faults import DEFAULT_FAILOVER_TIMEOUT, Outages, Recovery, function_missing
 from ._loading import ensure_library, ensure_library_sync
-from ._routing import AsyncClusterClient, SyncClusterClient, cluster_options
+from ._routing import AsyncClusterClient, SyncClusterClient, cluster_options, slot_of
 
 __all__ = ["ClusterAsyncio", "ClusterSync", "finish"]
 
@@ -155,6 +163,7 @@ class ClusterAsyncio:
         self._waits: AsyncClusterClient = _clients_of(url, opts, AsyncClusterClient, 1)
         self._timeout = failover_timeout
         self._load = load_functions
+        self._outages = Outages()
         self._abandoned: set[asyncio.Future[Any]] = set()
 
     async def start(self) -> None:
@@ -173,20 +182,35 @@ class ClusterAsyncio:
 
     async def call(self, call: Call) -> Any:
         what = f"{call.fn} on {call.key}"
-        recovery = Recovery(self._timeout, what)
+        recovery: Recovery | None = None
         reloads = 0
         while True:
             try:
-                return await self._once(call, what)
+                reply = await self._once(call, what)
             except ServerError as exc:
                 if function_missing(exc.__cause__) and self._load and reloads < _RELOADS:
                     reloads += 1
                     await self._library(what)
                     continue
+                if recovery is None:
+                    recovery = Recovery(self._outages, slot_of(call.key), self._timeout, what)
+                with anyio.CancelScope(shield=True):
+                    await self._purge(exc.__cause__)
                 delay = recovery.delay(exc.__cause__)
                 if delay is None:
                     raise
+            else:
+                if self._outages:
+                    self._outages.end(slot_of(call.key))
+                return reply
             await anyio.sleep(delay)
+
+    async def _purge(self, exc: BaseException | None) -> None:
+        """After a lost connection: drop the idle connections of both clients."""
+        if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+            for client in (self.client, self._waits):
+                for node in client.get_nodes():
+                    await node.disconnect_free_connections()
 
     async def _once(self, call: Call, what: str) -> Any:
         if not _piped(call):
@@ -208,11 +232,13 @@ class ClusterAsyncio:
 
     async def read(self, keys: Sequence[str]) -> list[Any]:
         what = f"reading {len(keys)} payloads"
-        recovery = Recovery(self._timeout, what, idempotent=True)
+        recovery = Recovery(self._outages, slot_of(keys[0]), self._timeout, what, idempotent=True)
         while True:
             try:
                 return list(await finish(self.client.execute_command("MGET", *keys), what))
             except ServerError as exc:
+                with anyio.CancelScope(shield=True):
+                    await self._purge(exc.__cause__)
                 delay = recovery.delay(exc.__cause__)
                 if delay is None:
                     raise
@@ -232,7 +258,9 @@ class ClusterAsyncio:
             raise
         except (redis.RedisError, RedisClusterException) as exc:
             what = f"waiting on {key}"
-            delay = Recovery(self._timeout, what, idempotent=True).delay(exc)
+            recovery = Recovery(self._outages, slot_of(key), self._timeout, what, idempotent=True)
+            await self._purge(exc)
+            delay = recovery.delay(exc)
             if delay is None:
                 raise _mapped(exc, what) from exc
             await anyio.sleep(delay)
@@ -249,8 +277,8 @@ class ClusterAsyncio:
             task.cancel()
         if self._abandoned:
             await asyncio.wait(list(self._abandoned))
-        await self.client.aclose()
-        await self._waits.aclose()
+        await self.client.close_all()
+        await self._waits.close_all()
 
 
 class ClusterSync:
@@ -269,6 +297,7 @@ class ClusterSync:
         opts = cluster_options(socket_timeout, max_connections)
         self._timeout = failover_timeout
         self._load = load_functions
+        self._outages = Outages()
         try:
             # (redis-py's sync cluster client is not typed)
             self.client: Any = _clients_of(url, opts, SyncClusterClient, 0)
@@ -288,20 +317,34 @@ class ClusterSync:
 
     def call(self, call: Call) -> Any:
         what = f"{call.fn} on {call.key}"
-        recovery = Recovery(self._timeout, what)
+        recovery: Recovery | None = None
         reloads = 0
         while True:
             try:
-                return self._once(call, what)
+                reply = self._once(call, what)
             except ServerError as exc:
                 if function_missing(exc.__cause__) and self._load and reloads < _RELOADS:
                     reloads += 1
                     self._library(what)
                     continue
+                if recovery is None:
+                    recovery = Recovery(self._outages, slot_of(call.key), self._timeout, what)
+                self._purge(exc.__cause__)
                 delay = recovery.delay(exc.__cause__)
                 if delay is None:
                     raise
+            else:
+                if self._outages:
+                    self._outages.end(slot_of(call.key))
+                return reply
             time.sleep(delay)
+
+    def _purge(self, exc: BaseException | None) -> None:
+        """After a lost connection: drop the idle connections of both clients."""
+        if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+            for client in (self.client, self._waits):
+                for node in client.get_nodes():
+                    node.redis_connection.connection_pool.disconnect_free_connections()
 
     def _once(self, call: Call, what: str) -> Any:
         try:
@@ -325,11 +368,12 @@ class ClusterSync:
 
     def read(self, keys: Sequence[str]) -> list[Any]:
         what = f"reading {len(keys)} payloads"
-        recovery = Recovery(self._timeout, what, idempotent=True)
+        recovery = Recovery(self._outages, slot_of(keys[0]), self._timeout, what, idempotent=True)
         while True:
             try:
                 return list(self.client.execute_command("MGET", *keys))
             except (redis.RedisError, RedisClusterException) as exc:
+                self._purge(exc)
                 delay = recovery.delay(exc)
                 if delay is None:
                     raise _mapped(exc, what) from exc
@@ -340,7 +384,9 @@ class ClusterSync:
             reply = self._waits.blpop([key], seconds)
         except (redis.RedisError, RedisClusterException) as exc:
             what = f"waiting on {key}"
-            delay = Recovery(self._timeout, what, idempotent=True).delay(exc)
+            recovery = Recovery(self._outages, slot_of(key), self._timeout, what, idempotent=True)
+            self._purge(exc)
+            delay = recovery.delay(exc)
             if delay is None:
                 raise _mapped(exc, what) from exc
             time.sleep(delay)

@@ -21,8 +21,8 @@ pytest.importorskip("msgpack", reason="aqueue[redis] is not installed")
 
 from redis_cluster_util import ClusterProc, failover_cluster, redis_cluster
 
-from aqueue.redis._cluster import ClusterAsyncio, ClusterSync
 from aqueue.redis._clients import RedisThreads
+from aqueue.redis._cluster import ClusterAsyncio, ClusterSync
 from aqueue.redis._server import RedisServer
 
 __all__ = ["failover_cluster", "redis_cluster"]

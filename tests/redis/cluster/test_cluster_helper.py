@@ -4,9 +4,9 @@ and no ``nodes-*.conf`` behind, and without its binaries skips, or fails under C
 
 from __future__ import annotations
 
+import itertools
 import socket
 from pathlib import Path
-
 
 import pytest
 import redis_cluster_util
@@ -20,8 +20,8 @@ def test_three_primaries_serve_every_slot(redis_cluster: ClusterProc) -> None:
     primaries = redis_cluster.primaries()
     assert len(primaries) == 3
     ranges = sorted(r for p in primaries for r in topo[p][2])
-    assert ranges[0][0] == 0 and ranges[-1][1] == 16383
-    assert all(a[1] + 1 == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert (ranges[0][0], ranges[-1][1]) == (0, 16383)
+    assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(ranges))
     with redis_cluster.client(primaries[0]) as c:
         assert c.cluster("INFO")["cluster_state"] == "ok"
 
