@@ -60,14 +60,13 @@ import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
-from redis_cluster_util import ClusterProc, start_cluster, stop_cluster
+from redis_cluster_util import ClusterProc, cluster_server, start_cluster, stop_cluster
 from redis_util import RedisProc, start_redis, stop_redis
 
 import aqueue.redis
-from aqueue.redis._cluster import ClusterAsyncio, ClusterSync
+from aqueue.redis._cluster import ClusterSync
 from aqueue.redis._cluster._routing import AsyncClusterClient, SyncClusterClient
 from aqueue.redis._library import LIBRARY_SOURCE
-from aqueue.redis._server import RedisServer
 from aqueue.redis._transport import Call
 
 FRAME = 84 * 84 * 4
@@ -265,24 +264,6 @@ def _server_cpu(port: int, password: str) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
-async def _cluster_server(url: str) -> tuple[RedisServer, ClusterAsyncio, ClusterSync]:
-    """A RedisServer over the cluster transports (until connect(cluster=True))."""
-    srv = RedisServer(
-        url,
-        lease_time=30.0,
-        wait_timeout=0.2,
-        load_functions=True,
-        socket_timeout=10.0,
-        max_connections=None,
-        max_call_bytes=64 << 20,
-    )
-    transport = ClusterAsyncio(url)
-    await transport.start()
-    sync = ClusterSync(url)
-    srv._sync, srv._transport = sync, transport  # type: ignore[assignment]
-    return srv, transport, sync
-
-
 async def _workload(srv: Any, names: list[str], seconds: float) -> int:
     frames = np.random.default_rng(1).integers(0, 255, (BATCH, FRAME), dtype=np.uint8)
     queues = [await srv.fifo_queue(n, 20 * BATCH, np.uint8, (FRAME,)) for n in names]
@@ -319,15 +300,13 @@ def spread(cluster: ClusterProc, single: RedisProc, seconds: float, repeat: int)
     rows: dict[str, list[tuple[float, list[float]]]] = {}
 
     async def over_cluster(label: str, names: list[str]) -> None:
-        srv, transport, sync = await _cluster_server(cluster.url)
-        ports = cluster.primaries()
-        before = {p: _server_cpu(p, cluster.password) for p in ports}
-        t = time.perf_counter()
-        done = await _workload(srv, names, seconds)
-        wall = time.perf_counter() - t
-        cpu = [(_server_cpu(p, cluster.password) - before[p]) / done * 1000 for p in ports]
-        await transport.aclose()
-        sync.close()
+        async with cluster_server(cluster.url) as srv:
+            ports = cluster.primaries()
+            before = {p: _server_cpu(p, cluster.password) for p in ports}
+            t = time.perf_counter()
+            done = await _workload(srv, names, seconds)
+            wall = time.perf_counter() - t
+            cpu = [(_server_cpu(p, cluster.password) - before[p]) / done * 1000 for p in ports]
         rows.setdefault(label, []).append((done / wall, cpu))
 
     async def on_one() -> None:
@@ -384,12 +363,17 @@ def _kind(exc: BaseException) -> str:
 
 
 async def _failover_trial(cluster: ClusterProc, spin_first: bool) -> dict[str, Any]:
+    with cluster.client(cluster.primaries()[0]) as c:
+        c.function_load(SPIN, replace=True)
+    async with cluster_server(cluster.url) as srv:
+        return await _failover_steps(cluster, srv, spin_first)
+
+
+async def _failover_steps(cluster: ClusterProc, srv: Any, spin_first: bool) -> dict[str, Any]:
     tags = _tags_on(cluster)
     victim_port = cluster.primaries()[0]
     victim = tags[victim_port]
-    with cluster.client(victim_port) as c:
-        c.function_load(SPIN, replace=True)
-    srv, transport, sync = await _cluster_server(cluster.url)
+    transport = srv._transport
     q = await srv.fifo_queue(_name_on(cluster, victim_port, "w"), 1_000_000, np.int64, ())
     empty = _name_on(cluster, victim_port, "e")
     out: dict[str, Any] = {"errors": {}, "acked": set()}
@@ -465,8 +449,6 @@ async def _failover_trial(cluster: ClusterProc, spin_first: bool) -> dict[str, A
     out["acked_n"] = len(out["acked"])
     with cluster.client(new) as c:
         out["spin runs on the promoted replica"] = int(c.get(f"aq:{{{victim}}}:spins") or 0)
-    await transport.aclose()
-    sync.close()
     out["t0"] = t0
     return out
 

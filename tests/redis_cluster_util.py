@@ -1,7 +1,8 @@
 """A private Redis Cluster on loopback for the tests (beside ``redis_util.py``, which
-runs one server): ``start_cluster``/``stop_cluster`` and the pytest fixtures built on
-them (``redis_cluster``: three primaries for the session; ``failover_cluster``: three
-primaries with a replica each, for one test that kills a node).
+runs one server): ``start_cluster``/``stop_cluster`` (the fixtures ``redis_cluster``,
+three primaries for the session, and ``failover_cluster``, three primaries with a
+replica each for one test that kills nodes, are in ``tests/conftest.py``), and
+``cluster_server``: a RedisServer whose requests go through the cluster transports.
 
 Each node is Debian's ``redis-server`` with ``--cluster-enabled yes`` on a free port
 (the cluster bus takes that port + 10000, so both must be free), its own directory
@@ -17,6 +18,7 @@ without them the tests skip, or fail under ``CI=true``.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import shutil
@@ -24,19 +26,27 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 import redis
 from redis.crc import key_slot
 
+from aqueue.redis._clients import RedisThreads
+from aqueue.redis._cluster import ClusterAsyncio, ClusterSync
+from aqueue.redis._server import RedisServer
+
 __all__ = [
+    "FAILOVER_NODE_TIMEOUT_MS",
+    "SESSION_NODE_TIMEOUT_MS",
     "ClusterProc",
     "NodeProc",
-    "failover_cluster",
-    "redis_cluster",
+    "cluster_server",
     "start_cluster",
     "stop_cluster",
 ]
@@ -153,13 +163,43 @@ class ClusterProc:
         return port
 
     def move_slot(self, slot: int, port: int) -> None:
-        """Give the (empty) ``slot`` to the primary at ``port``, on every node."""
-        target = self.node_id(port)
-        others = [n.port for n in self.nodes if n.alive() and n.port != port]
-        for p in [port, *others]:
+        """Give the (empty) ``slot`` to the primary at ``port`` as a resharding does
+        (IMPORTING on the target, MIGRATING on the owner, then NODE on the target, which
+        bumps its config epoch, the owner and the rest), and wait until every node
+        agrees."""
+        owner = next(
+            p
+            for p, (role, _, ranges) in self.topology().items()
+            if role == "primary" and any(lo <= slot <= hi for lo, hi in ranges)
+        )
+        if owner == port:
+            return
+        target, source = self.node_id(port), self.node_id(owner)
+        with self.client(port) as c:
+            c.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", source)
+        with self.client(owner) as c:
+            c.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", target)
+        others = [n.port for n in self.nodes if n.alive() and n.port not in (port, owner)]
+        for p in [port, owner, *others]:
             with self.client(p) as c:
                 c.execute_command("CLUSTER SETSLOT", slot, "NODE", target)
-        self.wait_ok()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            views = set()
+            for n in self.nodes:
+                if n.alive() and n.port not in self.killed:
+                    with self.client(n.port) as c:
+                        rows = c.execute_command("CLUSTER NODES")
+                    views.update(
+                        addr
+                        for addr, row in rows.items()
+                        if any(int(r[0]) <= slot <= int(r[-1]) for r in row["slots"])
+                    )
+            if views == {f"127.0.0.1:{port}"}:
+                self.wait_ok()
+                return
+            time.sleep(0.02)
+        pytest.fail(f"the nodes do not agree that slot {slot} moved to {port}")
 
     def kill(self, port: int) -> None:
         """kill -9 one node."""
@@ -343,23 +383,43 @@ def stop_cluster(cluster: ClusterProc) -> None:
     shutil.rmtree(cluster.dir, ignore_errors=True)
 
 
-# -- fixtures (conftests import them) -------------------------------------------------------
+# -- a RedisServer over a cluster -----------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProc]:
-    """Three primaries, no replicas, for the session (tests use unique names)."""
-    cluster = start_cluster(
-        tmp_path_factory.mktemp("cluster"), node_timeout_ms=SESSION_NODE_TIMEOUT_MS
+def _on_asyncio() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # trio
+        return False
+    return True
+
+
+@asynccontextmanager
+async def cluster_server(
+    url: str, *, failover_timeout: float = 20.0, load_functions: bool = True, **kw: Any
+) -> AsyncIterator[RedisServer]:
+    """A RedisServer over the cluster at ``url`` (``connect()``'s other arguments in
+    ``kw``): ``ClusterAsyncio`` on asyncio, ``RedisThreads`` over ``ClusterSync`` on
+    trio, so today's queues and tables run unchanged over the cluster, each under its
+    one hash tag. Until ``connect(url, cluster=True)`` exists, the cluster transports
+    are put in place of the single-server ones (no producer heartbeat runs)."""
+    opts: dict[str, Any] = {"lease_time": 30.0, "wait_timeout": 0.2, "socket_timeout": 10.0}
+    opts.update(kw)
+    srv = RedisServer(
+        url, load_functions=load_functions, max_connections=None, max_call_bytes=64 << 20, **opts
     )
-    yield cluster
-    stop_cluster(cluster)
-
-
-@pytest.fixture
-def failover_cluster(tmp_path: Path) -> Iterator[ClusterProc]:
-    """Three primaries with one replica each and a short node timeout, for one test
-    (it may kill nodes)."""
-    cluster = start_cluster(tmp_path, replicas=1, node_timeout_ms=FAILOVER_NODE_TIMEOUT_MS)
-    yield cluster
-    stop_cluster(cluster)
+    cluster = {"failover_timeout": failover_timeout, "load_functions": load_functions}
+    sync = await anyio.to_thread.run_sync(lambda: ClusterSync(url, **cluster))
+    transport: Any = RedisThreads(sync)  # type: ignore[arg-type]  # (any SyncTransport)
+    try:
+        await anyio.to_thread.run_sync(sync.start)
+        if _on_asyncio():
+            transport = ClusterAsyncio(url, **cluster)
+            await transport.start()
+        srv._sync, srv._transport = sync, transport  # type: ignore[assignment]
+        try:
+            yield srv
+        finally:
+            await transport.aclose()
+    finally:
+        sync.close()

@@ -15,9 +15,8 @@ No ``MULTI``: redis-py's async cluster transaction runs every queued command in 
 thread of its own, and its retry sends a whole transaction again after a lost EXEC
 reply. The one thing the transaction gave on one server is lost here: a client
 killed between the ``MSET`` and the ``FCALL`` leaves its staged payloads behind (and
-one killed between a sample's ``FCALL`` and its ``DEL`` leaves the copies); the ops
-will register those keys with the call so that the next call reaps them
-(/work/notes/cluster_design.md).
+one killed between a sample's ``FCALL`` and its ``DEL`` leaves the copies), until
+the ops register those keys with their call so that a later call reaps them.
 
 While a node fails, a request waits for the cluster (``_faults.Recovery``): one
 that provably did not run is sent again, after a pause, until the replica has taken

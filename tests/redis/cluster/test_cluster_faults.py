@@ -19,11 +19,10 @@ import numpy as np
 import pytest
 import redis
 import redis.asyncio
-from conftest import cluster_server
 from redis.backoff import NoBackoff
 from redis.exceptions import ClusterDownError, MovedError, TryAgainError
 from redis.retry import Retry
-from redis_cluster_util import ClusterProc
+from redis_cluster_util import ClusterProc, cluster_server
 
 import aqueue.redis
 from aqueue.redis._cluster import ClusterAsyncio
