@@ -60,7 +60,13 @@ import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
-from redis_cluster_util import ClusterProc, cluster_server, start_cluster, stop_cluster
+from redis_cluster_util import (
+    SPIN_LIBRARY,
+    ClusterProc,
+    cluster_server,
+    start_cluster,
+    stop_cluster,
+)
 from redis_util import RedisProc, start_redis, stop_redis
 
 import aqueue.redis
@@ -340,18 +346,6 @@ def spread(cluster: ClusterProc, single: RedisProc, seconds: float, repeat: int)
 
 # -- failover ---------------------------------------------------------------------------------
 
-SPIN = """#!lua name=aqspin
-redis.register_function('spin', function(keys, args)
-  redis.call('INCR', keys[1])
-  local t = redis.call('TIME')
-  local t0 = t[1] * 1e6 + t[2]
-  while true do
-    t = redis.call('TIME')
-    if t[1] * 1e6 + t[2] - t0 > tonumber(args[1]) * 1000 then break end
-  end
-  return 1
-end)
-"""
 
 
 def _kind(exc: BaseException) -> str:
@@ -364,7 +358,7 @@ def _kind(exc: BaseException) -> str:
 
 async def _failover_trial(cluster: ClusterProc, spin_first: bool) -> dict[str, Any]:
     with cluster.client(cluster.primaries()[0]) as c:
-        c.function_load(SPIN, replace=True)
+        c.function_load(SPIN_LIBRARY, replace=True)
     async with cluster_server(cluster.url) as srv:
         return await _failover_steps(cluster, srv, spin_first)
 
@@ -459,7 +453,7 @@ async def _default_client_trial(cluster: ClusterProc) -> dict[str, Any]:
     victim_port = cluster.primaries()[0]
     victim = tags[victim_port]
     with cluster.client(victim_port) as c:
-        c.function_load(SPIN, replace=True)
+        c.function_load(SPIN_LIBRARY, replace=True)
     client = redis.asyncio.cluster.RedisCluster.from_url(cluster.url)
     await client.initialize()
     out: dict[str, Any] = {"errors": []}

@@ -44,12 +44,28 @@ from aqueue.redis._server import RedisServer
 __all__ = [
     "FAILOVER_NODE_TIMEOUT_MS",
     "SESSION_NODE_TIMEOUT_MS",
+    "SPIN_LIBRARY",
     "ClusterProc",
     "NodeProc",
     "cluster_server",
     "start_cluster",
     "stop_cluster",
 ]
+
+# A function library for fault tests: ``spin`` counts its run under KEYS[1], then holds
+# the node's thread for ARGV[1] ms, so a call is certainly in flight when the node dies.
+SPIN_LIBRARY = """#!lua name=aqspin
+redis.register_function('spin', function(keys, args)
+  redis.call('INCR', keys[1])
+  local t = redis.call('TIME')
+  local t0 = t[1] * 1e6 + t[2]
+  while true do
+    t = redis.call('TIME')
+    if t[1] * 1e6 + t[2] - t0 > tonumber(args[1]) * 1000 then break end
+  end
+  return 1
+end)
+"""
 
 # Short enough that a failover test takes seconds, long enough that a node busy on a
 # shared 2-core machine is not declared failed by mistake.

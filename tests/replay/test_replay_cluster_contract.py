@@ -8,12 +8,11 @@ one hash tag. Payloads under their own keys on asyncio, inline on trio, as in
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from replay_support import MakeTable
+from replay_support import MakeTable, shared_tables
 from test_replay_contract import (
     test_a_key_evicted_on_arrival_mid_batch_is_not_held,
     test_bad_arguments_raise_and_change_nothing,
@@ -76,14 +75,4 @@ async def _cluster_srv(anyio_backend: str, redis_cluster: ClusterProc) -> AsyncI
 
 @pytest.fixture
 def make_table(_cluster_srv: Any) -> MakeTable:
-    async def make(
-        max_size: int, dtypes: Any, shapes: Any = None, names: Any = None, **options: Any
-    ) -> Any:
-        name = options.pop("name", None)
-        if name is None:
-            name = f"t-{uuid.uuid4().hex[:12]}"
-        else:  # a name a test reads in messages: the one of an earlier test goes
-            await _cluster_srv.delete_table(name)
-        return await _cluster_srv.replay_table(name, max_size, dtypes, shapes, names, **options)
-
-    return make
+    return shared_tables(_cluster_srv)

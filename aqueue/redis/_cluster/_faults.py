@@ -40,6 +40,7 @@ Invariants:
 from __future__ import annotations
 
 import time
+from typing import Final
 
 import redis
 from redis.exceptions import (
@@ -47,18 +48,30 @@ from redis.exceptions import (
     BusyLoadingError,
     ClusterDownError,
     ClusterError,
+    RedisClusterException,
     SlotNotCoveredError,
     TryAgainError,
 )
 
 from .._errors import ServerConnectionError
+from ._routing import slot_of
 
-__all__ = ["DEFAULT_FAILOVER_TIMEOUT", "Outages", "Recovery", "function_missing", "not_run"]
+__all__ = [
+    "DEFAULT_FAILOVER_TIMEOUT",
+    "RELOAD",
+    "Attempts",
+    "Outages",
+    "Recovery",
+    "function_missing",
+    "not_run",
+]
 
 DEFAULT_FAILOVER_TIMEOUT = 20.0
 _FIRST_DELAY = 0.02
 _MAX_DELAY = 0.25
 _GAP = 4 * _MAX_DELAY
+_RELOADS = 2  # library loads one request may ask for (a stale slot map may need two)
+RELOAD: Final = "reload"
 
 
 def not_run(exc: BaseException) -> bool:
@@ -163,3 +176,48 @@ class Recovery:
         out = min(self._next, deadline - now)
         self._next = min(self._next * 2, _MAX_DELAY)
         return out
+
+
+class Attempts:
+    """What a transport does after a try of one request failed, sans I/O: ``after``
+    says load the library and try again (RELOAD), pause that many seconds and try
+    again, or give up (None: the caller raises its error). Both transports run their
+    requests through it, so they follow one rule."""
+
+    __slots__ = ("_idempotent", "_key", "_load", "_outages", "_recovery", "_reloads", "_timeout")
+
+    def __init__(
+        self,
+        outages: Outages,
+        key: str,
+        failover_timeout: float,
+        *,
+        load: bool,
+        idempotent: bool = False,
+    ) -> None:
+        self._outages = outages
+        self._key = key
+        self._timeout = failover_timeout
+        self._load = load
+        self._idempotent = idempotent
+        self._reloads = 0
+        self._recovery: Recovery | None = None
+
+    def after(self, exc: BaseException, what: str) -> float | str | None:
+        """The next step after the try failed with ``exc`` (a redis-py error, or an
+        aqueue error caused by one).
+
+        Raises:
+            ServerConnectionError: the request's slot did not recover in time.
+        """
+        raw = isinstance(exc, (redis.RedisError, RedisClusterException))
+        cause = exc if raw else exc.__cause__
+        if function_missing(cause) and self._load and self._reloads < _RELOADS:
+            self._reloads += 1
+            return RELOAD
+        if self._recovery is None:
+            slot = slot_of(self._key)
+            self._recovery = Recovery(
+                self._outages, slot, self._timeout, what, idempotent=self._idempotent
+            )
+        return self._recovery.delay(cause)

@@ -55,13 +55,13 @@ from redis.exceptions import RedisClusterException
 from .._clients import map_error
 from .._errors import ServerError
 from .._transport import Call
-from ._faults import DEFAULT_FAILOVER_TIMEOUT, Outages, Recovery, function_missing
+from ._faults import DEFAULT_FAILOVER_TIMEOUT, RELOAD, Attempts, Outages
 from ._loading import ensure_library, ensure_library_sync
 from ._routing import AsyncClusterClient, SyncClusterClient, cluster_options, slot_of
 
 __all__ = ["ClusterAsyncio", "ClusterSync", "finish"]
 
-_RELOADS = 2  # library loads one call may trigger (a stale slot map may need two)
+_ERRORS = (redis.RedisError, RedisClusterException)
 
 
 def _mapped(exc: BaseException, what: str) -> BaseException:
@@ -103,7 +103,7 @@ async def finish(call: Awaitable[Any], what: str, keep: bool = False) -> Any:
                         return task.result()
                 task.exception()
             raise
-        except (redis.RedisError, RedisClusterException) as exc:
+        except _ERRORS as exc:
             raise _mapped(exc, what) from exc
 
 
@@ -119,6 +119,11 @@ def _queue(pipe: Any, call: Call) -> Any:
     if call.drop:
         pipe.execute_command("DEL", *call.drop)
     return pipe
+
+
+def _plain(call: Call) -> tuple[Any, ...]:
+    """The command of a call without a pipeline."""
+    return ("FCALL_RO" if call.ro else "FCALL", call.fn, 1, call.key, *call.args)
 
 
 def _result(call: Call, replies: Sequence[Any], what: str) -> Any:
@@ -140,13 +145,13 @@ def _piped(call: Call) -> bool:
     return bool(call.stage or call.fetch or call.drop)
 
 
-def _clients_of(url: str, opts: dict[str, Any], cls: Any, which: int) -> Any:
-    kw = {k: v for k, v in opts.items() if k != "_retry"}
-    return cls.from_url(url, retry=opts["_retry"][which], **kw)
+def _lost(exc: BaseException | None) -> bool:
+    return isinstance(exc, (redis.ConnectionError, redis.TimeoutError))
 
 
-class ClusterAsyncio:
-    """The AsyncTransport over a Redis Cluster, for asyncio."""
+class _Cluster:
+    """What both transports share: the settings, the slots' outages, the rule; each
+    makes its two clients (calls, and the BLPOP waits) in ``_clients``."""
 
     def __init__(
         self,
@@ -158,18 +163,44 @@ class ClusterAsyncio:
         load_functions: bool = True,
     ) -> None:
         opts = cluster_options(socket_timeout, max_connections)
-        self.client: AsyncClusterClient = _clients_of(url, opts, AsyncClusterClient, 1)
-        self._waits: AsyncClusterClient = _clients_of(url, opts, AsyncClusterClient, 1)
+        self._url = url
+        self._kw = {k: v for k, v in opts.items() if k != "_retry"}
+        self._retry = opts["_retry"]
         self._timeout = failover_timeout
         self._load = load_functions
         self._outages = Outages()
+        self._clients()
+
+    def _clients(self) -> None:
+        raise NotImplementedError
+
+    def _attempts(self, key: str, idempotent: bool = False) -> Attempts:
+        return Attempts(self._outages, key, self._timeout, load=self._load, idempotent=idempotent)
+
+    def _answered(self, key: str) -> None:
+        """A request to ``key``'s slot got its reply: the slot's outage is over."""
+        if self._outages:
+            self._outages.end(slot_of(key))
+
+
+class ClusterAsyncio(_Cluster):
+    """The AsyncTransport over a Redis Cluster, for asyncio."""
+
+    def _clients(self) -> None:
+        self.client = self._client()
+        self._waits = self._client()
         self._abandoned: set[asyncio.Future[Any]] = set()
+
+    def _client(self) -> AsyncClusterClient:
+        client = AsyncClusterClient.from_url(self._url, retry=self._retry[1], **self._kw)
+        assert isinstance(client, AsyncClusterClient)  # (from_url is typed for the base)
+        return client
 
     async def start(self) -> None:
         """Discover the cluster and check aqueue's library on every primary."""
         try:
             await self._waits.initialize()
-        except (redis.RedisError, RedisClusterException) as exc:
+        except _ERRORS as exc:
             raise _mapped(exc, "discovering the Redis Cluster") from exc
         await self._library("connecting")
 
@@ -179,43 +210,37 @@ class ClusterAsyncio:
         except RedisClusterException as exc:
             raise _mapped(exc, f"{what}: checking aqueue's library") from exc
 
+    async def _purge(self, exc: BaseException | None) -> None:
+        """After a lost connection: drop the idle connections of both clients."""
+        if _lost(exc):
+            with anyio.CancelScope(shield=True):
+                for client in (self.client, self._waits):
+                    for node in client.get_nodes():
+                        await node.disconnect_free_connections()
+
     async def call(self, call: Call) -> Any:
         what = f"{call.fn} on {call.key}"
-        recovery: Recovery | None = None
-        reloads = 0
+        attempts: Attempts | None = None
         while True:
             try:
                 reply = await self._once(call, what)
             except ServerError as exc:
-                if function_missing(exc.__cause__) and self._load and reloads < _RELOADS:
-                    reloads += 1
+                attempts = attempts or self._attempts(call.key)
+                step = attempts.after(exc, what)
+                if step is None:
+                    raise
+                if step is RELOAD:
                     await self._library(what)
                     continue
-                if recovery is None:
-                    recovery = Recovery(self._outages, slot_of(call.key), self._timeout, what)
-                with anyio.CancelScope(shield=True):
-                    await self._purge(exc.__cause__)
-                delay = recovery.delay(exc.__cause__)
-                if delay is None:
-                    raise
+                await self._purge(exc.__cause__)
+                await anyio.sleep(float(step))
             else:
-                if self._outages:
-                    self._outages.end(slot_of(call.key))
+                self._answered(call.key)
                 return reply
-            await anyio.sleep(delay)
-
-    async def _purge(self, exc: BaseException | None) -> None:
-        """After a lost connection: drop the idle connections of both clients."""
-        if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
-            for client in (self.client, self._waits):
-                for node in client.get_nodes():
-                    await node.disconnect_free_connections()
 
     async def _once(self, call: Call, what: str) -> Any:
         if not _piped(call):
-            command = "FCALL_RO" if call.ro else "FCALL"
-            aw = self.client.execute_command(command, call.fn, 1, call.key, *call.args)
-            return await finish(aw, what, call.keep)
+            return await finish(self.client.execute_command(*_plain(call)), what, call.keep)
         pipe = _queue(self.client.pipeline(transaction=False), call)
         replies = await finish(pipe.execute(raise_on_error=False), what, call.keep)
         try:
@@ -225,23 +250,22 @@ class ClusterAsyncio:
                 with anyio.CancelScope(shield=True):
                     try:
                         await self.client.execute_command("DEL", *(k for k, _ in call.stage))
-                    except (redis.RedisError, RedisClusterException):
+                    except _ERRORS:
                         pass
             raise
 
     async def read(self, keys: Sequence[str]) -> list[Any]:
         what = f"reading {len(keys)} payloads"
-        recovery = Recovery(self._outages, slot_of(keys[0]), self._timeout, what, idempotent=True)
+        attempts = self._attempts(keys[0], idempotent=True)
         while True:
             try:
                 return list(await finish(self.client.execute_command("MGET", *keys), what))
             except ServerError as exc:
-                with anyio.CancelScope(shield=True):
-                    await self._purge(exc.__cause__)
-                delay = recovery.delay(exc.__cause__)
-                if delay is None:
+                step = attempts.after(exc, what)
+                if step is None:
                     raise
-            await anyio.sleep(delay)
+                await self._purge(exc.__cause__)
+                await anyio.sleep(float(step))
 
     async def wait(self, key: str, seconds: float) -> bytes | None:
         # As on one server, the BLPOP runs in a task a cancellation does not touch. A
@@ -255,14 +279,13 @@ class ClusterAsyncio:
             self._abandoned.add(task)
             task.add_done_callback(self._forget)
             raise
-        except (redis.RedisError, RedisClusterException) as exc:
+        except _ERRORS as exc:
             what = f"waiting on {key}"
-            recovery = Recovery(self._outages, slot_of(key), self._timeout, what, idempotent=True)
-            await self._purge(exc)
-            delay = recovery.delay(exc)
-            if delay is None:
+            step = self._attempts(key, idempotent=True).after(exc, what)
+            if step is None:
                 raise _mapped(exc, what) from exc
-            await anyio.sleep(delay)
+            await self._purge(exc)
+            await anyio.sleep(float(step))
             return None
         return _token(reply)
 
@@ -280,29 +303,19 @@ class ClusterAsyncio:
         await self._waits.close_all()
 
 
-class ClusterSync:
+class ClusterSync(_Cluster):
     """The SyncTransport over a Redis Cluster, for threads (thread-safe). Connecting
     blocks: construct it in a worker thread."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        socket_timeout: float = 10.0,
-        max_connections: int | None = None,
-        failover_timeout: float = DEFAULT_FAILOVER_TIMEOUT,
-        load_functions: bool = True,
-    ) -> None:
-        opts = cluster_options(socket_timeout, max_connections)
-        self._timeout = failover_timeout
-        self._load = load_functions
-        self._outages = Outages()
+    def _clients(self) -> None:
         try:
-            # (redis-py's sync cluster client is not typed)
-            self.client: Any = _clients_of(url, opts, SyncClusterClient, 0)
-            self._waits: Any = _clients_of(url, opts, SyncClusterClient, 0)
-        except (redis.RedisError, RedisClusterException) as exc:
+            self.client = self._client()
+            self._waits = self._client()
+        except _ERRORS as exc:
             raise _mapped(exc, "discovering the Redis Cluster") from exc
+
+    def _client(self) -> Any:  # (redis-py's sync cluster client is not typed)
+        return SyncClusterClient.from_url(self._url, retry=self._retry[0], **self._kw)
 
     def start(self) -> None:
         """Check aqueue's library on every primary."""
@@ -314,46 +327,40 @@ class ClusterSync:
         except RedisClusterException as exc:
             raise _mapped(exc, f"{what}: checking aqueue's library") from exc
 
-    def call(self, call: Call) -> Any:
-        what = f"{call.fn} on {call.key}"
-        recovery: Recovery | None = None
-        reloads = 0
-        while True:
-            try:
-                reply = self._once(call, what)
-            except ServerError as exc:
-                if function_missing(exc.__cause__) and self._load and reloads < _RELOADS:
-                    reloads += 1
-                    self._library(what)
-                    continue
-                if recovery is None:
-                    recovery = Recovery(self._outages, slot_of(call.key), self._timeout, what)
-                self._purge(exc.__cause__)
-                delay = recovery.delay(exc.__cause__)
-                if delay is None:
-                    raise
-            else:
-                if self._outages:
-                    self._outages.end(slot_of(call.key))
-                return reply
-            time.sleep(delay)
-
     def _purge(self, exc: BaseException | None) -> None:
         """After a lost connection: drop the idle connections of both clients."""
-        if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        if _lost(exc):
             for client in (self.client, self._waits):
                 for node in client.get_nodes():
                     node.redis_connection.connection_pool.disconnect_free_connections()
 
+    def call(self, call: Call) -> Any:
+        what = f"{call.fn} on {call.key}"
+        attempts: Attempts | None = None
+        while True:
+            try:
+                reply = self._once(call, what)
+            except ServerError as exc:
+                attempts = attempts or self._attempts(call.key)
+                step = attempts.after(exc, what)
+                if step is None:
+                    raise
+                if step is RELOAD:
+                    self._library(what)
+                    continue
+                self._purge(exc.__cause__)
+                time.sleep(float(step))
+            else:
+                self._answered(call.key)
+                return reply
+
     def _once(self, call: Call, what: str) -> Any:
         try:
             if not _piped(call):
-                command = "FCALL_RO" if call.ro else "FCALL"
-                return self.client.execute_command(command, call.fn, 1, call.key, *call.args)
-            replies = _queue(self.client.pipeline(transaction=False), call).execute(
-                raise_on_error=False
-            )
-        except (redis.RedisError, RedisClusterException) as exc:
+                return self.client.execute_command(*_plain(call))
+            pipe = _queue(self.client.pipeline(transaction=False), call)
+            replies = pipe.execute(raise_on_error=False)
+        except _ERRORS as exc:
             raise _mapped(exc, what) from exc
         try:
             return _result(call, replies, what)
@@ -361,34 +368,33 @@ class ClusterSync:
             if call.stage:
                 try:
                     self.client.execute_command("DEL", *(k for k, _ in call.stage))
-                except (redis.RedisError, RedisClusterException):
+                except _ERRORS:
                     pass
             raise
 
     def read(self, keys: Sequence[str]) -> list[Any]:
         what = f"reading {len(keys)} payloads"
-        recovery = Recovery(self._outages, slot_of(keys[0]), self._timeout, what, idempotent=True)
+        attempts = self._attempts(keys[0], idempotent=True)
         while True:
             try:
                 return list(self.client.execute_command("MGET", *keys))
-            except (redis.RedisError, RedisClusterException) as exc:
-                self._purge(exc)
-                delay = recovery.delay(exc)
-                if delay is None:
+            except _ERRORS as exc:
+                step = attempts.after(exc, what)
+                if step is None:
                     raise _mapped(exc, what) from exc
-            time.sleep(delay)
+                self._purge(exc)
+                time.sleep(float(step))
 
     def wait(self, key: str, seconds: float) -> bytes | None:
         try:
             reply = self._waits.blpop([key], seconds)
-        except (redis.RedisError, RedisClusterException) as exc:
+        except _ERRORS as exc:
             what = f"waiting on {key}"
-            recovery = Recovery(self._outages, slot_of(key), self._timeout, what, idempotent=True)
-            self._purge(exc)
-            delay = recovery.delay(exc)
-            if delay is None:
+            step = self._attempts(key, idempotent=True).after(exc, what)
+            if step is None:
                 raise _mapped(exc, what) from exc
-            time.sleep(delay)
+            self._purge(exc)
+            time.sleep(float(step))
             return None
         return _token(reply)
 

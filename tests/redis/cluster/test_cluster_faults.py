@@ -22,11 +22,18 @@ import redis.asyncio
 from redis.backoff import NoBackoff
 from redis.exceptions import ClusterDownError, MovedError, TryAgainError
 from redis.retry import Retry
-from redis_cluster_util import ClusterProc, cluster_server
+from redis_cluster_util import SPIN_LIBRARY, ClusterProc, cluster_server
 
 import aqueue.redis
 from aqueue.redis._cluster import ClusterAsyncio
-from aqueue.redis._cluster._faults import Outages, Recovery, function_missing, not_run
+from aqueue.redis._cluster._faults import (
+    RELOAD,
+    Attempts,
+    Outages,
+    Recovery,
+    function_missing,
+    not_run,
+)
 from aqueue.redis._transport import Call
 
 pytestmark = pytest.mark.timeout(90)
@@ -137,24 +144,24 @@ def test_recovery_waits_out_only_what_did_not_run(closed_port: int) -> None:
     assert Recovery(outages, 7, 0.5, "x").delay(refused) == pytest.approx(0.02)
 
 
-SPIN = """#!lua name=aqspin
-redis.register_function('spin', function(keys, args)
-  redis.call('INCR', keys[1])
-  local t = redis.call('TIME')
-  local t0 = t[1] * 1e6 + t[2]
-  while true do
-    t = redis.call('TIME')
-    if t[1] * 1e6 + t[2] - t0 > tonumber(args[1]) * 1000 then break end
-  end
-  return 1
-end)
-"""
 
 
 async def _until(predicate: Any, limit_s: float = 20.0) -> None:
     with anyio.fail_after(limit_s):
         while not predicate():  # noqa: ASYNC110 - set by other tasks' results
             await anyio.sleep(0.01)
+
+
+def test_a_missing_function_reloads_twice_then_fails(closed_port: int) -> None:
+    """A request that meets "Function not found" asks for the library twice (a stale
+    slot map may send the second try to the old node), then gives up; a client that
+    may not load gives up at once."""
+    missing = redis.ResponseError("Function not found")
+    attempts = Attempts(Outages(), "aq:{q}:meta", 5.0, load=True)
+    assert [attempts.after(missing, "x") for _ in range(3)] == [RELOAD, RELOAD, None]
+    assert Attempts(Outages(), "aq:{q}:meta", 5.0, load=False).after(missing, "x") is None
+    refused = _sync_error(closed_port)
+    assert Attempts(Outages(), "aq:{q}:meta", 5.0, load=True).after(refused, "x") == 0.02
 
 
 @pytest.mark.anyio
@@ -164,10 +171,13 @@ async def test_a_killed_primary_then_its_lone_successor(failover_cluster: Cluste
     replica serves the slots. Second kill: that new primary, with no replica left:
     every waiter fails with ServerConnectionError within the failover timeout."""
     cluster = failover_cluster
+    topo = cluster.topology()
+    assert sorted(r for r, *_ in topo.values()) == ["primary"] * 3 + ["replica"] * 3
     victim = cluster.primaries()[0]
     healthy = cluster.primaries()[1]
+    assert cluster.replica_of(victim) != cluster.replica_of(healthy)
     with cluster.client(victim) as c:
-        c.function_load(SPIN, replace=True)
+        c.function_load(SPIN_LIBRARY, replace=True)
     spin_key = f"aq:{{{cluster.name_on(victim, 'spin')}}}:n"
     outcomes: dict[str, Any] = {}
 
