@@ -14,9 +14,12 @@ Rows (``--rows``, all by default):
 - ``shapes``: one enqueue's round trip, 32 payloads of 28,224 bytes staged with MSET
   and one FCALL, on one server (in MULTI/EXEC as aqueue does there, and as a plain
   pipeline) and on the cluster: a plain pipeline to the slot's primary (what the
-  cluster transport sends), redis-py's async cluster transaction (MULTI pinned to
-  the slot: it works with aqueue's routing, each queued command in a thread of its
-  own), the sync cluster transaction; and a dequeue's FCALL + MGET pipeline.
+  cluster transport sends), two ways to stage without MULTI that still clean up
+  after a killed producer (a function call that registers the batch before the
+  MSET; or ``SET ... PX`` per payload and a function that PERSISTs them),
+  redis-py's async cluster transaction (MULTI pinned to the slot: it works with
+  aqueue's routing, each queued command in a thread of its own), the sync cluster
+  transaction; and a dequeue's FCALL + MGET pipeline.
 - ``spread``: three FIFO queues of 28,224-byte frames, one producer task
   (enqueue_many of 32) and one consumer task (dequeue_many(32)) each, in this
   process, over the cluster transport: queue names that land on three different
@@ -207,6 +210,14 @@ def routing(cluster: ClusterProc, single: RedisProc, n: int, repeat: int) -> Non
 # -- shapes -----------------------------------------------------------------------------------
 
 
+PERSIST_LIBRARY = """#!lua name=aqpersist
+redis.register_function('persist', function(keys, args)
+  for i = 1, #keys do redis.call('PERSIST', keys[i]) end
+  return #keys
+end)
+"""
+
+
 def shapes(cluster: ClusterProc, single: RedisProc, n: int, repeat: int) -> None:
     tag = next(iter(_tags_on(cluster).values()))
     key = f"aq:{{{tag}}}:meta"
@@ -225,15 +236,32 @@ def shapes(cluster: ClusterProc, single: RedisProc, n: int, repeat: int) -> None
         p.execute_command("MGET", *fetch)
         return p
 
+    def registered(p: Any) -> Any:
+        """Staging without MULTI that cleans up after a killed producer: a function
+        call registers the batch (a later call reaps it if it was never admitted)."""
+        p.execute_command("FCALL", "aq_version", 1, key)
+        return stage(p)
+
+    def expiring(p: Any) -> Any:
+        """Staging without MULTI that cleans up after a killed producer: each payload
+        set to expire, the function makes the admitted ones permanent."""
+        for j in range(BATCH):
+            p.execute_command("SET", fetch[j], payload, "PX", 30_000)
+        p.execute_command("FCALL", "persist", BATCH, *fetch)
+        return p
+
     async def run_async() -> None:
         one = redis.asyncio.Redis(port=single.port, password=single.password)
         ours = AsyncClusterClient.from_url(cluster.url)
         await ours.initialize()
+        await ours.function_load(PERSIST_LIBRARY, replace=True)
         variants: list[tuple[str, Callable[[], Any]]] = [
             ("one server: MULTI MSET FCALL EXEC", lambda: stage(one.pipeline(True))),
             ("one server: pipeline MSET, FCALL", lambda: stage(one.pipeline(False))),
             ("one server: pipeline FCALL, MGET", lambda: take(one.pipeline(False))),
             ("cluster: pipeline MSET, FCALL", lambda: stage(ours.pipeline(False))),
+            ("cluster: pipeline FCALL, MSET, FCALL", lambda: registered(ours.pipeline(False))),
+            ("cluster: pipeline SET PX x32, FCALL PERSIST x32", lambda: expiring(ours.pipeline(0))),
             ("cluster: async MULTI MSET FCALL EXEC", lambda: stage(ours.pipeline(True))),
             ("cluster: pipeline FCALL, MGET", lambda: take(ours.pipeline(False))),
         ]
