@@ -35,6 +35,7 @@ from typing import Any
 import anyio
 import pytest
 import redis
+import redis.cluster
 from redis.crc import key_slot
 
 from aqueue.redis._clients import RedisThreads
@@ -43,6 +44,7 @@ from aqueue.redis._server import RedisServer
 
 __all__ = [
     "FAILOVER_NODE_TIMEOUT_MS",
+    "AllNodes",
     "SESSION_NODE_TIMEOUT_MS",
     "SPIN_LIBRARY",
     "ClusterProc",
@@ -397,6 +399,21 @@ def stop_cluster(cluster: ClusterProc) -> None:
             node.proc.kill()
             node.proc.wait(2)
     shutil.rmtree(cluster.dir, ignore_errors=True)
+
+
+class AllNodes:
+    """Stands for a test's ``redis_server`` (``redis_util.RedisProc``) where it reads a
+    queue's or table's keys: its client is a cluster client (SCAN visits every
+    primary; a key's command goes to the node serving it)."""
+
+    def __init__(self, cluster: ClusterProc) -> None:
+        self._cluster = cluster
+
+    def client(self) -> redis.cluster.RedisCluster:
+        port = self._cluster.primaries()[0]
+        return redis.cluster.RedisCluster(
+            host="127.0.0.1", port=port, password=self._cluster.password
+        )
 
 
 # -- a RedisServer over a cluster -----------------------------------------------------------

@@ -3,7 +3,8 @@ again), and what callers see when a primary is SIGKILLed: with a replica, every 
 and every call sent after the kill goes on once the replica is promoted, and a call in
 flight at the kill fails with ServerConnectionError (never sent twice); with no
 replica left, every waiter fails with ServerConnectionError within
-``failover_timeout``. Nothing hangs."""
+``failover_timeout``. Nothing hangs. And a native cancellation that arrives while a
+call runs on the server waits for it."""
 
 from __future__ import annotations
 
@@ -271,3 +272,46 @@ async def _waiting(*queues: Any) -> None:
         with anyio.fail_after(10):
             while (await q.statistics()).tasks_waiting_dequeue < 1:  # noqa: ASYNC110
                 await anyio.sleep(0.01)  # (the state lives on the server)
+
+
+SPIN_MS = 1000
+
+
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.asyncio  # (the subject is native asyncio cancellation)
+async def test_a_native_cancellation_waits_for_the_call_in_flight(
+    redis_cluster: ClusterProc, keep: bool
+) -> None:
+    """task.cancel() while a call runs on the server: the call runs to its end first
+    (its outcome known, its connection kept); then the task is cancelled, or, for a
+    ``keep`` call, the call's reply is returned and the cancellation lands at the
+    caller's next await."""
+    port = redis_cluster.primaries()[0]
+    with redis_cluster.client(port) as c:
+        c.function_load(SPIN_LIBRARY, replace=True)
+    key = f"aq:{{{redis_cluster.name_on(port, 'spin')}}}:n"
+    transport = ClusterAsyncio(redis_cluster.url)
+    await transport.start()
+    seen: list[Any] = []
+
+    async def caller() -> None:
+        seen.append(await transport.call(Call("spin", key, [SPIN_MS], keep=keep)))
+        await asyncio.sleep(0)  # (a kept call's cancellation lands here)
+        seen.append("not cancelled")
+
+    try:
+        task = asyncio.ensure_future(caller())
+        await asyncio.sleep(0.05)  # (the spin is running on the server now)
+        t0 = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The cancellation took effect only once the call had finished on the server
+        # (the node was busy until then): a lower bound, whatever the machine's load.
+        assert time.monotonic() - t0 >= SPIN_MS / 1000 - 0.1
+        assert seen == ([1] if keep else [])
+        with redis_cluster.client(port) as c:
+            assert c.get(key) == b"1"  # it ran, once
+        assert await transport.call(Call("aq_version", key, [], ro=True))
+    finally:
+        await transport.aclose()
