@@ -28,3 +28,13 @@ def url(redis_cluster: ClusterProc, monkeypatch: pytest.MonkeyPatch) -> str:
 @pytest.fixture
 def redis_server(redis_cluster: ClusterProc) -> AllNodes:
     return AllNodes(redis_cluster)
+
+
+@pytest.fixture
+def payload_storage(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every payload under its own key: the staged enqueues and fetching takes are the
+    request shapes the cluster sends differently (plain pipelines, no MULTI)."""
+    from aqueue.redis import _ops
+
+    monkeypatch.setattr(_ops, "INLINE_MAX", 0)
+    return "keys"
