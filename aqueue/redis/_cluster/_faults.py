@@ -10,7 +10,12 @@ A call may be sent again only when the error proves that it did not run:
   to server" (redis-py's wording for a failed connect, before anything is sent;
   ``tests/redis/cluster`` pins it against a killed node);
 - redis-py found no node for the slot (``SlotNotCoveredError``) or ran out of
-  redirections (``ClusterError: TTL exhausted``).
+  redirections (``ClusterError: TTL exhausted``);
+- redis-py closed the connection under the request before writing it: its async
+  cluster client closes a node's idle connections after an error on that node, and a
+  task that took one of them meanwhile fails with ``AttributeError: 'NoneType' object
+  has no attribute 'writelines'`` (seen in the failover benchmark; the command was
+  not written, the transports report it as a lost connection).
 
 Anything else may have run (a connection lost with the command sent, a read timing
 out): the call fails at once with ServerConnectionError, and the op resolves the
@@ -62,6 +67,7 @@ __all__ = [
     "Attempts",
     "Outages",
     "Recovery",
+    "closed_under",
     "function_missing",
     "not_run",
 ]
@@ -74,8 +80,16 @@ _RELOADS = 2  # library loads one request may ask for (a stale slot map may need
 RELOAD: Final = "reload"
 
 
+def closed_under(exc: BaseException) -> bool:
+    """Whether ``exc`` is redis-py's asyncio connection found closed as the command was
+    about to be written (see the module docstring)."""
+    return isinstance(exc, AttributeError) and "no attribute 'writelines'" in str(exc)
+
+
 def not_run(exc: BaseException) -> bool:
     """Whether redis-py error ``exc`` proves that its command did not run."""
+    if closed_under(exc):
+        return True
     if isinstance(exc, (ClusterDownError, TryAgainError, AskError, BusyLoadingError)):
         return True  # (AskError covers MovedError)
     if isinstance(exc, SlotNotCoveredError):
@@ -210,7 +224,7 @@ class Attempts:
         Raises:
             ServerConnectionError: the request's slot did not recover in time.
         """
-        raw = isinstance(exc, (redis.RedisError, RedisClusterException))
+        raw = isinstance(exc, (redis.RedisError, RedisClusterException)) or closed_under(exc)
         cause = exc if raw else exc.__cause__
         if function_missing(cause) and self._load and self._reloads < _RELOADS:
             self._reloads += 1

@@ -84,14 +84,24 @@ class AsyncClusterClient(redis.asyncio.cluster.RedisCluster):
     async def aclose(self) -> None:
         """What redis-py calls to refresh the slot map (after CLUSTERDOWN, which every
         node answers while a failed primary's replica is elected, or after repeated
-        MOVED): read the map again at the next command, and drop the idle
-        connections. redis-py would close *every* connection, the ones other tasks'
-        calls are in flight on included, and those calls, on healthy nodes too, would
-        fail with their outcome unknown (measured: benchmarks/bench_cluster.py
-        failover). The sync client already drops only idle connections there."""
+        MOVED): read the map again at the next command, and renew the connections
+        (``renew_connections``). redis-py would close *every* connection, the ones
+        other tasks' calls are in flight on included, and those calls, on healthy
+        nodes too, would fail with their outcome unknown (measured:
+        benchmarks/bench_cluster.py failover)."""
         self._initialize = True
+        self.renew_connections()
+
+    def renew_connections(self) -> None:
+        """Have every connection reconnect before its next command, in the task that
+        takes it (one in use: once its command is done). Not redis-py's
+        ``disconnect_free_connections``: a task that takes an idle connection while
+        it is being closed finds its socket gone under it (AttributeError from deep
+        in redis-py, measured in the failover benchmark)."""
         for node in self.get_nodes():
-            await node.disconnect_free_connections()
+            connection: Any
+            for connection in node._connections:  # (redis-py marks only those in use)
+                connection.mark_for_reconnect()
 
     async def close_all(self) -> None:
         """Close every connection (the client's end). Not ``super().aclose()``: it

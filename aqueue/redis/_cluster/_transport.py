@@ -21,11 +21,11 @@ the ops register those keys with their call so that a later call reaps them.
 While a node fails, a request waits for the cluster (``_faults.Recovery``): one
 that provably did not run is sent again, after a pause, until the replica has taken
 over or ``failover_timeout`` has passed; one that may have run fails at once with
-ServerConnectionError. After any lost connection the transport drops the idle
-connections of both its clients (redis-py drops only those of the client and node
-that saw the error): an idle connection to a killed node would take the next request
-and lose it with its outcome unknown, where a fresh one is refused, which proves the
-request did not run. (A request that takes an idle connection before any error was
+ServerConnectionError. After any lost connection the transport renews the
+connections of both its clients (redis-py drops only the idle ones of the client and
+node that saw the error): an idle connection to a killed node would take the next
+request and lose it with its outcome unknown, where a fresh one is refused, which
+proves the request did not run. (A request that takes an idle connection before any error was
 seen, or whose node vanished without closing its sockets, still fails that way: the
 ops resolve it with their lease or waiter id.)
 
@@ -53,9 +53,9 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from .._clients import map_error
-from .._errors import ServerError
+from .._errors import ServerConnectionError, ServerError
 from .._transport import Call
-from ._faults import DEFAULT_FAILOVER_TIMEOUT, RELOAD, Attempts, Outages
+from ._faults import DEFAULT_FAILOVER_TIMEOUT, RELOAD, Attempts, Outages, closed_under
 from ._loading import ensure_library, ensure_library_sync
 from ._routing import AsyncClusterClient, SyncClusterClient, cluster_options, slot_of
 
@@ -105,6 +105,12 @@ async def finish(call: Awaitable[Any], what: str, keep: bool = False) -> Any:
             raise
         except _ERRORS as exc:
             raise _mapped(exc, what) from exc
+        except AttributeError as exc:
+            if not closed_under(exc):
+                raise
+            raise ServerConnectionError(
+                f"{what}: the connection was closed before the call was sent ({exc})"
+            ) from exc
 
 
 def _queue(pipe: Any, call: Call) -> Any:
@@ -146,7 +152,8 @@ def _piped(call: Call) -> bool:
 
 
 def _lost(exc: BaseException | None) -> bool:
-    return isinstance(exc, (redis.ConnectionError, redis.TimeoutError))
+    lost = isinstance(exc, (redis.ConnectionError, redis.TimeoutError))
+    return lost or (exc is not None and closed_under(exc))
 
 
 class _Cluster:
@@ -210,13 +217,11 @@ class ClusterAsyncio(_Cluster):
         except RedisClusterException as exc:
             raise _mapped(exc, f"{what}: checking aqueue's library") from exc
 
-    async def _purge(self, exc: BaseException | None) -> None:
-        """After a lost connection: drop the idle connections of both clients."""
+    def _purge(self, exc: BaseException | None) -> None:
+        """After a lost connection: renew the connections of both clients."""
         if _lost(exc):
-            with anyio.CancelScope(shield=True):
-                for client in (self.client, self._waits):
-                    for node in client.get_nodes():
-                        await node.disconnect_free_connections()
+            self.client.renew_connections()
+            self._waits.renew_connections()
 
     async def call(self, call: Call) -> Any:
         what = f"{call.fn} on {call.key}"
@@ -232,7 +237,7 @@ class ClusterAsyncio(_Cluster):
                 if step is RELOAD:
                     await self._library(what)
                     continue
-                await self._purge(exc.__cause__)
+                self._purge(exc.__cause__)
                 await anyio.sleep(float(step))
             else:
                 self._answered(call.key)
@@ -264,7 +269,7 @@ class ClusterAsyncio(_Cluster):
                 step = attempts.after(exc, what)
                 if step is None:
                     raise
-                await self._purge(exc.__cause__)
+                self._purge(exc.__cause__)
                 await anyio.sleep(float(step))
 
     async def wait(self, key: str, seconds: float) -> bytes | None:
@@ -284,7 +289,7 @@ class ClusterAsyncio(_Cluster):
             step = self._attempts(key, idempotent=True).after(exc, what)
             if step is None:
                 raise _mapped(exc, what) from exc
-            await self._purge(exc)
+            self._purge(exc)
             await anyio.sleep(float(step))
             return None
         return _token(reply)

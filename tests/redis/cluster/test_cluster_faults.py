@@ -110,6 +110,11 @@ def test_only_errors_before_sending_prove_a_call_did_not_run(
     assert not not_run(redis.TimeoutError("Timeout reading from 127.0.0.1:1"))
     assert function_missing(redis.ResponseError("Function not found"))
     assert not function_missing(None)
+    # redis-py closing an idle connection as a task takes it: the command was not
+    # written (writelines), or may have been (drain).
+    assert not_run(AttributeError("'NoneType' object has no attribute 'writelines'"))
+    assert not not_run(AttributeError("'NoneType' object has no attribute 'drain'"))
+    assert not not_run(AttributeError("'Call' object has no attribute 'writelines2'"))
 
 
 def test_recovery_waits_out_only_what_did_not_run(closed_port: int) -> None:
