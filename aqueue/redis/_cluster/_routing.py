@@ -25,6 +25,7 @@ import random
 from typing import Any
 
 import redis.asyncio.cluster
+import redis.asyncio.connection
 import redis.cluster
 from redis.backoff import NoBackoff
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
@@ -70,10 +71,46 @@ def fcall_slot(args: tuple[Any, ...]) -> int | None:
     return slots.pop()
 
 
+class _FreshConnection:
+    """A mixin for redis-py's asyncio connections: one whose server closed it while
+    it sat idle (its node was killed) is to be reconnected, so the task that takes it
+    reconnects first, is refused, and knows its request did not run, instead of
+    sending into the closed socket and losing the request with its outcome unknown.
+    (redis-py checks ``should_reconnect`` on every connection a cluster node hands
+    out.)"""
+
+    _reader: Any
+
+    def should_reconnect(self) -> bool:
+        reader = self._reader
+        closed = reader is not None and reader.at_eof()
+        base: Any = super()
+        return bool(base.should_reconnect() or closed)
+
+
+class _Connection(_FreshConnection, redis.asyncio.connection.Connection):
+    pass
+
+
+class _TlsConnection(_FreshConnection, redis.asyncio.connection.SSLConnection):
+    pass
+
+
 class AsyncClusterClient(redis.asyncio.cluster.RedisCluster):
     """``redis.asyncio.RedisCluster`` that computes an FCALL's slot itself (its
-    pipelines ask the client, so they do too), and refreshes its slot map without
-    breaking other tasks' calls: close it with ``close_all``."""
+    pipelines ask the client, so they do too), refreshes its slot map without
+    breaking other tasks' calls, and reconnects a connection its server closed before
+    using it: close it with ``close_all``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        tls = self.connection_kwargs["connection_class"] is redis.asyncio.SSLConnection
+        fresh = _TlsConnection if tls else _Connection
+        # The nodes redis-py discovers are made from these arguments (the same dict);
+        # the start nodes were made already.
+        self.connection_kwargs["connection_class"] = fresh
+        for node in self.startup_nodes:
+            node.connection_class = fresh
 
     async def _determine_slot(self, command: str, *args: Any) -> int:
         slot = fcall_slot((command, *args))
@@ -84,20 +121,22 @@ class AsyncClusterClient(redis.asyncio.cluster.RedisCluster):
     async def aclose(self) -> None:
         """What redis-py calls to refresh the slot map (after CLUSTERDOWN, which every
         node answers while a failed primary's replica is elected, or after repeated
-        MOVED): read the map again at the next command, and renew the connections
-        (``renew_connections``). redis-py would close *every* connection, the ones
-        other tasks' calls are in flight on included, and those calls, on healthy
-        nodes too, would fail with their outcome unknown (measured:
-        benchmarks/bench_cluster.py failover)."""
-        self._initialize = True
-        self.renew_connections()
+        MOVED): ``refresh``. redis-py would close *every* connection, the ones other
+        tasks' calls are in flight on included, and those calls, on healthy nodes too,
+        would fail with their outcome unknown (measured: benchmarks/bench_cluster.py
+        failover)."""
+        self.refresh()
 
-    def renew_connections(self) -> None:
-        """Have every connection reconnect before its next command, in the task that
-        takes it (one in use: once its command is done). Not redis-py's
-        ``disconnect_free_connections``: a task that takes an idle connection while
-        it is being closed finds its socket gone under it (AttributeError from deep
-        in redis-py, measured in the failover benchmark)."""
+    def refresh(self) -> None:
+        """Read the slot map again before the next command, and have every connection
+        reconnect before its next command, in the task that takes it (one in use: once
+        its command is done). The transports call it after a lost connection: a
+        pipeline does not make redis-py read the map again (a single command does),
+        so pipelines alone would keep going to a dead primary after its replica took
+        over. Not redis-py's ``disconnect_free_connections``: a task that takes an
+        idle connection while it is being closed finds its socket gone under it
+        (AttributeError from deep in redis-py, measured in the failover benchmark)."""
+        self._initialize = True
         for node in self.get_nodes():
             connection: Any
             for connection in node._connections:  # (redis-py marks only those in use)

@@ -21,13 +21,15 @@ the ops register those keys with their call so that a later call reaps them.
 While a node fails, a request waits for the cluster (``_faults.Recovery``): one
 that provably did not run is sent again, after a pause, until the replica has taken
 over or ``failover_timeout`` has passed; one that may have run fails at once with
-ServerConnectionError. After any lost connection the transport renews the
-connections of both its clients (redis-py drops only the idle ones of the client and
-node that saw the error): an idle connection to a killed node would take the next
-request and lose it with its outcome unknown, where a fresh one is refused, which
-proves the request did not run. (A request that takes an idle connection before any error was
-seen, or whose node vanished without closing its sockets, still fails that way: the
-ops resolve it with their lease or waiter id.)
+ServerConnectionError. After any lost connection both clients of the transport read
+the slot map again (redis-py's async pipelines do not) and renew their connections
+(redis-py drops only the idle ones of the client and node that saw the error): an
+idle connection to a killed node would take the next request and lose it with its
+outcome unknown, where a fresh one is refused, which proves the request did not run.
+The async client also renews a connection its server closed while it sat idle
+(``_routing``). (A request on a node that vanished without closing its sockets, a
+network partition, still fails that way: the ops resolve it with their lease or
+waiter id.)
 
 A call that meets "Function not found" (a primary that joined later, or whose library
 was flushed) loads the library on every primary that lacks it (``_loading``) and
@@ -218,10 +220,11 @@ class ClusterAsyncio(_Cluster):
             raise _mapped(exc, f"{what}: checking aqueue's library") from exc
 
     def _purge(self, exc: BaseException | None) -> None:
-        """After a lost connection: renew the connections of both clients."""
+        """After a lost connection: both clients read the slot map again and renew
+        their connections."""
         if _lost(exc):
-            self.client.renew_connections()
-            self._waits.renew_connections()
+            self.client.refresh()
+            self._waits.refresh()
 
     async def call(self, call: Call) -> Any:
         what = f"{call.fn} on {call.key}"
