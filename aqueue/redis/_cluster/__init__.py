@@ -13,9 +13,12 @@ file                   what it holds
 =====================  =================================================================
 ``_routing.py``        the slot of aqueue's keys; redis-py's async and sync cluster
                        clients taught to find an FCALL's slot locally (no COMMAND
-                       GETKEYS round trips); their options (no retries inside redis-py)
-``_faults.py``         which errors prove a request did not run, and ``Recovery``: how
-                       long a request waits for a failover before it fails
+                       GETKEYS round trips), to refresh the slot map without closing
+                       other tasks' connections, and to reconnect a connection its
+                       server closed; their options (no retries inside redis-py)
+``_faults.py``         which errors prove a request did not run; ``Outages`` and
+                       ``Recovery``: how long a request waits for a failover; ``Attempts``:
+                       the rule both transports follow after a failed try
 ``_loading.py``        aqueue's function library on every primary (checked at the start,
                        loaded again where a call meets "Function not found")
 ``_transport.py``      ``ClusterAsyncio`` and ``ClusterSync``: the transports (requests

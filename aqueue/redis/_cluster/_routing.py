@@ -1,14 +1,21 @@
 """Where a call goes on a Redis Cluster: the slot of aqueue's keys, and redis-py's
-cluster clients taught to find an FCALL's slot without asking the server.
+cluster clients taught three things.
 
-redis-py's cluster clients learn the keys of a command with ``movablekeys`` (FCALL,
-FCALL_RO) by sending ``COMMAND GETKEYS`` to a node first: two extra round trips per
-call (measured: 4.2k FCALL/s instead of 11k; redis/redis-py#2229, unresolved). Every
-aqueue key is ``aq:{tag}:...``, so a call's slot is the CRC16 of its tag, computed
-here; the clients below override the one method that looks it up
-(``_determine_slot`` async, ``determine_slot`` sync) for FCALL/FCALL_RO and leave
-every other command, and everything after the lookup (MOVED/ASK/TRYAGAIN handling,
-the topology refresh after a failed node), to redis-py.
+1. An FCALL's slot without asking the server. redis-py learns the keys of a command
+   with ``movablekeys`` (FCALL, FCALL_RO) by sending ``COMMAND GETKEYS`` to a node
+   first: two extra round trips per call (measured: 4.4k FCALL/s instead of 10-12k,
+   ``benchmarks/bench_cluster.py``), one more per FCALL in a sync pipeline. Every
+   aqueue key is ``aq:{tag}:...``, so a call's slot is the CRC16 of its tag, computed
+   here; the clients override the methods that look it up (``_determine_slot``
+   async; ``determine_slot`` and ``_get_command_keys`` sync, whose pipelines are a
+   class of their own) for FCALL/FCALL_RO and leave every other command, and all that
+   follows the lookup (MOVED/ASK/TRYAGAIN handling), to redis-py.
+2. A slot-map refresh that leaves calls in flight alone (async): redis-py closes
+   every connection of its client to force one (after CLUSTERDOWN, which every node
+   answers while a replica is elected), failing other tasks' calls on healthy nodes.
+3. A connection its server closed while it sat idle (a killed node) is reconnected
+   by the task that takes it (async), which is then refused and knows its request did
+   not run, instead of losing it with its outcome unknown.
 
 Invariants:
 - an FCALL's slot is that of its keys, all of which must share one slot (the
@@ -16,7 +23,12 @@ Invariants:
   sent); an FCALL without keys goes to a random primary, as in redis-py;
 - the clients never retry a command that may have reached the server: redis-py's
   cluster retry count is 0 (``cluster_options``), because a function call is not
-  idempotent; ``_faults`` retries what provably did not run.
+  idempotent; ``_faults`` retries what provably did not run;
+- ``close_all`` closes every connection of the async client, whatever its state.
+
+The overridden methods are private to redis-py (checked with 8.1.0): the tests count
+the servers' ``COMMAND GETKEYS`` calls, keep a call in flight through a refresh, and
+count the connections left after closing, so a redis-py that changes them fails them.
 """
 
 from __future__ import annotations
