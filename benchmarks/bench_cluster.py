@@ -74,10 +74,10 @@ from redis_cluster_util import (
 from redis_util import RedisProc, start_redis, stop_redis
 
 import aqueue.redis
-from aqueue.redis._cluster import ClusterSync
-from aqueue.redis._cluster._routing import AsyncClusterClient, SyncClusterClient
-from aqueue.redis._library import LIBRARY_SOURCE
-from aqueue.redis._transport import Call
+from aqueue.redis._core._cluster import ClusterSync
+from aqueue.redis._core._cluster._routing import AsyncClusterClient, SyncClusterClient
+from aqueue.redis._core._library import LIBRARY_SOURCE
+from aqueue.redis._core._transport import Call
 
 FRAME = 84 * 84 * 4
 BATCH = 32
@@ -396,7 +396,7 @@ async def _failover_steps(cluster: ClusterProc, srv: Any, spin_first: bool) -> d
     tags = _tags_on(cluster)
     victim_port = cluster.primaries()[0]
     victim = tags[victim_port]
-    transport = srv._transport
+    transport = srv._conn.live()
     q = await srv.fifo_queue(_name_on(cluster, victim_port, "w"), 1_000_000, np.int64, ())
     empty = _name_on(cluster, victim_port, "e")
     out: dict[str, Any] = {"errors": {}, "acked": set()}

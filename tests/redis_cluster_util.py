@@ -2,7 +2,7 @@
 runs one server): ``start_cluster``/``stop_cluster`` (the fixtures ``redis_cluster``,
 three primaries for the session, and ``failover_cluster``, three primaries with a
 replica each for one test that kills nodes, are in ``tests/conftest.py``), and
-``cluster_server``: a RedisServer whose requests go through the cluster transports.
+``cluster_server``: ``aqueue.redis.connect(url, cluster=True)`` with the tests' settings.
 
 Each node is Debian's ``redis-server`` with ``--cluster-enabled yes`` on a free port
 (the cluster bus takes that port + 10000, so both must be free), its own directory
@@ -18,7 +18,6 @@ without them the tests skip, or fail under ``CI=true``.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import secrets
 import shutil
@@ -26,21 +25,17 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 import redis
 import redis.cluster
 from redis.crc import key_slot
 
-from aqueue.redis._clients import RedisThreads
-from aqueue.redis._cluster import ClusterAsyncio, ClusterSync
-from aqueue.redis._server import RedisServer
+from aqueue.redis import RedisServer
+from aqueue.redis import connect as _connect  # (bound here: tests replace aqueue.redis.connect)
 
 __all__ = [
     "FAILOVER_NODE_TIMEOUT_MS",
@@ -419,40 +414,18 @@ class AllNodes:
 # -- a RedisServer over a cluster -----------------------------------------------------------
 
 
-def _on_asyncio() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # trio
-        return False
-    return True
-
-
-@asynccontextmanager
-async def cluster_server(
+def cluster_server(
     url: str, *, failover_timeout: float = 20.0, load_functions: bool = True, **kw: Any
-) -> AsyncIterator[RedisServer]:
-    """A RedisServer over the cluster at ``url`` (``connect()``'s other arguments in
-    ``kw``): ``ClusterAsyncio`` on asyncio, ``RedisThreads`` over ``ClusterSync`` on
-    trio, so today's queues and tables run unchanged over the cluster, each under its
-    one hash tag. Until ``connect(url, cluster=True)`` exists, the cluster transports
-    are put in place of the single-server ones (no producer heartbeat runs)."""
+) -> RedisServer:
+    """``aqueue.redis.connect(url, cluster=True, ...)`` with the tests' settings (shorter
+    waits, large calls); ``connect()``'s other arguments in ``kw``."""
     opts: dict[str, Any] = {"lease_time": 30.0, "wait_timeout": 0.2, "socket_timeout": 10.0}
     opts.update(kw)
-    srv = RedisServer(
-        url, load_functions=load_functions, max_connections=None, max_call_bytes=64 << 20, **opts
+    return _connect(
+        url,
+        cluster=True,
+        failover_timeout=failover_timeout,
+        load_functions=load_functions,
+        max_call_bytes=64 << 20,
+        **opts,
     )
-    cluster = {"failover_timeout": failover_timeout, "load_functions": load_functions}
-    sync = await anyio.to_thread.run_sync(lambda: ClusterSync(url, **cluster))
-    transport: Any = RedisThreads(sync)  # type: ignore[arg-type]  # (any SyncTransport)
-    try:
-        await anyio.to_thread.run_sync(sync.start)
-        if _on_asyncio():
-            transport = ClusterAsyncio(url, **cluster)
-            await transport.start()
-        srv._sync, srv._transport = sync, transport  # type: ignore[assignment]
-        try:
-            yield srv
-        finally:
-            await transport.aclose()
-    finally:
-        sync.close()

@@ -65,10 +65,10 @@ __all__ = [
 @pytest.fixture(scope="module")
 async def _cluster_srv(anyio_backend: str, redis_cluster: ClusterProc) -> AsyncIterator[Any]:
     """One server per backend for the module (tables get unique names)."""
-    from aqueue.redis import _ops
+    from aqueue.redis._core import _shared
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_ops, "INLINE_MAX", 0 if anyio_backend == "asyncio" else 1 << 30)
+        patch.setattr(_shared, "INLINE_MAX", 0 if anyio_backend == "asyncio" else 1 << 30)
         async with cluster_server(redis_cluster.url, lease_time=2.0, wait_timeout=0.1) as srv:
             yield srv
 

@@ -62,7 +62,7 @@ import redis.asyncio
 from redis.backoff import NoBackoff
 
 from ._errors import ServerClosedError, ServerConnectionError, ServerError, ServerFullError
-from ._transport import Call
+from ._transport import Call, SyncTransport
 
 __all__ = [
     "RedisAsyncio",
@@ -305,7 +305,7 @@ class RedisThreads:
     """The AsyncTransport for trio (and any non-asyncio anyio backend): RedisSync's
     requests in worker threads."""
 
-    def __init__(self, sync: RedisSync) -> None:
+    def __init__(self, sync: SyncTransport) -> None:
         self._sync = sync
 
     async def call(self, call: Call) -> Any:
@@ -317,7 +317,9 @@ class RedisThreads:
 
     async def read(self, keys: Sequence[str]) -> list[Any]:
         with anyio.CancelScope(shield=True):
-            out = await anyio.to_thread.run_sync(self._sync.read, keys, abandon_on_cancel=False)
+            out: list[Any] = await anyio.to_thread.run_sync(
+                self._sync.read, keys, abandon_on_cancel=False
+            )
         return out
 
     async def wait(self, key: str, seconds: float) -> bytes | None:

@@ -34,7 +34,7 @@ def redis_server(redis_cluster: ClusterProc) -> AllNodes:
 def payload_storage(monkeypatch: pytest.MonkeyPatch) -> str:
     """Every payload under its own key: the staged enqueues and fetching takes are the
     request shapes the cluster sends differently (plain pipelines, no MULTI)."""
-    from aqueue.redis import _ops
+    from aqueue.redis._core import _shared
 
-    monkeypatch.setattr(_ops, "INLINE_MAX", 0)
+    monkeypatch.setattr(_shared, "INLINE_MAX", 0)
     return "keys"

@@ -26,8 +26,8 @@ from redis.retry import Retry
 from redis_cluster_util import SPIN_LIBRARY, ClusterProc, cluster_server
 
 import aqueue.redis
-from aqueue.redis._cluster import ClusterAsyncio
-from aqueue.redis._cluster._faults import (
+from aqueue.redis._core._cluster import ClusterAsyncio
+from aqueue.redis._core._cluster._faults import (
     RELOAD,
     Attempts,
     Outages,
@@ -35,7 +35,7 @@ from aqueue.redis._cluster._faults import (
     function_missing,
     not_run,
 )
-from aqueue.redis._transport import Call
+from aqueue.redis._core._transport import Call
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -207,14 +207,14 @@ async def test_a_killed_primary_then_its_lone_successor(failover_cluster: Cluste
             tg.start_soon(keep, "healthy waiter", qh.dequeue_many, 2)
             await _waiting(qv, qh)
             spin = Call("spin", spin_key, [2000])
-            tg.start_soon(keep, "in flight", spin_srv._transport.call, spin)
+            tg.start_soon(keep, "in flight", spin_srv._conn.live().call, spin)
             await anyio.sleep(0.3)  # (the spin holds the victim's thread now)
             await anyio.to_thread.run_sync(cluster.kill, victim)
             # (a pipeline: redis-py reads the slot map again after a single command's
             # lost connection, not after a pipeline's)
             tag = f"aq:{{{qv.name}}}:"
             piped = Call("aq_version", tag + "meta", [], fetch=[tag + "e:none"])
-            tg.start_soon(keep, "sent after the kill", srv._transport.call, piped)
+            tg.start_soon(keep, "sent after the kill", srv._conn.live().call, piped)
             new = await anyio.to_thread.run_sync(cluster.wait_promoted, victim)
             await _until(lambda: "sent after the kill" in outcomes)
             await qv.enqueue_many(np.arange(2))

@@ -13,10 +13,10 @@ import redis
 from redis_cluster_util import ClusterProc, start_cluster, stop_cluster
 
 import aqueue.redis
-from aqueue.redis._cluster import ClusterAsyncio, ClusterSync
-from aqueue.redis._cluster._routing import slot_of
-from aqueue.redis._library import LIBRARY_VERSION
-from aqueue.redis._transport import Call
+from aqueue.redis._core._cluster import ClusterAsyncio, ClusterSync
+from aqueue.redis._core._cluster._routing import slot_of
+from aqueue.redis._core._library import LIBRARY_VERSION
+from aqueue.redis._core._transport import Call
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -62,10 +62,10 @@ __all__ = [
 @pytest.fixture(scope="module", params=["keys", "inline"])
 async def srv(request: pytest.FixtureRequest, redis_cluster: ClusterProc) -> AsyncIterator[Any]:
     """One server per storage and backend for the module (queues get unique names)."""
-    from aqueue.redis import _ops
+    from aqueue.redis._core import _shared
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_ops, "INLINE_MAX", 0 if request.param == "keys" else 1 << 30)
+        patch.setattr(_shared, "INLINE_MAX", 0 if request.param == "keys" else 1 << 30)
         async with cluster_server(redis_cluster.url, lease_time=2.0, wait_timeout=0.1) as server:
             yield server
 

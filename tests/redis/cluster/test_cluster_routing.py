@@ -14,9 +14,9 @@ import pytest
 from redis.exceptions import RedisClusterException
 from redis_cluster_util import ClusterProc
 
-from aqueue.redis._cluster import ClusterAsyncio, ClusterSync
-from aqueue.redis._cluster._routing import fcall_slot, slot_of
-from aqueue.redis._transport import Call
+from aqueue.redis._core._cluster import ClusterAsyncio, ClusterSync
+from aqueue.redis._core._cluster._routing import fcall_slot, slot_of
+from aqueue.redis._core._transport import Call
 
 pytestmark = pytest.mark.timeout(60)
 

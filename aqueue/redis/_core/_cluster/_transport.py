@@ -67,7 +67,11 @@ _ERRORS = (redis.RedisError, RedisClusterException)
 
 
 def _mapped(exc: BaseException, what: str) -> BaseException:
-    """The aqueue error for a redis-py error (cluster errors included)."""
+    """The aqueue error for a redis-py error (cluster errors included; a discovery that
+    reached no node is a ServerConnectionError, as a refused connection to one server)."""
+    if isinstance(exc, RedisClusterException) and _lost(exc.__cause__):
+        assert exc.__cause__ is not None
+        return map_error(exc.__cause__, f"{what}: {exc}")
     if isinstance(exc, RedisClusterException):
         return ServerError(f"{what}: the Redis Cluster refused the call: {exc}")
     return map_error(exc, what)

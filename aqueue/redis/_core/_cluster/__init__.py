@@ -4,7 +4,7 @@ Queues and tables keep every key of one shard under one hash tag (``aq:{tag}:...
 so each server function stays atomic in one slot; this package gets each request to
 the primary serving its slot and keeps it going, or failing cleanly, while a node
 fails and its replica takes over. The same ``Call``/``Read``/``Wait`` requests and
-drivers as on one server (``aqueue.redis._transport``) run over it.
+drivers as on one server (``aqueue.redis._core._transport``) run over it.
 
 Its files, bottom up (each module's docstring states its invariants):
 
