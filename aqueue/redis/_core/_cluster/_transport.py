@@ -45,7 +45,6 @@ Invariants (as on one server, ``aqueue.redis._clients``):
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from collections.abc import Awaitable, Sequence
 from typing import Any
@@ -54,7 +53,7 @@ import anyio
 import redis
 from redis.exceptions import RedisClusterException
 
-from .._clients import map_error
+from .._clients import map_error, shielded
 from .._errors import ServerConnectionError, ServerError
 from .._transport import Call
 from ._faults import DEFAULT_FAILOVER_TIMEOUT, RELOAD, Attempts, Outages, closed_under
@@ -77,46 +76,19 @@ def _mapped(exc: BaseException, what: str) -> BaseException:
     return map_error(exc, what)
 
 
-def _redeliver(task: asyncio.Task[Any]) -> None:
-    """Re-arm a native cancellation a ``keep`` call held back (see ``finish``)."""
-    if task.done():
-        return
-    if sys.version_info >= (3, 11):
-        if task.cancelling() == 0:
-            return
-        task.uncancel()
-    task.cancel()
-
-
 async def finish(call: Awaitable[Any], what: str, keep: bool = False) -> Any:
     """Run ``call`` to its end even when the caller is cancelled (see the module
     docstring); redis-py errors become aqueue errors caused by them."""
-    task = asyncio.ensure_future(call)
-    with anyio.CancelScope(shield=True):
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            while not task.done():
-                try:
-                    await asyncio.wait([task])
-                except asyncio.CancelledError:
-                    pass
-            if not task.cancelled():
-                if keep and task.exception() is None:
-                    caller = asyncio.current_task()
-                    if caller is not None:
-                        asyncio.get_running_loop().call_soon(_redeliver, caller)
-                        return task.result()
-                task.exception()
+    try:
+        return await shielded(call, keep)
+    except _ERRORS as exc:
+        raise _mapped(exc, what) from exc
+    except AttributeError as exc:
+        if not closed_under(exc):
             raise
-        except _ERRORS as exc:
-            raise _mapped(exc, what) from exc
-        except AttributeError as exc:
-            if not closed_under(exc):
-                raise
-            raise ServerConnectionError(
-                f"{what}: the connection was closed before the call was sent ({exc})"
-            ) from exc
+        raise ServerConnectionError(
+            f"{what}: the connection was closed before the call was sent ({exc})"
+        ) from exc
 
 
 def _queue(pipe: Any, call: Call) -> Any:
