@@ -21,6 +21,10 @@ pytest-asyncio itself; each says why in a comment.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 
@@ -29,3 +33,29 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     """Run every anyio-marked test on asyncio and on trio (module scope, like anyio's own
     fixture, so module-scoped async fixtures keep working)."""
     return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A local Redis Cluster of three primaries for the session, shared by the Redis and
+    replay tests (see ``redis_cluster_util.py``; skipped, or failed under CI=true, when
+    redis-server or redis-cli is missing)."""
+    pytest.importorskip("redis", reason="aqueue[redis] is not installed")
+    from redis_cluster_util import SESSION_NODE_TIMEOUT_MS, start_cluster, stop_cluster
+
+    folder = tmp_path_factory.mktemp("cluster")
+    cluster = start_cluster(folder, node_timeout_ms=SESSION_NODE_TIMEOUT_MS)
+    yield cluster
+    stop_cluster(cluster)
+
+
+@pytest.fixture
+def failover_cluster(tmp_path: Path) -> Iterator[Any]:
+    """Three primaries with one replica each and a short node timeout, for one test
+    that kills nodes."""
+    pytest.importorskip("redis", reason="aqueue[redis] is not installed")
+    from redis_cluster_util import FAILOVER_NODE_TIMEOUT_MS, start_cluster, stop_cluster
+
+    cluster = start_cluster(tmp_path, replicas=1, node_timeout_ms=FAILOVER_NODE_TIMEOUT_MS)
+    yield cluster
+    stop_cluster(cluster)

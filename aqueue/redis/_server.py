@@ -44,6 +44,8 @@ def connect(
     socket_timeout: float = 10.0,
     max_connections: int | None = None,
     max_call_bytes: int = 8 << 20,
+    cluster: bool = False,
+    failover_timeout: float = 20.0,
 ) -> RedisServer:
     """Connect to the Redis (>= 7.0) or Valkey server at ``url``; use as ``async with``.
 
@@ -61,6 +63,9 @@ def connect(
         socket_timeout: seconds a server call may take before ServerConnectionError.
         max_connections: cap of each connection pool (None: unbounded).
         max_call_bytes: an enqueue_many sends at most about this many bytes per call.
+        cluster: ``url`` names any node of a Redis Cluster (the library is loaded on
+            every primary, each object's calls go to the primary of its hash tag).
+        failover_timeout: with ``cluster``, the longest a call waits for a failover.
     """
     return RedisServer(
         url,
@@ -70,12 +75,13 @@ def connect(
         socket_timeout=socket_timeout,
         max_connections=max_connections,
         max_call_bytes=max_call_bytes,
+        cluster=cluster,
+        failover_timeout=failover_timeout,
     )
 
 
 class RedisServer:
-    """The connections to one Redis server (from ``connect()``), and the queues and
-    replay tables on it."""
+    """The connections of one ``connect()`` block, and the queues and tables on them."""
 
     def __init__(
         self,
@@ -87,6 +93,8 @@ class RedisServer:
         socket_timeout: float,
         max_connections: int | None,
         max_call_bytes: int,
+        cluster: bool = False,
+        failover_timeout: float = 20.0,
     ) -> None:
         self._conn = Connection(
             url,
@@ -96,6 +104,8 @@ class RedisServer:
             socket_timeout=socket_timeout,
             max_connections=max_connections,
             max_call_bytes=max_call_bytes,
+            cluster=cluster,
+            failover_timeout=failover_timeout,
         )
 
     def __repr__(self) -> str:

@@ -15,13 +15,12 @@ waiter registered on a server.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from replay_support import MakeTable
+from replay_support import MakeTable, shared_tables
 
 import aqueue
 
@@ -59,15 +58,4 @@ async def make_table(
     url = request.getfixturevalue("table_redis_url")
     monkeypatch.setattr(_shared, "INLINE_MAX", 0 if anyio_backend == "asyncio" else 1 << 30)
     async with connect(url, lease_time=2.0, wait_timeout=0.1) as server:
-
-        async def make_shared(
-            max_size: int, dtypes: Any, shapes: Any = None, names: Any = None, **options: Any
-        ) -> Any:
-            name = options.pop("name", None)
-            if name is None:
-                name = f"t-{uuid.uuid4().hex[:12]}"
-            else:  # a name a test reads in messages: the one of an earlier test goes
-                await server.delete_table(name)
-            return await server.replay_table(name, max_size, dtypes, shapes, names, **options)
-
-        yield make_shared
+        yield shared_tables(server)

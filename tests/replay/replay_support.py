@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -13,6 +14,23 @@ MakeTable = Callable[..., Awaitable[Any]]
 """The type of the ``make_table`` fixture (``conftest.py``)."""
 
 SHAPE = (3,)
+
+
+def shared_tables(server: Any) -> MakeTable:
+    """``make_table`` over an ``aqueue.redis`` server: each table gets a fresh name; a
+    table a test names (it reads the name in messages) replaces one of that name."""
+
+    async def make(
+        max_size: int, dtypes: Any, shapes: Any = None, names: Any = None, **options: Any
+    ) -> Any:
+        name = options.pop("name", None)
+        if name is None:
+            name = f"t-{uuid.uuid4().hex[:12]}"
+        else:  # a name a test reads in messages: the one of an earlier test goes
+            await server.delete_table(name)
+        return await server.replay_table(name, max_size, dtypes, shapes, names, **options)
+
+    return make
 
 
 def item(v: int) -> np.ndarray:

@@ -32,9 +32,11 @@ file                   what it holds
                        part calls, and the version function
 ``_library.py``        loading the library (its parts in order, versioned by a hash)
 ``_acl.py``            the least-privilege ACL line, derived from the library
+``_cluster/``          the transports over a Redis Cluster (``connect(cluster=True)``):
+                       each call routed to the primary of its hash tag's slot, the
+                       library on every primary, failovers waited for or reported
 =====================  =================================================================
 
-Where what comes next goes: another transport (a Redis Cluster's, routing each call by
-the slot of its object's hash tag) implements ``_transport.py``'s protocols beside
-``_clients.py``; a sharded object is N handles whose ``key_prefix`` carry a tag each.
+Where what comes next goes: a sharded object is N handles whose ``key_prefix`` carry a
+tag each.
 """

@@ -62,7 +62,7 @@ import redis.asyncio
 from redis.backoff import NoBackoff
 
 from ._errors import ServerClosedError, ServerConnectionError, ServerError, ServerFullError
-from ._transport import Call
+from ._transport import Call, SyncTransport
 
 __all__ = [
     "RedisAsyncio",
@@ -72,6 +72,7 @@ __all__ = [
     "ended_error",
     "map_error",
     "missing_library",
+    "shielded",
     "where",
 ]
 
@@ -191,6 +192,31 @@ def _transaction(call: Call) -> bool:
     return bool(call.stage or call.atomic)
 
 
+async def shielded(call: Awaitable[Any], keep: bool = False) -> Any:
+    """Run ``call`` to its end even when the caller is cancelled: an anyio cancellation
+    waits past it; a native one is re-raised once it has finished (or, for a ``keep``
+    call that succeeded, its reply is returned and the cancellation re-armed). The
+    call's own errors pass through (each transport maps them)."""
+    task = asyncio.ensure_future(call)
+    with anyio.CancelScope(shield=True):
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            while not task.done():
+                try:
+                    await asyncio.wait([task])
+                except asyncio.CancelledError:
+                    pass
+            if not task.cancelled():
+                if keep and task.exception() is None:
+                    caller = asyncio.current_task()
+                    if caller is not None:
+                        asyncio.get_running_loop().call_soon(_redeliver, caller)
+                        return task.result()
+                task.exception()  # retrieved: the caller resolves the outcome itself
+            raise
+
+
 def _redeliver(task: asyncio.Task[Any]) -> None:
     """Re-arm a native cancellation that a ``keep`` call held back, at the task's next
     await (this runs from the event loop once the task has suspended). Not if it was
@@ -305,7 +331,7 @@ class RedisThreads:
     """The AsyncTransport for trio (and any non-asyncio anyio backend): RedisSync's
     requests in worker threads."""
 
-    def __init__(self, sync: RedisSync) -> None:
+    def __init__(self, sync: SyncTransport) -> None:
         self._sync = sync
 
     async def call(self, call: Call) -> Any:
@@ -317,7 +343,9 @@ class RedisThreads:
 
     async def read(self, keys: Sequence[str]) -> list[Any]:
         with anyio.CancelScope(shield=True):
-            out = await anyio.to_thread.run_sync(self._sync.read, keys, abandon_on_cancel=False)
+            out: list[Any] = await anyio.to_thread.run_sync(
+                self._sync.read, keys, abandon_on_cancel=False
+            )
         return out
 
     async def wait(self, key: str, seconds: float) -> bytes | None:
@@ -341,28 +369,10 @@ class RedisAsyncio:
 
     async def _finish(self, call: Awaitable[Any], what: str, keep: bool = False) -> Any:
         """Run ``call`` to its end even when the caller is cancelled (see above)."""
-        task = asyncio.ensure_future(call)
-        with anyio.CancelScope(shield=True):
-            try:
-                return await asyncio.shield(task)
-            except asyncio.CancelledError:
-                # Native cancellation: let the call finish, then re-raise (or, for a
-                # `keep` call that succeeded, return its reply and re-arm it).
-                while not task.done():
-                    try:
-                        await asyncio.wait([task])
-                    except asyncio.CancelledError:
-                        pass
-                if not task.cancelled():
-                    if keep and task.exception() is None:
-                        caller = asyncio.current_task()
-                        if caller is not None:
-                            asyncio.get_running_loop().call_soon(_redeliver, caller)
-                            return task.result()
-                    task.exception()  # retrieved: the caller resolves the outcome itself
-                raise
-            except Exception as exc:
-                _fail(exc, what, self.ended, self.where)
+        try:
+            return await shielded(call, keep)
+        except Exception as exc:
+            _fail(exc, what, self.ended, self.where)
 
     async def call(self, call: Call) -> Any:
         if self.ended:

@@ -11,7 +11,11 @@ Invariants:
   connection itself, raise ServerClosedError from then on (nothing reconnects); it
   never closes or deletes a queue or a table;
 - with ``load_functions``, its transports load aqueue's library again where a call
-  finds it missing (see ``_clients``).
+  finds it missing (see ``_clients``);
+- with ``cluster``, ``url`` names any node of a Redis Cluster: the transports are the
+  cluster's (``_cluster``), which check the library on every primary on entering and
+  route each call to the primary of its hash tag's slot; a failover is waited for at
+  most ``failover_timeout`` seconds, then the call raises ServerConnectionError.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import redis
 import aqueue
 
 from ._clients import RedisAsyncio, RedisSync, RedisThreads, client_options, ended_error, map_error
+from ._cluster._transport import ClusterAsyncio, ClusterSync
 from ._diagnose import OWNER, connect_error, eviction, safe_url, url_problem
 from ._errors import ServerConnectionError, ServerError
 from ._handle import Handle
@@ -56,6 +61,8 @@ class Connection:
         socket_timeout: float,
         max_connections: int | None,
         max_call_bytes: int,
+        cluster: bool = False,
+        failover_timeout: float = 20.0,
     ) -> None:
         if not isinstance(url, str):
             raise aqueue.ElementSpecError(f"{OWNER}: url must be a str, got {url!r}")
@@ -79,7 +86,16 @@ class Connection:
         self._url = url
         self._load = bool(load_functions)
         self._opts = client_options(timeout, max_connections)
-        self._sync: RedisSync | None = None
+        if not isinstance(cluster, bool):
+            raise aqueue.ElementSpecError(f"{OWNER}: cluster must be a bool, got {cluster!r}")
+        self.cluster = cluster
+        self._cluster_opts: dict[str, Any] = {
+            "socket_timeout": timeout,
+            "max_connections": max_connections,
+            "failover_timeout": positive_arg(failover_timeout, "failover_timeout", OWNER),
+            "load_functions": self._load,
+        }
+        self._sync: RedisSync | ClusterSync | None = None
         self._transport: AsyncTransport | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._producers: dict[str, tuple[Handle, set[str]]] = {}
@@ -97,15 +113,12 @@ class Connection:
                 "connect() again for a new block"
             )
         self._entered = True
-        library = LIBRARY_SOURCE if self._load else None
-        self._sync = RedisSync(self._url, self._opts, library)
         try:
-            asyncio.get_running_loop()
-            self._transport = RedisAsyncio(self._url, self._opts, library)
-        except RuntimeError:  # trio (or another anyio backend): redis.asyncio cannot run
-            self._transport = RedisThreads(self._sync)
-        try:
-            await self._check_library()
+            if self.cluster:
+                await self._open_cluster()
+            else:
+                self._open_server()
+                await self._check_library()
             await self._check_eviction()
             self._tg = anyio.create_task_group()
             await self._tg.__aenter__()
@@ -113,6 +126,31 @@ class Connection:
         except BaseException:
             await self._close_clients()
             raise
+
+    def _open_server(self) -> None:
+        """One server's transports (they connect on their first call)."""
+        library = LIBRARY_SOURCE if self._load else None
+        self._sync = RedisSync(self._url, self._opts, library)
+        try:
+            asyncio.get_running_loop()
+            self._transport = RedisAsyncio(self._url, self._opts, library)
+        except RuntimeError:  # trio (or another anyio backend): redis.asyncio cannot run
+            self._transport = RedisThreads(self._sync)
+
+    async def _open_cluster(self) -> None:
+        """Discover the cluster; the library is checked (loaded) on every primary."""
+        opts = self._cluster_opts
+        sync = await anyio.to_thread.run_sync(lambda: ClusterSync(self._url, **opts))
+        self._sync = sync
+        await anyio.to_thread.run_sync(sync.start)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # trio (or another anyio backend)
+            self._transport = RedisThreads(sync)
+        else:
+            transport = ClusterAsyncio(self._url, **opts)
+            self._transport = transport
+            await transport.start()
 
     async def close(self) -> None:
         """End the block: stop the heartbeat, close the connections for good."""
@@ -150,8 +188,9 @@ class Connection:
     @property
     def where(self) -> str:
         """``host:port`` (or the socket path) of the server, for messages."""
-        assert self._sync is not None
-        return self._sync.where
+        if isinstance(self._sync, RedisSync):
+            return self._sync.where
+        return f"the Redis Cluster at {self.url}"
 
     # -- the checks on entering -------------------------------------------------------
 
@@ -161,7 +200,7 @@ class Connection:
         try:
             reply: Any = await t.call(Call("aq_version", "aq:{version}:meta", [], ro=True))
         except ServerConnectionError as exc:
-            assert self._sync is not None
+            assert isinstance(self._sync, RedisSync)
             kw = self._sync.client.connection_pool.connection_kwargs
             raise connect_error(exc.__cause__ or exc, self.where, kw) from exc.__cause__
         except ServerError as exc:
@@ -193,22 +232,32 @@ class Connection:
     async def _check_eviction(self) -> None:
         """Warn when the server's ``maxmemory-policy`` can evict aqueue's keys (a user
         without the INFO command, as a least-privilege actor, is not checked)."""
-        assert self._sync is not None
-        client = self._sync.client
+        sync = self._sync
+        assert sync is not None
 
-        def read() -> dict[str, Any] | None:
-            try:
-                return dict(client.info("memory"))
-            except redis.RedisError:
-                return None
+        def read() -> list[tuple[str, dict[str, Any]]]:
+            if isinstance(sync, RedisSync):
+                servers: list[tuple[str, Any]] = [(f"the server at {sync.where}", sync.client)]
+            else:  # each primary of the cluster
+                servers = [
+                    (f"the primary {node.name} of {self.where}", node.redis_connection)
+                    for node in sync.client.get_primaries()
+                ]
+            out = []
+            for name, client in servers:
+                try:
+                    out.append((name, dict(client.info("memory"))))
+                except redis.RedisError:
+                    pass
+            return out
 
-        info = await anyio.to_thread.run_sync(read)
-        if not info:
-            return
-        problem = eviction(str(info.get("maxmemory_policy", "")), int(info.get("maxmemory", 0)))
-        if problem is not None:
-            # (stacklevel: this method, open(), the server's __aenter__, the user's block)
-            warnings.warn(f"{OWNER}: the server at {self.where} {problem}", RuntimeWarning, 4)
+        for name, info in await anyio.to_thread.run_sync(read):
+            policy = str(info.get("maxmemory_policy", ""))
+            problem = eviction(policy, int(info.get("maxmemory", 0)))
+            if problem is not None:
+                # (stacklevel: this method, open(), the server's __aenter__, the user's block)
+                warnings.warn(f"{OWNER}: {name} {problem}", RuntimeWarning, 4)
+                return
 
     # -- producers ----------------------------------------------------------------------
 
