@@ -10,6 +10,8 @@ file                     what it holds
                          Reverb's arithmetic, the never-satisfiable rules, their JSON form
 ``_sumtree.py``          SumTree: a float64 sum tree, set and searched in batches
 ``_repeats.py``          values repeated within a batch: finding them, ordering their draws
+``_logs.py``             logs of ids: their oldest live entries (``first_live``), read by the
+                         item store and the trajectory ring
 ``_checks.py``           argument checks of the operations (priorities, keys, counts)
 ``_results.py``          ReplaySample (one sample) and ReplayStatistics (the counters)
 ``_protocol.py``         AsyncReplayTable and BlockingReplayView: the table interfaces the

@@ -61,6 +61,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._queues._declare import FixedShape
+from ._logs import first_live
 
 __all__ = ["ItemStore", "StoreWatcher"]
 
@@ -332,22 +333,8 @@ class ItemStore:
             if alive:
                 break
             pos += k
-        self.head = pos
-        parts: list[Array] = []
-        need = k
-        first = True
-        while need > 0 and pos < n:
-            end = min(n, pos + max(2 * need, 64))
-            slots = self.log_slots[pos:end]
-            live = np.flatnonzero(self.key[slots] == self.log_keys[pos:end])
-            if first:  # every entry before the first live one is dead for good
-                self.head = pos + (int(live[0]) if live.size else end - pos)
-                first = not live.size
-            take = live[:need]
-            parts.append(slots[take])
-            need -= len(take)
-            pos = end
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        found, self.head = first_live(self.log_slots, self.log_keys, self.key, pos, n, k)
+        return found
 
     def newest(self, k: int) -> Array:
         """The slots of the ``k`` newest items, newest first (fewer if fewer are held)."""

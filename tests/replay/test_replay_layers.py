@@ -1,4 +1,4 @@
-"""The pure parts of the replay layer (settings, limiter, sum-tree and batch-repeat
+"""The pure parts of the replay layer (settings, limiter, sum-tree, batch-repeat and log
 arithmetic, argument checks, result records, the snapshot record and its file form, the table
 protocols) import nothing of the in-process engine, so another backend can build on
 them alone."""
@@ -18,6 +18,7 @@ PURE = [
     "_limiter",
     "_sumtree",
     "_repeats",
+    "_logs",
     "_checks",
     "_results",
     "_snapshot",

@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..._queues._declare import FixedShape
+from .._logs import first_live
 
 __all__ = ["StepRing"]
 
@@ -175,21 +176,10 @@ class StepRing:
         k = min(k, self.held)
         if k == 0:
             return _EMPTY
-        parts: list[Array] = []
-        need, pos, n = k, self.head, self.log_n
-        first = True
-        while need > 0 and pos < n:
-            end = min(n, pos + max(2 * need, 64))
-            slots = self.log_slots[pos:end]
-            live = np.flatnonzero(self.sid[slots] == self.log_ids[pos:end])
-            if first:  # every entry before the first live one is dead for good
-                self.head = pos + (int(live[0]) if live.size else end - pos)
-                first = not live.size
-            take = live[:need]
-            parts.append(slots[take])
-            need -= len(take)
-            pos = end
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        found, self.head = first_live(
+            self.log_slots, self.log_ids, self.sid, self.head, self.log_n, k
+        )
+        return found
 
     def held_in_id_order(self) -> Array:
         """The slots of every held step, by increasing id."""
