@@ -64,7 +64,8 @@ async def test_a_learner_thread_samples_while_a_task_writer_appends() -> None:
     assert view.size() == t.size() == 198
     snap = t.snapshot().items
     held = dict(zip(snap.keys.tolist(), snap.priorities.tolist(), strict=True))
-    assert given and {k: held[k] for k in given} == given
+    assert given
+    assert {k: held[k] for k in given} == given
 
 
 async def _wait_then_close(table: Any, call: Callable[[], Any]) -> Any:
@@ -85,7 +86,8 @@ async def test_close_ends_a_thread_waiting_to_sample_as_for_a_replay_table() -> 
     for table in (steps_table(), aqueue.ReplayTable(8, np.int64, ())):
         view = table.blocking()
         op = await _wait_then_close(table, lambda v=view: v.sample(2))
-        assert op.finished and op.error is not None
+        assert op.finished
+        assert op.error is not None
         errors.append(op.error)
         assert table.statistics().samples == 0
     assert [type(e) for e in errors] == [aqueue.OutOfRangeError] * 2
