@@ -46,8 +46,7 @@ from ._results import TrajectoryStatistics, trajectory_statistics
 from ._snapshot import TrajectorySnapshot, check_steps
 from ._state import dump_steps, index_of, load_steps
 from ._steps import StepStore
-from ._views import BlockingTrajectoryTable
-from ._writer import TrajectoryWriter
+from ._writer import BlockingTrajectoryTable, TrajectoryWriter
 
 __all__ = ["TrajectoryTable"]
 
