@@ -67,6 +67,7 @@ from ._replay._trajectory._results import TrajectoryStatistics as TrajectoryStat
 from ._replay._trajectory._returns import n_step_returns as n_step_returns
 from ._replay._trajectory._snapshot import TrajectorySnapshot as TrajectorySnapshot
 from ._replay._trajectory._table import TrajectoryTable as TrajectoryTable
+from ._replay._trajectory._writer import BlockingTrajectoryTable as BlockingTrajectoryTable
 from ._replay._trajectory._writer import BlockingTrajectoryWriter as BlockingTrajectoryWriter
 from ._replay._trajectory._writer import TrajectoryWriter as TrajectoryWriter
 from ._replay._views import BlockingReplayTable as BlockingReplayTable
@@ -94,6 +95,7 @@ __all__ = [
     "BlockingQueue",
     "BlockingReplayTable",
     "BlockingReplayView",
+    "BlockingTrajectoryTable",
     "BlockingTrajectoryWriter",
     "BlockingView",
     "CheckpointError",

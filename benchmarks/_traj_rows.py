@@ -21,6 +21,11 @@ Rows (each in a worker process of its own, the peers with their own interpreters
 - floor: the frames in one numpy ring (episodes contiguous) and the array of valid
   window starts; a bare gather of 32 random windows (uniform), or the same drawn by
   a textbook sum tree whose 32 leaves are then set (prioritized).
+- floor + the contract's costs: the floor as two awaited calls on an asyncio loop, with
+  only what the contract requires of them: one ``anyio.lowlevel.checkpoint()`` per
+  call, a ``threading.Lock`` held around the draw and gather and around the priority
+  write, and the leanest checks (``n`` an int >= 1; keys a 1-d int array, each known;
+  one finite priority >= 0 per key). The table over it is aqueue's own overhead.
 - Reverb: ``client.trajectory_writer(num_keep_alive_refs=4)`` per writer, ``append``
   per step, ``create_item(history["obs"][-4:])`` once 4 steps are in, ``end_episode``;
   samples through ``TrajectoryDataset.from_table_signature(...).batch(32)``
@@ -59,11 +64,12 @@ SAMPLE = 32
 WRITERS = 4
 BURST = 16
 EXPONENT = 0.6
-ROWS = ("table", "core", "floor", "reverb", "torchrl")
+ROWS = ("table", "core", "contract", "floor", "reverb", "torchrl")
 PEERS = ("reverb", "torchrl")
 LABELS = {
     "table": "aqueue TrajectoryTable",
     "core": "its core (sync, no await)",
+    "contract": "floor + the contract's costs",
     "floor": "floor (numpy ring + gather)",
     "reverb": "Reverb TrajectoryWriter",
     "torchrl": "TorchRL SliceSampler",
@@ -264,19 +270,34 @@ def core_row(mode: str, total: int) -> Loop:
     return loops
 
 
-def floor_row(mode: str, total: int) -> Loop:
-    from bench_replay import BareSumTree  # (R1's floor tree: the textbook numpy sum tree)
-
+def floor_ring(total: int) -> tuple[np.ndarray, np.ndarray]:
+    """The floors' storage: the frames in one numpy ring (episodes contiguous) and the
+    index of every window's first step in it."""
     ring = np.empty((total, *FRAME), dtype=np.uint8)
     starts, firsts = valid_starts(total)
     for _, ep, first, n, _ in schedule(total):
         at = int(firsts[ep]) + first
         ring[at : at + n] = frames(ep, first, n)
     filled()
+    return ring, starts
+
+
+def floor_tree(mode: str, size: int) -> Any:
+    """R1's textbook numpy sum tree over ``size`` windows of priority 1 (prioritized),
+    or None (uniform)."""
+    from bench_replay import BareSumTree
+
+    if mode != "prioritized":
+        return None
+    tree = BareSumTree(size)
+    tree.set(np.arange(size), np.ones(size))
+    return tree
+
+
+def floor_row(mode: str, total: int) -> Loop:
+    ring, starts = floor_ring(total)
     offsets = np.arange(LENGTH)
-    tree = BareSumTree(len(starts)) if mode == "prioritized" else None
-    if tree is not None:
-        tree.set(np.arange(len(starts)), np.ones(len(starts)))
+    tree = floor_tree(mode, len(starts))
     rng = np.random.default_rng(1)
 
     def loops(n: int) -> np.ndarray:
@@ -294,6 +315,65 @@ def floor_row(mode: str, total: int) -> Loop:
         return out
 
     return loops
+
+
+def contract_row(mode: str, total: int) -> Loop:
+    """The floor plus only what the contract asks of an awaited sample and update: one
+    ``anyio.lowlevel.checkpoint()`` per call, a ``threading.Lock`` held around the draw
+    and gather and around the priority write, and the leanest argument checks (``n`` an
+    int >= 1; keys a 1-d int array, each known; one finite priority >= 0 per key)."""
+    import asyncio
+    import threading
+
+    import anyio.lowlevel
+
+    ring, starts = floor_ring(total)
+    size = len(starts)
+    offsets = np.arange(LENGTH)
+    tree = floor_tree(mode, size)
+    priorities = np.ones(size)  # (uniform: written, never read, as a table keeps them)
+    lock = threading.Lock()
+    rng = np.random.default_rng(1)
+    loop = asyncio.new_event_loop()
+
+    async def sample(n: int) -> tuple[np.ndarray, np.ndarray]:
+        if type(n) is not int or n < 1:
+            raise ValueError(f"sample: n must be an int >= 1, got {n!r}")
+        await anyio.lowlevel.checkpoint()
+        with lock:
+            if tree is None:
+                pick = rng.integers(0, size, n)
+            else:
+                pick, _ = tree.sample(n, rng)
+            rows = starts[pick][:, np.newaxis] + offsets
+            data = ring.take(rows.ravel(), axis=0).reshape(n, LENGTH, *FRAME)
+        return pick, data
+
+    async def update(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+        k = np.asarray(keys)
+        p = np.asarray(values, dtype=np.float64)
+        if k.dtype.kind not in "iu" or k.ndim != 1 or p.shape != k.shape:
+            raise ValueError("update: expected a 1-d int array of keys and a priority each")
+        if not (p.min(initial=0.0) >= 0.0 and p.max(initial=0.0) < np.inf):
+            raise ValueError("update: priorities must be finite numbers >= 0")
+        found = (k >= 0) & (k < size)
+        await anyio.lowlevel.checkpoint()
+        with lock:
+            if tree is None:
+                priorities[k[found]] = p[found]
+            else:
+                tree.set(k[found], p[found] ** EXPONENT)
+        return found
+
+    async def run(n: int) -> np.ndarray:
+        out = None
+        for _ in range(n):
+            keys, out = await sample(SAMPLE)
+            await update(keys, np.abs(rng.standard_normal(SAMPLE)) + 1e-3)
+        assert out is not None
+        return out
+
+    return lambda n: loop.run_until_complete(run(n))
 
 
 def reverb_row(mode: str, total: int) -> Loop:
@@ -378,6 +458,7 @@ def torchrl_row(mode: str, total: int) -> Loop:
 RUNNERS: dict[str, Callable[[str, int], Loop]] = {
     "table": table_row,
     "core": core_row,
+    "contract": contract_row,
     "floor": floor_row,
     "reverb": reverb_row,
     "torchrl": torchrl_row,
@@ -385,6 +466,7 @@ RUNNERS: dict[str, Callable[[str, int], Loop]] = {
 IMPORTS = {  # (imported before the memory baseline: a library's code is not its data)
     "table": ["aqueue", "asyncio"],
     "core": ["aqueue"],
+    "contract": ["anyio", "asyncio"],
     "floor": [],
     "reverb": ["reverb", "tensorflow"],
     "torchrl": ["torch", "tensordict", "torchrl.data"],
@@ -392,6 +474,7 @@ IMPORTS = {  # (imported before the memory baseline: a library's code is not its
 VERSIONS = {
     "table": ["aqueue", "numpy"],
     "core": ["aqueue", "numpy"],
+    "contract": ["anyio", "numpy"],
     "floor": ["numpy"],
     "reverb": ["dm-reverb", "tensorflow-cpu", "tensorflow"],
     "torchrl": ["torchrl", "torch", "tensordict"],
@@ -495,6 +578,8 @@ def report(
                 parts.append(f"vs the bare gather {ours / gather:.2f}x (target >= 0.8x)")
             if mode == "prioritized" and by.get(("floor", mode)):
                 parts.append(f"vs the floor with a sum tree {ours / by[('floor', mode)]:.2f}x")
+            if by.get(("contract", mode)):
+                parts.append(f"vs the floor + the contract {ours / by[('contract', mode)]:.2f}x")
             if by.get(("core", mode)):
                 parts.append(f"vs its sync core {ours / by[('core', mode)]:.2f}x")
             for peer in PEERS:

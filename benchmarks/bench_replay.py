@@ -1253,8 +1253,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--traj-rows",
-        default="table,core,floor,reverb,torchrl",
-        help="comma-separated subset of table, core, floor, reverb, torchrl",
+        default="table,core,contract,floor,reverb,torchrl",
+        help="comma-separated subset of table, core, contract, floor, reverb, torchrl",
     )
     p.add_argument("--peer-worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--mode", default="uniform", help=argparse.SUPPRESS)

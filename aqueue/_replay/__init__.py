@@ -30,7 +30,9 @@ file                     what it holds
 ``_ops.py``              TableOps: the checks and conversions before each engine step,
                          shared by the table and its thread view
 ``_snapshot.py``         ReplaySnapshot: a table at one moment, its checks and its file form
-``_views.py``            BlockingReplayTable (the thread view) and SampleIterator
+``_views.py``            BlockingSampling (the sampling side of every in-process table's
+                         thread view), BlockingReplayTable (it, with the inserts) and
+                         SampleIterator
 ``_sampling.py``         SamplingSide: the sampling side every in-process table shares
                          (sample, samples, update_priorities, delete, the settings)
 ``_table.py``            ReplayTable: the public class (also a ``Sink``: ``enqueue``,

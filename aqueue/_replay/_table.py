@@ -25,7 +25,6 @@ wrapper, is what a runner holds and a coordinator watches.
 from __future__ import annotations
 
 import operator
-import threading
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, overload
@@ -37,7 +36,7 @@ from .._errors import CheckpointError, ElementSpecError, name_arg
 from .._queues._accounting import Producers
 from .._queues._declare import Array, FixedShape, NumericDType, T, U
 from .._queues._snapshot import snapshot_expected
-from .._waiting._backend import checkpoint, in_event_loop, make_waker
+from .._waiting._backend import checkpoint, make_waker
 from .._waiting._wait import wait_task
 from ._checks import table_settings
 from ._core import TableCore
@@ -48,7 +47,7 @@ from ._results import ReplayStatistics
 from ._sampling import SamplingSide
 from ._selectors import Fifo, Lifo, Selector, Uniform
 from ._snapshot import ReplaySnapshot, check_snapshot, snapshot_state
-from ._views import BlockingReplayTable
+from ._views import BlockingReplayTable, loop_thread
 
 __all__ = ["ReplayTable"]
 
@@ -534,8 +533,7 @@ class ReplayTable(SamplingSide[T]):
     def blocking(self) -> BlockingReplayTable[T]:
         """A view whose blocking methods may be called from threads that run no event
         loop (RuntimeError there otherwise), each with ``timeout=``."""
-        loop_thread = threading.get_ident() if in_event_loop() else None
-        return BlockingReplayTable(self, self._ops, loop_thread)
+        return BlockingReplayTable(self, self._ops, loop_thread())
 
     # -- closing --------------------------------------------------------------------------
 

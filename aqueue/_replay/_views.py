@@ -1,12 +1,14 @@
-"""Views of a replay table: the thread view (``table.blocking()``) and the iterator of
+"""Views of a replay table: the thread views (``table.blocking()``) and the iterator of
 ``table.samples(n)``.
 
-BlockingReplayTable: a thread that calls these methods runs the table's engine steps
-itself, under the table's lock, exactly as a task does (the same checks, the same
-request, the same step, a ``thread_step`` of the waiting kernel), and blocks on a
-``threading.Event`` of its own only when it must wait, through the kernel's
-``wait_thread``. Threads and tasks share one
-arrival order per direction. Each method that may wait takes ``timeout=None``
+BlockingSampling: the sampling side of a thread view, written once for every in-process
+table (``BlockingReplayTable`` adds the inserts; ``BlockingTrajectoryTable`` of
+``_trajectory/_table.py`` adds nothing, its items come from writers). A thread that
+calls these methods runs the table's engine steps itself, under the table's lock,
+exactly as a task does (the same checks, the same request, the same step, a
+``thread_step`` of the waiting kernel), and blocks on a ``threading.Event`` of its own
+only when it must wait, through the kernel's ``wait_thread``. Threads and tasks share
+one arrival order per direction. Each method that may wait takes ``timeout=None``
 (seconds); on expiry it raises TimeoutError and has changed nothing (an insert or a
 sample is done whole in one step, or not at all). ``update_priorities`` and
 ``delete`` never wait; they take ``timeout`` too, for the view's shape that every
@@ -16,13 +18,15 @@ reached. Methods that may wait refuse to run on an event loop's thread
 
 SampleIterator is a class with ``__anext__`` (not an async generator, which would hold
 its caller's cancel scopes across ``yield``): ``sample(n)`` until the table is closed
-and cannot serve another (OutOfRangeError becomes StopAsyncIteration).
+and cannot serve another (OutOfRangeError becomes StopAsyncIteration). A thread view's
+``samples(n)`` is a plain generator (a thread has no cancel scopes to hold).
 """
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -36,42 +40,46 @@ from ._results import ReplaySample, ReplayStatistics
 
 if TYPE_CHECKING:
     from ._ops import TableOps
+    from ._sampling import SamplingSide
     from ._table import ReplayTable
 
-__all__ = ["BlockingReplayTable", "SampleIterator", "Sampled"]
+__all__ = ["BlockingReplayTable", "BlockingSampling", "SampleIterator", "Sampled", "loop_thread"]
 
 T = TypeVar("T")
 
 
-class BlockingReplayTable(Generic[T]):
-    """Blocking methods of one replay table, for threads other than an event loop's.
+def loop_thread() -> int | None:
+    """The calling thread's id if it runs an event loop (where a view is made by a
+    task, the view refuses to block), else None (the view asks at each call)."""
+    return threading.get_ident() if in_event_loop() else None
 
-    Get one with ``table.blocking()``.
-    """
+
+class BlockingSampling(Generic[T]):
+    """The sampling side of a table's thread view (see the module docstring)."""
 
     __slots__ = ("_loop_thread", "_ops", "_table")
 
-    def __init__(self, table: ReplayTable[T], ops: TableOps[T], loop_thread: int | None) -> None:
+    _kind: ClassVar[str] = "replay table"  # the table's kind, in messages
+    _table: SamplingSide[T]
+
+    def __init__(self, table: SamplingSide[T], ops: TableOps[T], loop_thread: int | None) -> None:
         self._table = table
         self._ops = ops
         self._loop_thread = loop_thread  # the event loop's thread, when known
 
-    @property
-    def table(self) -> ReplayTable[T]:
-        """The table this view belongs to."""
-        return self._table
-
     def __repr__(self) -> str:
-        return f"<BlockingReplayTable of {self._table!r}>"
+        return f"<{type(self).__name__} of {self._table!r}>"
+
+    def _what(self, what: str, joint: str) -> str:
+        return f"{type(self).__name__}.{what}() {joint} {self._kind} '{self._table.name}'"
 
     def _check(self, what: str) -> None:
         here = threading.get_ident()
         loop = self._loop_thread
         if here == loop if loop is not None else in_event_loop():
             raise RuntimeError(
-                f"BlockingReplayTable.{what}() of replay table '{self._table.name}' was "
-                "called on an event-loop thread, where blocking would stall the loop; use "
-                f"`await table.{what}(...)` there"
+                f"{self._what(what, 'of')} was called on an event-loop thread, where blocking "
+                f"would stall the loop; use `await table.{what}(...)` there"
             )
 
     def _run(self, req: InsertRequest | SampleRequest, timeout: Any, what: str) -> Any:
@@ -83,10 +91,86 @@ class BlockingReplayTable(Generic[T]):
                 engine,
                 req,
                 t,
-                f"BlockingReplayTable.{what}() on replay table '{self._table.name}'",
+                self._what(what, "on"),
                 self._table if isinstance(req, SampleRequest) else None,
             )
         return result
+
+    def sample(self, n: int, timeout: float | None = None) -> ReplaySample[T]:
+        """Draw ``n`` items (see the table's ``sample``).
+
+        Raises:
+            ElementSpecError: As the table's ``sample(n)``, or a bad ``timeout``.
+            OutOfRangeError: The table is closed and cannot serve it now.
+            TimeoutError: ``timeout`` seconds passed first (nothing sampled).
+            RuntimeError: Called on an event loop's thread.
+        """
+        self._check("sample")
+        sample: ReplaySample[T] = self._run(self._ops.sample_request(n), timeout, "sample")
+        return sample
+
+    def samples(self, n: int, timeout: float | None = None) -> Iterator[ReplaySample[T]]:
+        """An iterator of ``sample(n, timeout)`` results; it ends when the table is
+        closed and cannot serve another (the table is not closed by it).
+
+        Raises:
+            ElementSpecError: As ``sample(n)``, at once (a bad ``timeout`` too).
+            RuntimeError: Called on an event loop's thread, at once.
+        """
+        self._check("samples")
+        n = self._ops.sample_count(n)
+        timeout_arg(timeout, f"{self._ops.owner}.samples")
+        return self._samples(n, timeout)
+
+    def _samples(self, n: int, timeout: float | None) -> Iterator[ReplaySample[T]]:
+        while True:
+            try:
+                sample: ReplaySample[T] = self._run(SampleRequest(n), timeout, "samples")
+            except OutOfRangeError:
+                return
+            yield sample
+
+    def update_priorities(
+        self, keys: Any, priorities: Any, timeout: float | None = None
+    ) -> npt.NDArray[np.bool_]:
+        """Set priorities (see the table's ``update_priorities``); never waits."""
+        ops = self._ops
+        k, p = ops.keys_and_priorities(keys, priorities)
+        timeout_arg(timeout, f"{ops.owner}.update_priorities")
+        found: npt.NDArray[np.bool_] = ops.engine.update(k, p)
+        return found
+
+    def delete(self, keys: Any, timeout: float | None = None) -> npt.NDArray[np.bool_]:
+        """Remove items (see the table's ``delete``); never waits."""
+        ops = self._ops
+        k = ops.keys(keys)
+        timeout_arg(timeout, f"{ops.owner}.delete")
+        found: npt.NDArray[np.bool_] = thread_step(ops.engine.delete, k)
+        return found
+
+    def close(self) -> None:
+        """Close the table (see the table's ``close``)."""
+        self._table.close()
+
+    def size(self) -> int:
+        """Items held now."""
+        return self._table.size()
+
+
+class BlockingReplayTable(BlockingSampling[T]):
+    """Blocking methods of one replay table, for threads other than an event loop's.
+
+    Get one with ``table.blocking()``.
+    """
+
+    __slots__ = ()
+
+    _table: ReplayTable[T]
+
+    @property
+    def table(self) -> ReplayTable[T]:
+        """The table this view belongs to."""
+        return self._table
 
     def insert(
         self, element: Any, priority: float | None = None, timeout: float | None = None
@@ -129,38 +213,6 @@ class BlockingReplayTable(Generic[T]):
             timeout_arg(timeout, f"{ops.owner}.enqueue_many")
             return
         self._run(req, timeout, "enqueue_many")
-
-    def sample(self, n: int, timeout: float | None = None) -> ReplaySample[T]:
-        """Draw ``n`` items (see ``ReplayTable.sample``)."""
-        self._check("sample")
-        sample: ReplaySample[T] = self._run(self._ops.sample_request(n), timeout, "sample")
-        return sample
-
-    def update_priorities(
-        self, keys: Any, priorities: Any, timeout: float | None = None
-    ) -> npt.NDArray[np.bool_]:
-        """Set priorities (see ``ReplayTable.update_priorities``); never waits."""
-        ops = self._ops
-        k, p = ops.keys_and_priorities(keys, priorities)
-        timeout_arg(timeout, f"{ops.owner}.update_priorities")
-        found: npt.NDArray[np.bool_] = ops.engine.update(k, p)
-        return found
-
-    def delete(self, keys: Any, timeout: float | None = None) -> npt.NDArray[np.bool_]:
-        """Remove items (see ``ReplayTable.delete``); never waits."""
-        ops = self._ops
-        k = ops.keys(keys)
-        timeout_arg(timeout, f"{ops.owner}.delete")
-        found: npt.NDArray[np.bool_] = thread_step(ops.engine.delete, k)
-        return found
-
-    def close(self) -> None:
-        """Close the table (see ``ReplayTable.close``)."""
-        self._table.close()
-
-    def size(self) -> int:
-        """Items held now."""
-        return self._table.size()
 
     def statistics(self) -> ReplayStatistics:
         """The table's counters now."""

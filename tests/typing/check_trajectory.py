@@ -50,5 +50,15 @@ async def tables() -> None:
     assert_type(s, aqueue.ReplaySample[dict[str, npt.NDArray[Any]]])
     assert_type(frames.statistics(), aqueue.TrajectoryStatistics)
     assert_type(frames.snapshot(), aqueue.TrajectorySnapshot)
+    view = named.blocking()
+    assert_type(view, aqueue.BlockingTrajectoryTable[dict[str, npt.NDArray[Any]]])
+    assert_type(view.table, aqueue.TrajectoryTable[dict[str, npt.NDArray[Any]]])
+    assert_type(view.sample(32, timeout=1.0), aqueue.ReplaySample[dict[str, npt.NDArray[Any]]])
+    for got in view.samples(32):
+        assert_type(got, aqueue.ReplaySample[dict[str, npt.NDArray[Any]]])
+    assert_type(view.update_priorities(s.keys, s.priorities), npt.NDArray[np.bool_])
+    assert_type(view.delete(s.keys), npt.NDArray[np.bool_])
+    assert_type(view.statistics(), aqueue.TrajectoryStatistics)
+    view.sample("32")  # type: ignore[arg-type]
     frames.writer(resume="0")  # type: ignore[arg-type]
     aqueue.TrajectoryTable(100, np.uint8, (84, 84))  # type: ignore[call-overload]

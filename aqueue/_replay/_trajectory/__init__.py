@@ -21,14 +21,16 @@ file                     what it holds
                          core, and the steps as the engine sees them
 ``_results.py``          TrajectoryStatistics: the items' and the steps' counters
 ``_snapshot.py``         TrajectorySnapshot: a table at one moment, its checks, its file form
-``_writer.py``           TrajectoryWriter and BlockingTrajectoryWriter: one stream of steps
+``_writer.py``           TrajectoryWriter and BlockingTrajectoryWriter: one stream of steps;
+                         BlockingTrajectoryTable: the table's thread view (the replay
+                         layer's ``BlockingSampling``, named for trajectories)
 ``_table.py``            TrajectoryTable: the public class
 =======================  ========================================================================
 
 Dependencies point down the table: the returns and the checks know nothing of the
 storage; the episodes and the ring know nothing of each other; the store holds both
 and talks to the items through the ``WindowItems`` protocol; the items know the store
-and the replay core; the writer knows the engine and the store; the table knows all
-of them. The folder imports the queues layer (specs), the waiting kernel and the
-replay layer's files (checks, core, engine, ops, results, views), nothing above.
+and the replay core; the writer knows the engine, the store and the results; the table
+knows all of them. The folder imports the queues layer (specs), the waiting kernel and
+the replay layer's files (checks, core, engine, ops, results, views), nothing above.
 """

@@ -39,13 +39,14 @@ from .._ops import TableOps
 from .._sampling import SamplingSide
 from .._selectors import Fifo, Selector, Uniform
 from .._snapshot import ReplaySnapshot, snapshot_state
+from .._views import loop_thread
 from ._checks import StepArgs, StepSettings, step_settings
 from ._items import CoreWindows, TableSteps
 from ._results import TrajectoryStatistics, trajectory_statistics
 from ._snapshot import TrajectorySnapshot, check_steps
 from ._state import dump_steps, index_of, load_steps
 from ._steps import StepStore
-from ._writer import TrajectoryWriter
+from ._writer import BlockingTrajectoryTable, TrajectoryWriter
 
 __all__ = ["TrajectoryTable"]
 
@@ -320,6 +321,12 @@ class TrajectoryTable(SamplingSide[T]):
         engine = self._engine
         with engine.lock:
             return trajectory_statistics(engine.statistics_locked(), self._store.statistics())
+
+    def blocking(self) -> BlockingTrajectoryTable[T]:
+        """A view whose blocking methods (a learner thread's ``sample``, ``samples``,
+        ``update_priorities``, ``delete``, ``statistics``) may be called from threads
+        that run no event loop (RuntimeError there otherwise), each with ``timeout=``."""
+        return BlockingTrajectoryTable(self, self._ops, loop_thread())
 
     # -- closing --------------------------------------------------------------------------
 

@@ -1,4 +1,6 @@
-"""TrajectoryWriter: one stream of steps into a trajectory table, and its thread view.
+"""TrajectoryWriter: one stream of steps into a trajectory table, and the thread views of
+trajectory tables: a writer's (BlockingTrajectoryWriter) and a table's
+(BlockingTrajectoryTable).
 
 A writer is one actor's stream (``table.writer()``): the steps it appends are
 consecutive steps of its current episode, and the windows they complete become the
@@ -16,13 +18,19 @@ flight, from another task or thread, raises RuntimeError, since the order of the
 two would be the order of chance). ``close()`` ends its episode and frees what only
 its pending windows needed; a closed writer refuses every call (QueueClosedError), and
 so does an append to a closed table.
+
+A table's thread view, for a learner thread, is the sampling side of every in-process
+table's view, ``BlockingSampling`` of ``aqueue/_replay/_views.py``, as it is (the same
+checks and engine steps as a task's, waiting through the kernel's ``wait_thread``);
+only the names and the counters' type are its own, since a trajectory table's items
+are made by writers, never inserted.
 """
 
 from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -32,10 +40,17 @@ from ..._waiting._backend import checkpoint, in_event_loop, make_waker
 from ..._waiting._wait import thread_step, wait_task, wait_thread
 from .._checks import timeout_arg
 from .._engine import AppendRequest, ReplayEngine
+from .._views import BlockingSampling
 from ._checks import StepArgs
+from ._results import TrajectoryStatistics
 from ._steps import StepStore
 
-__all__ = ["BlockingTrajectoryWriter", "TrajectoryWriter"]
+if TYPE_CHECKING:
+    from ._table import TrajectoryTable
+
+__all__ = ["BlockingTrajectoryTable", "BlockingTrajectoryWriter", "TrajectoryWriter"]
+
+T = TypeVar("T")
 
 Keys = npt.NDArray[np.int64]
 _NO_KEYS = np.empty(0, dtype=np.int64)
@@ -296,3 +311,26 @@ class BlockingTrajectoryWriter:
     def close(self) -> None:
         """Close the writer (see ``TrajectoryWriter.close``)."""
         self._writer.close()
+
+
+class BlockingTrajectoryTable(BlockingSampling[T]):
+    """Blocking methods of one trajectory table, for threads other than an event
+    loop's: ``sample``, ``samples``, ``update_priorities``, ``delete``, ``statistics``,
+    ``size`` and ``close``, each as the table's (the waiting ones with ``timeout=``).
+
+    Get one with ``table.blocking()``; writers have their own (``writer.blocking()``).
+    """
+
+    __slots__ = ()
+
+    _kind: ClassVar[str] = "trajectory table"
+    _table: TrajectoryTable[T]
+
+    @property
+    def table(self) -> TrajectoryTable[T]:
+        """The table this view belongs to."""
+        return self._table
+
+    def statistics(self) -> TrajectoryStatistics:
+        """The counters of the items and the steps now."""
+        return self._table.statistics()
