@@ -10,6 +10,8 @@ snapshots) whose every wait can time out or be cancelled without a trace, and wh
 runners and pipelines fill like a queue (both are an ``aqueue.Sink``).
 """
 
+from typing import Any as _Any
+
 from ._errors import CheckpointError as CheckpointError
 from ._errors import CheckpointWarning as CheckpointWarning
 from ._errors import ElementSpecError as ElementSpecError
@@ -37,8 +39,8 @@ from ._pipeline.run._open import PipelineItems as PipelineItems
 from ._queues._fifo import FIFOQueue as FIFOQueue
 from ._queues._fifo import PaddingFIFOQueue as PaddingFIFOQueue
 from ._queues._protocol import AsyncQueue as AsyncQueue
-from ._queues._protocol import BlockingView as BlockingView
 from ._queues._protocol import QueueStatistics as QueueStatistics
+from ._queues._protocol import QueueView as QueueView
 from ._queues._protocol import Sink as Sink
 from ._queues._protocol import SinkView as SinkView
 from ._queues._queue import QueueBase as QueueBase
@@ -52,7 +54,7 @@ from ._replay._limiter import MinSize as MinSize
 from ._replay._limiter import RateLimiter as RateLimiter
 from ._replay._limiter import SampleToInsertRatio as SampleToInsertRatio
 from ._replay._protocol import AsyncReplayTable as AsyncReplayTable
-from ._replay._protocol import BlockingReplayView as BlockingReplayView
+from ._replay._protocol import ReplayView as ReplayView
 from ._replay._results import ReplaySample as ReplaySample
 from ._replay._results import ReplayStatistics as ReplayStatistics
 from ._replay._selectors import Fifo as Fifo
@@ -77,13 +79,13 @@ from ._running._monitor import Monitor as Monitor
 from ._running._registry import add_queue_runner as add_queue_runner
 from ._running._runner import QueueRunner as QueueRunner
 from ._running._samples import MonitorHistory as MonitorHistory
-from ._running._samples import MonitorSample as MonitorSample
+from ._running._samples import MonitorReading as MonitorReading
 from ._running._samples import QueueHistory as QueueHistory
-from ._running._samples import QueueSample as QueueSample
+from ._running._samples import QueueReading as QueueReading
 from ._running._samples import StageHistory as StageHistory
-from ._running._samples import StageSample as StageSample
+from ._running._samples import StageReading as StageReading
 from ._running._samples import TableHistory as TableHistory
-from ._running._samples import TableSample as TableSample
+from ._running._samples import TableReading as TableReading
 
 __version__ = "0.1.0"
 
@@ -94,10 +96,8 @@ __all__ = [
     "Batches",
     "BlockingQueue",
     "BlockingReplayTable",
-    "BlockingReplayView",
     "BlockingTrajectoryTable",
     "BlockingTrajectoryWriter",
-    "BlockingView",
     "CheckpointError",
     "CheckpointWarning",
     "Coordinator",
@@ -111,7 +111,7 @@ __all__ = [
     "MinSize",
     "Monitor",
     "MonitorHistory",
-    "MonitorSample",
+    "MonitorReading",
     "OpenPipeline",
     "OutOfRangeError",
     "PaddingFIFOQueue",
@@ -126,25 +126,27 @@ __all__ = [
     "QueueError",
     "QueueFull",
     "QueueHistory",
+    "QueueReading",
     "QueueRunner",
-    "QueueSample",
     "QueueSnapshot",
     "QueueStatistics",
+    "QueueView",
     "RandomShuffleQueue",
     "RateLimiter",
     "ReplaySample",
     "ReplaySnapshot",
     "ReplayStatistics",
     "ReplayTable",
+    "ReplayView",
     "SampleIterator",
     "SampleToInsertRatio",
     "Sink",
     "SinkView",
     "StageHistory",
-    "StageSample",
+    "StageReading",
     "StageStatistics",
     "TableHistory",
-    "TableSample",
+    "TableReading",
     "TrajectorySnapshot",
     "TrajectoryStatistics",
     "TrajectoryTable",
@@ -170,3 +172,30 @@ for _name in __all__:
     if getattr(_obj, "__module__", "").startswith("aqueue."):
         _obj.__module__ = "aqueue"
 del _name, _obj
+
+# Names renamed for one convention, still importable for a while: each warns once per
+# use with the name to use instead. Thread-view protocols end in ``View`` (the classes
+# are ``Blocking<Class>``); a Monitor's records are readings (a table's ``sample`` is a
+# draw of items, ``ReplaySample``).
+_RENAMED = {
+    "BlockingView": "QueueView",
+    "BlockingReplayView": "ReplayView",
+    "MonitorSample": "MonitorReading",
+    "QueueSample": "QueueReading",
+    "StageSample": "StageReading",
+    "TableSample": "TableReading",
+}
+
+
+def __getattr__(name: str) -> _Any:
+    new = _RENAMED.get(name)
+    if new is None:
+        raise AttributeError(f"module 'aqueue' has no attribute {name!r}")
+    import warnings
+
+    warnings.warn(
+        f"aqueue.{name} is deprecated: use aqueue.{new} (the same class, renamed)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return globals()[new]

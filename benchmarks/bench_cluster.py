@@ -367,14 +367,10 @@ def spread(cluster: ClusterProc, single: RedisProc, seconds: float, repeat: int)
         per = [statistics.median(v[1][i] for v in vals) for i in range(len(vals[0][1]))]
         mean = sum(per) / len(per)
         cells = " ".join(f"{p:.4f}" for p in per)
-        print(
-            f"{label:30} {rate:7,.0f} {rate * FRAME / 1e6:6,.0f}  {cells}; "
-            f"{max(per) / mean:.2f}"
-        )
+        print(f"{label:30} {rate:7,.0f} {rate * FRAME / 1e6:6,.0f}  {cells}; {max(per) / mean:.2f}")
 
 
 # -- failover ---------------------------------------------------------------------------------
-
 
 
 def _kind(exc: BaseException) -> str:

@@ -480,7 +480,7 @@ def stage_statistics(name: str, **figures: float) -> aqueue.StageStatistics:
     return aqueue.StageStatistics(name=name, **{**zero, **figures})
 
 
-async def wait_samples(seen: list[aqueue.MonitorSample], more: int) -> None:
+async def wait_samples(seen: list[aqueue.MonitorReading], more: int) -> None:
     """Let a monitor whose callback appends to ``seen`` take ``more`` samples beyond
     those seen so far."""
     target = len(seen) + more

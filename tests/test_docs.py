@@ -110,7 +110,9 @@ def docs_redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def run_block(block: Block, namespace: dict[str, Any]) -> None:
     """Run one block in ``namespace``: a top-level ``await`` runs it on asyncio."""
     code = compile(
-        block.code, f"docs/{block.page}:{block.line}", "exec",
+        block.code,
+        f"docs/{block.page}:{block.line}",
+        "exec",
         flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
     )
     if code.co_flags & inspect.CO_COROUTINE:
@@ -133,10 +135,25 @@ def run_pytest_blocks(blocks: list[Block], tmp_path: Path) -> None:
         files.append(str(test_file))
         n_tests += len(re.findall(r"^(?:async )?def test_", block.code, flags=re.M))
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-         "-o", "asyncio_mode=strict", "-o", "asyncio_default_fixture_loop_scope=function",
-         "--rootdir", str(tmp_path), *files],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-o",
+            "asyncio_mode=strict",
+            "-o",
+            "asyncio_default_fixture_loop_scope=function",
+            "--rootdir",
+            str(tmp_path),
+            *files,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
     )
     report = f"docs/{blocks[0].page}\n{done.stdout}\n{done.stderr}"
     assert done.returncode == 0, report
@@ -307,8 +324,15 @@ def test_every_test_the_guarantees_page_names_exists() -> None:
                 f"{file} has no test {name}"
             )
     sections = re.findall(r"^## (.+)$", text, flags=re.M)
-    for section in ("Cancellation", "Order", "Exactly once and leases", "End of data",
-                    "Failures", "Thread safety", "Determinism"):
+    for section in (
+        "Cancellation",
+        "Order",
+        "Exactly once and leases",
+        "End of data",
+        "Failures",
+        "Thread safety",
+        "Determinism",
+    ):
         assert section in sections
 
 
@@ -324,9 +348,24 @@ def test_sphinx_builds_the_site_with_warnings_as_errors(tmp_path: Path) -> None:
             pytest.fail(msg)
         pytest.skip(msg)
     done = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
-         "-d", str(tmp_path / "doctrees"), str(DOCS), str(tmp_path / "html")],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-q",
+            "-b",
+            "html",
+            "-d",
+            str(tmp_path / "doctrees"),
+            str(DOCS),
+            str(tmp_path / "html"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "html" / "api" / "queues.html").is_file()

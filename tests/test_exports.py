@@ -38,11 +38,11 @@ CORE_NAMES = {
 MONITOR_NAMES = {
     "Monitor",
     "MonitorHistory",
-    "MonitorSample",
+    "MonitorReading",
     "QueueHistory",
-    "QueueSample",
+    "QueueReading",
     "StageHistory",
-    "StageSample",
+    "StageReading",
 }
 
 

@@ -32,7 +32,7 @@ file                     what it holds
 ``_fifo.py``             FIFOQueue, PaddingFIFOQueue, StageQueue (between pipeline stages)
 ``_reorder.py``          RandomShuffleQueue, PriorityQueue
 ``_protocol.py``         the queue interfaces the upper layers rely on (AsyncQueue,
-                         BlockingView), implemented by these queues and by aqueue.redis;
+                         QueueView), implemented by these queues and by aqueue.redis;
                          QueueStatistics
 =======================  ========================================================================
 

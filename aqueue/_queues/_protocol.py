@@ -45,7 +45,7 @@ import numpy as np
 
 __all__ = [
     "AsyncQueue",
-    "BlockingView",
+    "QueueView",
     "QueueStatistics",
     "Sink",
     "SinkView",
@@ -158,7 +158,7 @@ class Sink(Protocol):
 
 
 @runtime_checkable
-class BlockingView(SinkView, Protocol[T_co]):
+class QueueView(SinkView, Protocol[T_co]):
     """A queue's thread-side view (``q.blocking()``): blocking methods for threads that
     do not run an event loop. ``timeout`` is in seconds (None: no limit); on expiry the
     call raises TimeoutError and changes nothing."""
@@ -253,7 +253,7 @@ class AsyncQueue(Sink, Protocol[T_co]):
         """Iterate over batches of ``n`` until the queue is closed and drained."""
         ...
 
-    def blocking(self) -> BlockingView[T_co]:
+    def blocking(self) -> QueueView[T_co]:
         """The thread-side view."""
         ...
 

@@ -14,7 +14,7 @@ file                     what it holds
                          item store and the trajectory ring
 ``_checks.py``           argument checks of the operations (priorities, keys, counts)
 ``_results.py``          ReplaySample (one sample) and ReplayStatistics (the counters)
-``_protocol.py``         AsyncReplayTable and BlockingReplayView: the table interfaces the
+``_protocol.py``         AsyncReplayTable and ReplayView: the table interfaces the
                          upper layers name (every backend implements them; a table is a
                          ``Sink``)
 ``_store.py``            ItemStore: preallocated storage, slots, keys and the key log

@@ -1,5 +1,5 @@
 """The replay-table interfaces the upper layers rely on: ``AsyncReplayTable`` and its
-thread view ``BlockingReplayView``, which every backend's table implements (the
+thread view ``ReplayView``, which every backend's table implements (the
 in-process ``aqueue.ReplayTable``; a table shared through a server later), and
 ``SampledTable``, its sampling side, which trajectory tables implement too (what the
 coordinator watches and reports).
@@ -30,13 +30,13 @@ import numpy.typing as npt
 from .._queues._protocol import Sink, SinkView
 from ._results import ReplaySample, ReplayStatistics
 
-__all__ = ["AsyncReplayTable", "BlockingReplayView", "SampledTable"]
+__all__ = ["AsyncReplayTable", "ReplayView", "SampledTable"]
 
 T = TypeVar("T")
 
 
 @runtime_checkable
-class BlockingReplayView(SinkView, Protocol[T]):
+class ReplayView(SinkView, Protocol[T]):
     """A table's thread-side view (``table.blocking()``): blocking methods for threads
     that run no event loop, each with ``timeout`` in seconds (None: no limit; on expiry
     TimeoutError, and nothing changed)."""
@@ -134,6 +134,6 @@ class AsyncReplayTable(Sink, SampledTable[T], Protocol[T]):
         """Insert a batch, all or nothing: its keys."""
         ...
 
-    def blocking(self) -> BlockingReplayView[T]:
+    def blocking(self) -> ReplayView[T]:
         """The thread-side view."""
         ...

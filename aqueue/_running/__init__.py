@@ -35,7 +35,7 @@ file                 what it holds
                      ``history()``, ``write_csv``, ``plot``; ``begin_monitor``
 ``_sampler.py``      Sampler: one coordinator block's sampling task and final sample;
                      Record: what a monitor keeps across blocks
-``_samples.py``      MonitorSample / QueueSample / TableSample / StageSample, the
+``_samples.py``      MonitorReading / QueueReading / TableReading / StageReading, the
                      numpy MonitorHistory built from them, and the CSV rows
 ``_plot.py``         ``Monitor.plot``: the PNG (matplotlib, the ``plot`` extra)
 ``_live.py``         ``Monitor(live=True)``: the terminal line (tqdm, the ``live`` extra)

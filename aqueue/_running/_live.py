@@ -28,7 +28,7 @@ import math
 import sys
 from typing import Any, TextIO
 
-from ._samples import MonitorSample
+from ._samples import MonitorReading
 
 __all__ = ["LiveLine", "check_live", "format_line", "open_live"]
 
@@ -81,7 +81,7 @@ def _table_part(name: str, fill: float, figures: TableFigures) -> str:
 
 
 def format_line(
-    sample: MonitorSample,
+    sample: MonitorReading,
     block: tuple[float, float | None, float | None] | None = None,
     tables: dict[str, TableFigures] | None = None,
 ) -> str:
@@ -127,7 +127,7 @@ class LiveLine:
         # per table: seconds measured, items inserted and sampled, seconds each side held
         self._tables: dict[str, list[float]] = {}
 
-    def show(self, sample: MonitorSample) -> None:
+    def show(self, sample: MonitorReading) -> None:
         dt = sample.interval_s
         self._seconds += dt
         items, bound = sample.items_per_s, sample.input_bound

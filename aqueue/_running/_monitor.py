@@ -13,7 +13,7 @@ Invariants:
   continue; each block's first sample covers the time since that block was entered,
   and rates and the input-bound fraction are measured within a block.
 - The history holds at most ``history`` samples, the oldest dropped first;
-  ``MonitorSample.index`` keeps counting across drops.
+  ``MonitorReading.index`` keeps counting across drops.
 - Nothing here changes a queue.
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 from .._errors import ElementSpecError, int_arg
 from ._live import check_live
 from ._sampler import Record, Sampler, StageProvider
-from ._samples import MonitorHistory, MonitorSample, build_history, csv_rows, write_rows
+from ._samples import MonitorHistory, MonitorReading, build_history, csv_rows, write_rows
 from ._watchdog import QueueMonitor
 
 __all__ = ["Monitor", "begin_monitor"]
@@ -58,7 +58,7 @@ class Monitor:
     Args:
         interval: Seconds between samples.
         history: Samples kept; the oldest are dropped beyond this many.
-        callback: Called with each ``MonitorSample``, in order, on the event loop; a
+        callback: Called with each ``MonitorReading``, in order, on the event loop; a
             plain function or an async one (awaited before the next sample). An
             exception it raises ends the coordinator's block and leaves it.
         live: Show a one-line progress display (items/s, each queue's fill,
@@ -80,7 +80,7 @@ class Monitor:
         *,
         interval: float = 1.0,
         history: int = 10_000,
-        callback: Callable[[MonitorSample], object] | None = None,
+        callback: Callable[[MonitorReading], object] | None = None,
         live: bool = False,
         statistics_timeout: float | None = None,
     ) -> None:
@@ -88,7 +88,7 @@ class Monitor:
         size = int_arg(history, "history", "Monitor", 1)
         if callback is not None and not callable(callback):
             raise ElementSpecError(
-                f"Monitor: callback must be callable (a function of one MonitorSample) "
+                f"Monitor: callback must be callable (a function of one MonitorReading) "
                 f"or None, got {type(callback).__name__}"
             )
         if not isinstance(live, bool):
@@ -118,7 +118,7 @@ class Monitor:
         return self._rec.timeout
 
     @property
-    def latest(self) -> MonitorSample | None:
+    def latest(self) -> MonitorReading | None:
         """The most recent sample, or None before the first."""
         samples = self._rec.samples
         return samples[-1] if samples else None

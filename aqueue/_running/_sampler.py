@@ -4,7 +4,7 @@
 task group (not counted among the tasks the coordinator waits for at exit); every
 ``interval`` seconds it reads the statistics of every queue and replay table the
 coordinator watches (the sinks of the runners it started and those passed to
-``coord.watch``) and of every attached stage provider, appends a ``MonitorSample`` to
+``coord.watch``) and of every attached stage provider, appends a ``MonitorReading`` to
 the record's bounded deque, feeds the live line and calls the callback. When the body
 ends (the block's exit begins, before the producers are stopped), ``finish`` ends the
 periodic samples and takes one final sample (shielded from cancellation, and given up,
@@ -56,17 +56,17 @@ from .._queues._protocol import QueueStatistics
 from .._replay._results import ReplayStatistics
 from ._live import LiveLine, open_live
 from ._report import inputs
-from ._samples import MonitorSample, QueueSample, StageSample, TableSample
+from ._samples import MonitorReading, QueueReading, StageReading, TableReading
 from ._watchdog import QueueMonitor, Seen, Watched
 
-__all__ = ["Record", "Sampler", "StageProvider", "StageReading"]
+__all__ = ["Record", "Sampler", "StageProvider", "StageFigures"]
 
 logger = logging.getLogger("aqueue")
 
 _FINAL_LIMIT_S = 10.0  # the final sample, shielded, gives up after this long
 
 
-class StageReading(Protocol):
+class StageFigures(Protocol):
     """What a stage provider returns per stage (``aqueue.StageStatistics`` is one)."""
 
     @property
@@ -81,7 +81,7 @@ class StageReading(Protocol):
     def elapsed_s(self) -> float: ...
 
 
-StageProvider = Callable[[], Sequence[StageReading]]
+StageProvider = Callable[[], Sequence[StageFigures]]
 
 
 class Record:
@@ -92,14 +92,14 @@ class Record:
         interval: float,
         timeout: float,
         history: int,
-        callback: Callable[[MonitorSample], object] | None,
+        callback: Callable[[MonitorReading], object] | None,
         live: bool,
     ) -> None:
         self.interval = interval
         self.timeout = timeout
         self.callback = callback
         self.live = live
-        self.samples: collections.deque[MonitorSample] = collections.deque(maxlen=history)
+        self.samples: collections.deque[MonitorReading] = collections.deque(maxlen=history)
         self.providers: dict[str, StageProvider] = {}
         self.stage_prev: dict[str, tuple[float, int, float]] = {}  # elapsed, items, busy
         self.floors: dict[str, int] = {}  # each queue's min_after_dequeue, by key
@@ -234,7 +234,7 @@ class Sampler:
                     tg.start_soon(read, w)
         return got
 
-    async def sample(self, *, final: bool, end: float | None = None) -> MonitorSample | None:
+    async def sample(self, *, final: bool, end: float | None = None) -> MonitorReading | None:
         """Read everything, append the sample, then show it and call the callback
         (shielded: a periodic sample appended is a sample its callback sees). None: a
         periodic sample that ``finish`` overtook while it read, which appends nothing."""
@@ -254,8 +254,8 @@ class Sampler:
             now = max(self._last_t, min(now, end))
         dt = max(now - self._last_t, 1e-9)
         input_ids = {id(w.source) for w in inputs(self._queues)}
-        queues: dict[str, QueueSample] = {}
-        tables: dict[str, TableSample] = {}
+        queues: dict[str, QueueReading] = {}
+        tables: dict[str, TableReading] = {}
         missing: list[str] = []
         bound: float | None = None
         taken: float | None = None
@@ -287,7 +287,7 @@ class Sampler:
                     taken = take_rate if taken is None else taken + take_rate
             self._prev[id(q)] = _Prev(now, put, took, put_wait, take_wait)
             if isinstance(st, QueueStatistics):
-                queues[key] = QueueSample(
+                queues[key] = QueueReading(
                     name=key,
                     size=st.size,
                     capacity=st.capacity,
@@ -303,7 +303,7 @@ class Sampler:
                     is_input=is_input,
                 )
             else:
-                tables[key] = TableSample(
+                tables[key] = TableReading(
                     name=key,
                     size=st.size,
                     max_size=st.max_size,
@@ -322,7 +322,7 @@ class Sampler:
                 )
         m = self._m
         assert m.t0 is not None
-        sample = MonitorSample(
+        sample = MonitorReading(
             index=m.count,
             time_s=now - m.t0,
             interval_s=dt,
@@ -351,8 +351,8 @@ class Sampler:
                 raise
         return sample
 
-    def _read_stages(self) -> dict[str, StageSample]:
-        out: dict[str, StageSample] = {}
+    def _read_stages(self) -> dict[str, StageReading]:
+        out: dict[str, StageReading] = {}
         m = self._m
         for pipeline, provider in list(m.providers.items()):
             try:
@@ -373,7 +373,7 @@ class Sampler:
                     d_t, d_items, d_busy = elapsed, items, busy
                 m.stage_prev[key] = (elapsed, items, busy)
                 workers = max(int(r.concurrency), 1)
-                out[key] = StageSample(
+                out[key] = StageReading(
                     name=key,
                     items_out=items,
                     items_per_s=d_items / d_t if d_t > 0 else 0.0,

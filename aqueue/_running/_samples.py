@@ -1,6 +1,6 @@
 """What a ``Monitor`` records: one sample per tick, and the history built from them.
 
-A ``MonitorSample`` is one reading of every queue and replay table a coordinator
+A ``MonitorReading`` is one reading of every queue and replay table a coordinator
 watches (and of every attached pipeline stage), taken every ``interval`` seconds and
 once more when the coordinator's block is left. ``MonitorHistory`` turns the retained
 samples into numpy arrays, one entry per sample, oldest first; ``write_csv`` writes
@@ -40,13 +40,13 @@ import numpy.typing as npt
 
 __all__ = [
     "MonitorHistory",
-    "MonitorSample",
+    "MonitorReading",
     "QueueHistory",
-    "QueueSample",
+    "QueueReading",
     "StageHistory",
-    "StageSample",
+    "StageReading",
     "TableHistory",
-    "TableSample",
+    "TableReading",
     "build_history",
     "csv_rows",
     "write_rows",
@@ -56,7 +56,7 @@ Floats = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
-class QueueSample:
+class QueueReading:
     """One queue at one sample. Counts are in elements, rates in elements per second."""
 
     name: str
@@ -91,7 +91,7 @@ class QueueSample:
 
 
 @dataclass(frozen=True)
-class TableSample:
+class TableReading:
     """One replay table at one sample. Counts are in items, rates in items per second."""
 
     name: str
@@ -133,7 +133,7 @@ class TableSample:
 
 
 @dataclass(frozen=True)
-class StageSample:
+class StageReading:
     """One pipeline stage at one sample."""
 
     name: str
@@ -150,7 +150,7 @@ class StageSample:
 
 
 @dataclass(frozen=True)
-class MonitorSample:
+class MonitorReading:
     """One sample: every watched queue and attached stage, and the input-bound fraction.
 
     Passed to the ``callback`` of a Monitor, one per sample, in order.
@@ -165,9 +165,9 @@ class MonitorSample:
     the coordinator's block was entered, for the first sample of a block)."""
     final: bool
     """Whether this is the sample taken when the coordinator's block was left."""
-    queues: Mapping[str, QueueSample]
+    queues: Mapping[str, QueueReading]
     """The watched queues read for this sample, by name, in the order first seen."""
-    stages: Mapping[str, StageSample]
+    stages: Mapping[str, StageReading]
     """The attached pipeline stages, by name."""
     input_bound: float | None
     """Fraction of the interval during which the body waited on an empty input queue
@@ -179,7 +179,7 @@ class MonitorSample:
     missing: tuple[str, ...] = ()
     """Shared queues and tables whose statistics could not be read in time for this
     sample."""
-    tables: Mapping[str, TableSample] = field(default_factory=lambda: MappingProxyType({}))
+    tables: Mapping[str, TableReading] = field(default_factory=lambda: MappingProxyType({}))
     """The watched replay tables read for this sample, by name, in the order first seen."""
 
 
@@ -209,7 +209,7 @@ class QueueHistory:
 @dataclass(frozen=True)
 class TableHistory:
     """One replay table's samples as arrays (float64, NaN where not available); the
-    fields of ``TableSample``."""
+    fields of ``TableReading``."""
 
     size: Floats
     max_size: Floats
@@ -283,14 +283,14 @@ def _nan_or(value: float | None) -> float:
     return math.nan if value is None else float(value)
 
 
-def build_history(samples: Sequence[MonitorSample], floors: Mapping[str, int]) -> MonitorHistory:
+def build_history(samples: Sequence[MonitorReading], floors: Mapping[str, int]) -> MonitorHistory:
     """Arrays from ``samples``; ``floors`` gives each queue's ``min_after_dequeue``."""
     n = len(samples)
     qcols: dict[str, dict[str, Floats]] = {}
-    qlast: dict[str, QueueSample] = {}
+    qlast: dict[str, QueueReading] = {}
     scols: dict[str, dict[str, Floats]] = {}
     tcols: dict[str, dict[str, Floats]] = {}
-    tlast: dict[str, TableSample] = {}
+    tlast: dict[str, TableReading] = {}
     for i, s in enumerate(samples):
         for name, q in s.queues.items():
             cols = qcols.get(name)

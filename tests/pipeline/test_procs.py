@@ -581,7 +581,7 @@ async def test_describe_statistics_and_monitor_show_the_workers() -> None:
     """A process stage reports like a thread stage (its workers' busy share, items/s)
     plus the hand-off's cost; describe() names the interpreter and says the workers
     are the bottleneck when the function is slow; a Monitor samples the stage."""
-    samples: list[aqueue.MonitorSample] = []
+    samples: list[aqueue.MonitorReading] = []
     monitor = Monitor(interval=0.05, callback=samples.append)
     pipe = Pipeline(range(120)).map(proc_fns.jitter, executor="process", concurrency=2)
     with anyio.fail_after(60):

@@ -15,12 +15,12 @@ from redis_util import RedisProc
 
 import aqueue
 import aqueue.redis
-from aqueue import Coordinator, Monitor, MonitorSample, QueueRunner
+from aqueue import Coordinator, Monitor, MonitorReading, QueueRunner
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 
-async def more_samples(seen: list[MonitorSample], n: int) -> None:
+async def more_samples(seen: list[MonitorReading], n: int) -> None:
     target = len(seen) + n
     with anyio.fail_after(10):
         while len(seen) < target:  # noqa: ASYNC110 - the monitor's callback appends
@@ -31,7 +31,7 @@ async def test_monitor_samples_a_redis_queue(url: str, qname: str) -> None:
     """A runner's thread fills a shared queue while the body drains it: the monitor
     reads the server's figures from the baseline the coordinator read when it first saw
     the queue, so rate x interval sums to the elements moved."""
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     monitor = Monitor(interval=0.01, callback=seen.append)
     async with aqueue.redis.connect(url, wait_timeout=0.05) as srv:
         q = await srv.fifo_queue(qname, 8, np.int64, ())
@@ -107,7 +107,7 @@ async def test_report_gives_a_shared_queues_figures(
 async def test_a_dead_server_never_stalls_sampling(own_redis: RedisProc, qname: str) -> None:
     """The server killed while a coordinator watches its queue: samples go on, each
     naming the queue as missing, and the block ends without waiting on the server."""
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     monitor = Monitor(interval=0.01, statistics_timeout=0.05, callback=seen.append)
     async with aqueue.redis.connect(own_redis.url, wait_timeout=0.05, socket_timeout=2.0) as srv:
         q = await srv.fifo_queue(qname, 4, np.int64, ())

@@ -50,7 +50,7 @@ async def test_a_redis_table_is_a_replay_table_and_a_sink(
     assert isinstance(table, aqueue.AsyncReplayTable)
     assert isinstance(table, aqueue.Sink)
     assert not isinstance(table, aqueue.AsyncQueue)
-    assert isinstance(table.blocking(), aqueue.BlockingReplayView)
+    assert isinstance(table.blocking(), aqueue.ReplayView)
     assert isinstance(table.blocking(), aqueue.SinkView)
 
 

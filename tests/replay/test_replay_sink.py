@@ -49,7 +49,7 @@ def test_a_table_is_a_sink_and_a_queue_is_not_a_table() -> None:
     assert isinstance(table, aqueue.Sink)
     assert isinstance(table, aqueue.AsyncReplayTable)
     assert isinstance(table.blocking(), aqueue.SinkView)
-    assert isinstance(table.blocking(), aqueue.BlockingReplayView)
+    assert isinstance(table.blocking(), aqueue.ReplayView)
     assert isinstance(queue, aqueue.Sink)
     assert not isinstance(queue, aqueue.AsyncReplayTable)
     assert not isinstance(table, aqueue.AsyncQueue)

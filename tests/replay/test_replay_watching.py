@@ -31,7 +31,7 @@ from aqueue import (
     Coordinator,
     FIFOQueue,
     Monitor,
-    MonitorSample,
+    MonitorReading,
     QueueRunner,
     ReplayTable,
     SampleToInsertRatio,
@@ -55,12 +55,12 @@ def actor() -> np.ndarray:
     return item(1)
 
 
-async def wait_samples(seen: list[MonitorSample], more: int) -> None:
+async def wait_samples(seen: list[MonitorReading], more: int) -> None:
     target = len(seen) + more
     await poll(lambda: len(seen) >= target)
 
 
-async def limited_run(monitor: Monitor | None, seen: list[MonitorSample]) -> tuple[Any, ...]:
+async def limited_run(monitor: Monitor | None, seen: list[MonitorReading]) -> tuple[Any, ...]:
     """One block: the learner waits for the first items (the actors not started yet),
     samples a while, then stops until the actors wait on the limiter, then samples
     again. Returns the table, the coordinator and the table's statistics at the body's
@@ -155,7 +155,7 @@ async def test_monitor_samples_a_table_under_a_sample_to_insert_ratio(tmp_path: 
     learner first, then the actors); the table is the input, so the input-bound share
     is its samples' share. The history, the CSV and the plot have it."""
     pytest.importorskip("matplotlib")
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     monitor = Monitor(interval=0.003, callback=seen.append)
     table, coord, at_end = await limited_run(monitor, seen)
     h = monitor.history()
@@ -209,7 +209,7 @@ async def test_a_queue_and_a_table_plot_together(tmp_path: Path) -> None:
     """A run with a queue and a table plots both (the queue's fill panel, the table's
     panel, one throughput panel)."""
     pytest.importorskip("matplotlib")
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     monitor = Monitor(interval=0.003, callback=seen.append)
     q: FIFOQueue[Any] = FIFOQueue(8, np.int64, (), name="items")
     table = limited_table()
@@ -237,7 +237,7 @@ async def test_the_live_line_shows_a_table(monkeypatch: pytest.MonkeyPatch) -> N
 
     out = Terminal()
     monkeypatch.setattr(sys, "stdout", out)
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     await limited_run(Monitor(interval=0.003, live=True, callback=seen.append), seen)
     text = out.getvalue()
     assert re.search(r"exp \d+% full, [\d,]+ inserts/s \(held \d+%\), [\d,]+ samples/s", text)
@@ -293,7 +293,7 @@ async def test_a_shared_tables_figures_are_read_when_the_body_ends() -> None:
     """A table whose statistics are awaited has no figures while the body runs (the
     report says why), then its row as an in-process one's; a Monitor reads it too."""
     table = SharedTable(100, np.float32, (3,), name="far")
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     monitor = Monitor(interval=0.003, callback=seen.append)
     async with Coordinator(monitor=monitor) as coord:
         runner = QueueRunner(table, [[item(v) for v in range(20)]], name="actors")

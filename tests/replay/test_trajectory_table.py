@@ -320,7 +320,7 @@ def test_the_thread_view_appends_from_threads() -> None:
 
 async def test_the_coordinator_reports_and_monitors_a_trajectory_table() -> None:
     """coord.watch(table): its row in report(), and the Monitor's history holds it."""
-    seen: list[aqueue.MonitorSample] = []
+    seen: list[aqueue.MonitorReading] = []
     monitor = aqueue.Monitor(interval=0.003, callback=seen.append)
     t = TrajectoryTable(64, np.int64, (), length=2, name="frames")
     async with aqueue.Coordinator(monitor=monitor) as coord:

@@ -32,7 +32,7 @@ from aqueue import (
     ElementSpecError,
     FIFOQueue,
     Monitor,
-    MonitorSample,
+    MonitorReading,
     QueueRunner,
     StageStatistics,
 )
@@ -116,7 +116,7 @@ def hide(monkeypatch: pytest.MonkeyPatch, package: str) -> None:
             monkeypatch.setitem(sys.modules, name, None)
 
 
-async def run_block(monitor: Monitor, samples: int, seen: list[MonitorSample]) -> FIFOQueue[Any]:
+async def run_block(monitor: Monitor, samples: int, seen: list[MonitorReading]) -> FIFOQueue[Any]:
     """One coordinator block: a thread producer fills a queue, a consumer drains it,
     until the monitor has taken ``samples`` samples; returns the queue."""
     q: FIFOQueue[Any] = FIFOQueue(8, np.int64, (), name="items")
@@ -136,7 +136,7 @@ async def test_samples_while_threads_fill_and_a_consumer_drains() -> None:
     """Two producer threads fill a queue while the body drains it: the history grows
     while it runs, fractions stay in [0, 1], and each rate times its interval sums to
     the queue's totals; the last sample is the final one, taken after the producers."""
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     monitor = Monitor(interval=0.005, callback=seen.append)
     q: FIFOQueue[Any] = FIFOQueue(16, np.int64, (), name="items")
     lengths = []
@@ -185,12 +185,12 @@ async def test_input_bound_is_the_share_of_the_interval_the_body_waited() -> Non
     input-bound fraction is near 1; once that queue holds an element nobody waits for,
     it is 0, although a task waits on a runner's queue that is not watched (so not an
     input: watching a queue makes the watched ones the inputs)."""
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     inbox: FIFOQueue[Any] = FIFOQueue(4, np.int64, (), name="inbox")
     side: FIFOQueue[Any] = FIFOQueue(4, np.int64, (), name="side")
     gate = anyio.Event()
 
-    def on_sample(sample: MonitorSample) -> None:
+    def on_sample(sample: MonitorReading) -> None:
         seen.append(sample)
         if len(seen) == 3:
             inbox.enqueue_nowait(7)
@@ -295,7 +295,7 @@ async def test_overall_input_bound_is_the_reports_figure() -> None:
 @pytest.mark.anyio
 async def test_bounded_history_keeps_the_newest_samples() -> None:
     """history=3: only the last three samples are kept; sample numbers keep counting."""
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     monitor = Monitor(interval=0.002, history=3, callback=seen.append)
     await run_block(monitor, 8, seen)
     h = monitor.history()
@@ -311,7 +311,7 @@ async def test_a_monitor_continues_over_a_second_block() -> None:
     """Reused for a second coordinator block, the history, clock and sample numbers
     continue; the second block's first sample covers the time since its entry. A
     monitor runs with one coordinator at a time."""
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     monitor = Monitor(interval=0.003, callback=seen.append)
     await run_block(monitor, 2, seen)
     first = len(seen)
@@ -334,7 +334,7 @@ async def test_a_monitor_continues_over_a_second_block() -> None:
 @pytest.mark.anyio
 async def test_queues_with_the_same_name_get_distinct_keys() -> None:
     """Two watched queues named alike are told apart as 'q' and 'q#2'."""
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     monitor = Monitor(interval=0.003, callback=seen.append)
     a: FIFOQueue[Any] = FIFOQueue(2, np.int64, (), name="q")
     b: FIFOQueue[Any] = FIFOQueue(4, np.int64, (), name="q")
@@ -355,7 +355,7 @@ async def test_queues_with_the_same_name_get_distinct_keys() -> None:
 async def test_write_csv_has_the_documented_columns_and_one_row_per_sample(
     tmp_path: Path,
 ) -> None:
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     monitor = Monitor(interval=0.003, callback=seen.append)
     monitor.attach_stages("pipe", Stages("map(load)"))
     await run_block(monitor, 3, seen)
@@ -400,14 +400,14 @@ async def test_write_csv_has_the_documented_columns_and_one_row_per_sample(
 @pytest.mark.anyio
 @pytest.mark.parametrize("kind", ["sync", "async"])
 async def test_callback_is_called_once_per_sample_with_the_documented_fields(kind: str) -> None:
-    """A plain or an async callback gets every sample, in order, as a MonitorSample
+    """A plain or an async callback gets every sample, in order, as a MonitorReading
     holding QueueSamples with the documented fields."""
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
 
-    def sync_cb(sample: MonitorSample) -> None:
+    def sync_cb(sample: MonitorReading) -> None:
         seen.append(sample)
 
-    async def async_cb(sample: MonitorSample) -> None:
+    async def async_cb(sample: MonitorReading) -> None:
         await anyio.lowlevel.checkpoint()
         seen.append(sample)
 
@@ -416,7 +416,7 @@ async def test_callback_is_called_once_per_sample_with_the_documented_fields(kin
     assert len(seen) == len(monitor.history())
     assert [s.index for s in seen] == list(range(len(seen)))
     assert [s.final for s in seen] == [False] * (len(seen) - 1) + [True]
-    assert {f.name for f in dataclasses.fields(MonitorSample)} == {
+    assert {f.name for f in dataclasses.fields(MonitorReading)} == {
         "index",
         "time_s",
         "interval_s",
@@ -428,7 +428,7 @@ async def test_callback_is_called_once_per_sample_with_the_documented_fields(kin
         "missing",
         "tables",
     }
-    assert {f.name for f in dataclasses.fields(aqueue.QueueSample)} == {
+    assert {f.name for f in dataclasses.fields(aqueue.QueueReading)} == {
         "name",
         "size",
         "capacity",
@@ -444,7 +444,7 @@ async def test_callback_is_called_once_per_sample_with_the_documented_fields(kin
         "is_input",
     }
     last = seen[-1].queues["items"]
-    assert isinstance(last, aqueue.QueueSample)
+    assert isinstance(last, aqueue.QueueReading)
     assert (last.name, last.capacity, last.enqueued_total, last.closed) == ("items", 8, 100, True)
     with pytest.raises(dataclasses.FrozenInstanceError):
         last.size = 3  # type: ignore[misc]
@@ -456,7 +456,7 @@ async def test_a_failing_callback_ends_the_block_with_its_error() -> None:
     callback); the callback is not called again, not even for the final sample."""
     calls = []
 
-    def cb(sample: MonitorSample) -> None:
+    def cb(sample: MonitorReading) -> None:
         calls.append(sample)
         if len(calls) == 2:
             raise ValueError("cannot log")
@@ -481,7 +481,7 @@ async def test_stage_providers_are_sampled_into_rates_and_busy_fractions() -> No
     busy fraction (0.5 s of work per second over 2 workers = 0.25); a restarted run
     (counters back to zero) is measured from its start. Repeated labels get '#2';
     attaching under the same name replaces the provider."""
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     monitor = Monitor(interval=0.003, callback=seen.append)
     monitor.attach_stages("pipe", Stages("ignored"))
     provider = Stages("map(load)", "batch", "batch", restart_after=3)
@@ -525,7 +525,7 @@ async def test_shared_queues_are_awaited_and_a_silent_one_never_stalls_sampling(
     One that never answers is left out of each sample (listed in ``missing``) after
     ``statistics_timeout``, and the block still ends; the report says why it has no
     figures."""
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     monitor = Monitor(interval=0.003, statistics_timeout=0.005, callback=seen.append)
     shared: Answering = Answering(64, np.int64, (), name="shared")
     dead: Unanswering = Unanswering(4, np.int64, (), name="dead")
@@ -558,14 +558,14 @@ async def test_live_line_is_silent_when_stdout_is_not_a_terminal(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """live=True writes nothing when standard output is captured (not a TTY)."""
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     monitor = Monitor(interval=0.003, live=True, callback=seen.append)
     await run_block(monitor, 3, seen)
     out = capsys.readouterr()
     assert (out.out, out.err) == ("", "")
 
 
-def drawn_line(sample: MonitorSample) -> str:
+def drawn_line(sample: MonitorReading) -> str:
     """What the live line should read for ``sample`` (the run_block queue, "items")."""
     parts = [f"aqueue {sample.time_s:.1f} s"]
     if sample.items_per_s is not None and not math.isnan(sample.items_per_s):
@@ -583,7 +583,7 @@ async def test_live_line_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     the block."""
     pytest.importorskip("tqdm")
     out = terminal(monkeypatch)
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     monitor = Monitor(interval=0.003, live=True, callback=seen.append)
     await run_block(monitor, 3, seen)
     text = out.getvalue()
@@ -621,7 +621,7 @@ async def test_live_without_tqdm_off_a_terminal_is_silent(monkeypatch: pytest.Mo
     hide(monkeypatch, "tqdm")
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     monitor = Monitor(interval=0.003, live=True, callback=seen.append)
     await run_block(monitor, 3, seen)
     assert seen[-1].final
@@ -637,7 +637,7 @@ async def test_plot_writes_a_png(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     import matplotlib.image
 
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     monitor = Monitor(interval=0.003, callback=seen.append)
     monitor.attach_stages("pipe", Stages("map(load)"))
     await run_block(monitor, 3, seen)
@@ -663,7 +663,7 @@ def test_plot_without_samples_says_so(tmp_path: Path) -> None:
 async def test_plot_without_matplotlib_names_the_extra(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     monitor = Monitor(interval=0.003, callback=seen.append)
     await run_block(monitor, 1, seen)
     hide(monkeypatch, "matplotlib")
@@ -686,7 +686,7 @@ async def test_plot_without_matplotlib_names_the_extra(
         ({"interval": True}, "interval must be a number > 0, got True"),
         ({"history": 0}, "history must be >= 1, got 0"),
         ({"history": 2.5}, "history must be an int, got float"),
-        ({"callback": 3}, "callback must be callable (a function of one MonitorSample) "
+        ({"callback": 3}, "callback must be callable (a function of one MonitorReading) "
                           "or None, got int"),
         ({"statistics_timeout": 0}, "statistics_timeout must be a number > 0, got 0"),
         ({"live": "yes"}, "live must be a bool, got str"),
@@ -702,7 +702,7 @@ def test_bad_arguments_name_what_was_expected_and_given(
 
 @pytest.mark.anyio
 async def test_bad_attach_stages_arguments_change_nothing() -> None:
-    seen: list[MonitorSample] = []
+    seen: list[MonitorReading] = []
     monitor = Monitor(interval=0.003, callback=seen.append)
     with pytest.raises(ElementSpecError, match="name must be a non-empty str, got ''"):
         monitor.attach_stages("", Stages("a"))

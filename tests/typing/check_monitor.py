@@ -18,7 +18,7 @@ import aqueue
 Floats = npt.NDArray[np.float64]
 
 
-def on_sample(sample: aqueue.MonitorSample) -> None:
+def on_sample(sample: aqueue.MonitorReading) -> None:
     assert_type(sample.index, int)
     assert_type(sample.time_s, float)
     assert_type(sample.interval_s, float)
@@ -26,8 +26,8 @@ def on_sample(sample: aqueue.MonitorSample) -> None:
     assert_type(sample.input_bound, float | None)
     assert_type(sample.items_per_s, float | None)
     assert_type(sample.missing, tuple[str, ...])
-    assert_type(sample.queues, Mapping[str, aqueue.QueueSample])
-    assert_type(sample.stages, Mapping[str, aqueue.StageSample])
+    assert_type(sample.queues, Mapping[str, aqueue.QueueReading])
+    assert_type(sample.stages, Mapping[str, aqueue.StageReading])
     q = sample.queues["batches"]
     assert_type(q.fraction_full, float)
     assert_type(q.size, int)
@@ -37,7 +37,7 @@ def on_sample(sample: aqueue.MonitorSample) -> None:
     s = sample.stages["pipe/map(load)"]
     assert_type(s.items_per_s, float)
     assert_type(s.busy_fraction, float)
-    assert_type(sample.tables, Mapping[str, aqueue.TableSample])
+    assert_type(sample.tables, Mapping[str, aqueue.TableReading])
     t = sample.tables["transitions"]
     assert_type(t.fraction_full, float)
     assert_type(t.insert_rate, float)
@@ -47,7 +47,7 @@ def on_sample(sample: aqueue.MonitorSample) -> None:
     assert_type(t.is_input, bool)
 
 
-async def on_sample_async(sample: aqueue.MonitorSample) -> None:
+async def on_sample_async(sample: aqueue.MonitorReading) -> None:
     del sample
 
 
@@ -77,7 +77,7 @@ async def monitored() -> None:
     assert_type(h.tables["transitions"].insert_blocked, Floats)
     assert_type(h.tables["transitions"].sample_rate, Floats)
     assert_type(h.tables["transitions"].is_input, bool)
-    assert_type(monitor.latest, aqueue.MonitorSample | None)
+    assert_type(monitor.latest, aqueue.MonitorReading | None)
     monitor.write_csv("monitor.csv")
     monitor.plot("monitor.png", title="run")
 

@@ -98,7 +98,7 @@ async def as_a_sink() -> None:
     shared: aqueue.AsyncReplayTable[Array] = table
     assert_type(await shared.sample(4), aqueue.ReplaySample[Array])
     assert_type(await shared.statistics(), aqueue.ReplayStatistics)
-    assert_type(shared.blocking(), aqueue.BlockingReplayView[Array])
+    assert_type(shared.blocking(), aqueue.ReplayView[Array])
     assert_type(shared.blocking().sample(4, timeout=1.0).data, Array)
     pipe = aqueue.Pipeline(range(10)).map(lambda i: act()).to_queue(table)
     assert_type(pipe, aqueue.Pipeline[Array])
@@ -137,7 +137,7 @@ async def shared_through_redis(server: aqueue.redis.RedisServer) -> None:
     assert_type(await table.statistics(), aqueue.ReplayStatistics)
     shared: aqueue.AsyncReplayTable[Any] = table
     sink: aqueue.Sink = table
-    view: aqueue.BlockingReplayView[Any] = table.blocking()
+    view: aqueue.ReplayView[Any] = table.blocking()
     assert_type(table.blocking().insert(act(), timeout=1.0), int)
     runner = aqueue.QueueRunner(table, [act], name="actors")
     assert_type(runner.queue, aqueue.redis.RedisReplayTable[Array])
