@@ -1,7 +1,8 @@
-"""README's code that a newcomer copies runs as printed (the 30-line tour, and the
-resumable user source of the checkpoint section), and every Python block of it, with
-the typing checks of tests/typing, passes ``mypy --strict`` (skipped, saying so, where
-mypy is not installed)."""
+"""README is a front page: at most 200 lines, every link of it resolves (a page of the
+documentation site, and a heading of it after ``#``), the 30-line tour runs as printed,
+and every Python block of it, with the typing checks of tests/typing, passes
+``mypy --strict`` (skipped, saying so, where mypy is not installed). The rest of what
+README used to hold lives on the documentation site, checked by tests/test_docs.py."""
 
 from __future__ import annotations
 
@@ -14,9 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-import aqueue
-from aqueue.testing import drain
+from test_docs import DOCS, FENCE, LINK, anchors_of
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -47,87 +46,20 @@ def test_the_tour_runs_and_prints_what_its_comments_say(tmp_path: Path) -> None:
     assert "bottleneck" in done.stdout
 
 
-@pytest.mark.anyio
-async def test_the_resumable_source_example_resumes_where_it_was() -> None:
-    code = _python_block_after("## Checkpoint and resume", "class Lines")
-    scope: dict[str, object] = {"aqueue": aqueue}
-    exec(compile(code, "README-Lines", "exec"), scope)
-    lines_cls = scope["Lines"]
-    pipe = scope["pipe"]
-    assert isinstance(pipe, aqueue.Pipeline)
-
-    # Longer than the pipeline's queues hold, so the source itself must resume.
-    n = 5_000
-    first_pipe = aqueue.Pipeline(lines_cls(n)).map(str.upper)  # type: ignore[operator]
-    async with first_pipe.open() as items:
-        first = [await items.__anext__() for _ in range(10)]
-        state = await items.checkpoint()
-        rest = await drain(items)
-    assert first == [f"RECORD {i}" for i in range(10)]
-    assert rest == [f"RECORD {i}" for i in range(10, n)]
-
-    resumed_pipe = aqueue.Pipeline(lines_cls(n)).map(str.upper)  # type: ignore[operator]
-    async with resumed_pipe.open(state=state) as items:
-        assert await drain(items) == rest
-
-
 # -- every Python block type-checks ---------------------------------------------------
 
 ROOT = README.parent
 
-# What README's snippets take as given (a game environment, a training step, file
-# names, a loader, ...), as typed stand-ins. Each block is checked as the body of an
-# async function after this prelude, so top-level ``await`` type-checks, and a name a
-# block assigns is its own (it shadows the stand-in).
+# What README's snippets may take as given, as typed stand-ins (the tour defines all it
+# uses). Each block is checked as the body of an async function after this prelude, so
+# top-level ``await`` type-checks, and a name a block assigns is its own.
 PRELUDE = """\
 from __future__ import annotations
 
-import os
-import threading
-from typing import Any, NamedTuple
-
 import anyio
 import numpy as np
-import numpy.typing as npt
-import pytest
 
 import aqueue
-import aqueue.redis
-
-
-class Env:
-    def grab_screen(self) -> npt.NDArray[np.uint8]:
-        return np.zeros((84, 84, 4), np.uint8)
-
-
-class Record(NamedTuple):
-    path: str
-    size: int
-
-
-def train_step(batch: Any) -> int:
-    return 0
-
-
-def read_one() -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
-    return np.zeros(3, np.float32), np.zeros((), np.int64)
-
-
-def load(path: str) -> bytes:
-    return path.encode()
-
-
-async def decode(raw: bytes) -> npt.NDArray[np.uint8]:
-    return np.frombuffer(raw, np.uint8)
-
-
-envs = [Env() for _ in range(4)]
-steps = 100
-files = ["a.csv", "b.csv"]
-paths = ["a.jpg", "b.jpg"]
-replay = aqueue.RandomShuffleQueue(1000, 100, np.uint8, (84, 84, 4), seed=0)
-pipe = aqueue.Pipeline(paths).map(load).batch(32)
-actor_id, n_actors = 0, 4
 """
 
 MYPY_INI = """\
@@ -155,9 +87,7 @@ def readme_python_blocks() -> list[tuple[int, str]]:
 def test_readme_has_python_blocks() -> None:
     """The extraction sees the blocks (an empty list would check nothing)."""
     blocks = readme_python_blocks()
-    assert len(blocks) >= 10
     assert any("anyio.run(main)" in code for _, code in blocks)
-    assert any("class Lines" in code for _, code in blocks)  # (indented in a list)
 
 
 def test_every_python_block_of_the_readme_type_checks_strictly(tmp_path: Path) -> None:
@@ -192,60 +122,43 @@ def test_every_python_block_of_the_readme_type_checks_strictly(tmp_path: Path) -
     assert status == 0, out + err
 
 
-# -- "How aqueue is built": the tree names every file of every folder ----------------------
+# -- a front page: short, and every link resolves ------------------------------------------
 
-_PACKAGE = ROOT / "aqueue"
-
-
-def _design_tree() -> dict[str, set[str]]:
-    """The files README's design tree names per folder (relative to ``aqueue/``; ``""`` is
-    the package itself): a folder row opens a folder, ``name.py`` / ``name.lua`` rows and
-    names on the folder's own row are its files."""
-    text = README.read_text()
-    section = text[text.index("## How aqueue is built") :]
-    block = section[section.index("```\n") + 4 :]
-    block = block[: block.index("```")]
-    tree: dict[str, set[str]] = {}
-    stack: list[tuple[int, str]] = []  # (indent of the row's name, folder path)
-    for row in block.splitlines():
-        body = row.lstrip("│├└─ ")
-        if not body:
-            continue
-        indent = len(row) - len(body)
-        name = body.split()[0]
-        files = set(re.findall(r"\b[\w]+\.(?:py|lua)\b", body))
-        if name == "aqueue/":
-            stack = [(indent, "")]
-            tree[""] = files
-            continue
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        parent = stack[-1][1] if stack else ""
-        if name.endswith("/"):
-            path = f"{parent}{name}"
-            stack.append((indent, path))
-            tree[path] = files
-        elif name.endswith((".py", ".lua")):
-            tree[parent].add(name)
-        # else: a description's continuation
-    return tree
+MAX_LINES = 200
 
 
-def test_the_design_tree_names_every_file_of_every_folder() -> None:
-    """README's "How aqueue is built" lists every folder of the package and every file
-    of each but ``__init__.py`` (a file added, moved or removed without its row fails),
-    and names nothing that is not there."""
-    tree = _design_tree()
-    on_disk: dict[str, set[str]] = {}
-    for folder in [_PACKAGE, *(p.parent for p in _PACKAGE.rglob("__init__.py"))]:
-        rel = folder.relative_to(_PACKAGE).as_posix()
-        key = "" if rel == "." else f"{rel}/"
-        on_disk[key] = {
-            p.name
-            for p in folder.iterdir()
-            if p.suffix in (".py", ".lua") and p.is_file() and p.name != "__init__.py"
-        }
-    tree = {k: v - {"__init__.py"} for k, v in tree.items()}  # every folder has one
-    assert len(on_disk) > 10
-    assert sorted(tree) == sorted(on_disk)
-    assert {k: sorted(v ^ tree[k]) for k, v in on_disk.items() if v != tree[k]} == {}
+def test_the_readme_is_a_front_page_of_at_most_200_lines() -> None:
+    n = len(README.read_text().splitlines())
+    assert n <= MAX_LINES, (
+        f"README.md has {n} lines, more than {MAX_LINES}: move the detail to a page of docs/"
+    )
+
+
+def readme_links() -> list[str]:
+    """The relative targets of README's Markdown links (code blocks left out)."""
+    text = FENCE.sub("", README.read_text())
+    return [m["target"] for m in LINK.finditer(text) if not re.match(r"[a-z]+:", m["target"])]
+
+
+def test_every_readme_link_resolves() -> None:
+    """Each relative link names a file of the repository and, with ``#``, a heading of
+    that page; the table of where to go links every guide, migration page and reference
+    page of the site."""
+    problems = []
+    for target in readme_links():
+        file, _, frag = target.partition("#")
+        dest = (ROOT / file).resolve()
+        if not dest.is_file() or ROOT not in dest.parents:
+            problems.append(f"README.md: {target}: no such file")
+        elif frag and frag not in anchors_of(dest):
+            problems.append(f"README.md: {target}: no such heading")
+    assert not problems, "\n".join(problems)
+    linked = {(ROOT / t.partition("#")[0]).resolve() for t in readme_links()}
+    wanted = [
+        *sorted((DOCS / "guides").glob("*.md")),
+        *sorted((DOCS / "migration").glob("*.md")),
+        *(DOCS / p for p in ("index.md", "tour.md", "semantics.md", "design.md",
+                             "benchmarks.md", "api/index.md")),
+    ]
+    assert len(wanted) >= 18
+    assert [p.relative_to(DOCS).as_posix() for p in wanted if p not in linked] == []

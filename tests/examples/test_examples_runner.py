@@ -184,7 +184,7 @@ def test_experience_replay_plots_its_queue(
 
 
 def test_experience_replay_games_get_ahead_of_a_slower_trainer(tmp_path: Path) -> None:
-    """README's claim: with --train-ms 20 the trainer takes at most 1,600 screens/s and
+    """The watching guide's claim: with --train-ms 20 the trainer takes at most 1,600 screens/s and
     the games (a frame per millisecond, four of them) render up to 4,000, so once the
     queue has filled to its floor the trainer no longer waits: the plot's shading (an
     interval in which it waited more than half the time) stops after the first fill."""

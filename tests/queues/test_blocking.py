@@ -1,4 +1,4 @@
-"""The ``q.blocking()`` view used from real threads (README, "Threads").
+"""The ``q.blocking()`` view used from real threads (docs/semantics.md, "The thread view").
 
 Thread-side ops admit/take directly under the queue's lock, so they make progress while
 the event loop itself is blocked; they wait on a threading primitive only when they must,

@@ -1,4 +1,5 @@
-"""Cancellation safety (README semantics, point 7): anyio cancel scopes on asyncio and trio, and
+"""Cancellation safety (docs/semantics.md, the queues' rules, point 7): anyio cancel
+scopes on asyncio and trio, and
 native asyncio cancellation (task.cancel(), asyncio.timeout, asyncio.wait_for).
 
 A cancelled dequeue consumes nothing (claims are restored, in order); a cancelled enqueue

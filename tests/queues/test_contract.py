@@ -1,4 +1,5 @@
-"""The queue contract: behaviour every queue class shares (README semantics, points 1-7).
+"""The queue contract: behaviour every queue class shares (docs/semantics.md,
+the queues' rules, points 1-7).
 
 Every test runs over FIFOQueue, RandomShuffleQueue(min_after_dequeue=0),
 PaddingFIFOQueue with fully defined shapes and PriorityQueue (fed ascending priorities,

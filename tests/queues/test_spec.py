@@ -1,4 +1,4 @@
-"""Element forms, dtype/shape normalisation, conversion and validation (README,
+"""Element forms, dtype/shape normalisation, conversion and validation (docs/api/queues.md,
 "Element forms"): a rejected element or batch changes nothing."""
 
 from __future__ import annotations

@@ -45,7 +45,8 @@ def test_distributed_replay_example(redis_server: RedisProc, url: str) -> None:
 
 
 def test_distributed_replay_on_two_hosts(redis_server: RedisProc, url: str) -> None:
-    """The two-host recipe of README: a trainer process (--role trainer) and, started
+    """The two-host recipe of the Redis guide (docs/guides/redis.md): a trainer process
+    (--role trainer) and, started
     separately, an actors process (--role actors) that share only the server URL; the
     trainer deletes the queues at the end."""
     env = {**os.environ, "PYTHONPATH": str(EXAMPLE.parents[1])}

@@ -4,7 +4,7 @@ The contract tests take ``srv``, which is a Redis server (payloads stored under 
 keys, then inline) or a stand-in that builds in-process FIFOQueue and RandomShuffleQueue
 with the same arguments; the in-process queues are seen through the few calls that need
 a server on Redis (``await q.size()``, ``await q.statistics()``, ``await
-q.is_closed()``; see README's table of differences). So one body of tests checks both:
+q.is_closed()``; see the Redis guide's table of differences). So one body of tests checks both:
 FIFO order, blocking at capacity, exact-n, progressive batch dequeues, dequeue_up_to
 after close, dequeue_burst (1..n, the floor, close, cancellation), close waking every
 waiter, errors on a closed queue, pending enqueues at close, bad input changing

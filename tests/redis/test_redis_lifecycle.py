@@ -240,7 +240,7 @@ def test_a_refused_url_never_shows_its_password(url: str) -> None:
 
 
 def test_well_formed_urls_are_accepted() -> None:
-    """The forms README shows pass the check (nothing connects until ``async with``)."""
+    """The forms the Redis guide shows pass the check (nothing connects until ``async with``)."""
     for url in (
         "redis://:secret@host:6379/0",
         "redis://user:secret@host/3",

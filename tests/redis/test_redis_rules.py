@@ -37,13 +37,13 @@ from aqueue.redis._core._transport import Call
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
 NO_NOWAIT = (
-    "Redis has no _nowait twins (README: a server call cannot complete without "
+    "Redis has no _nowait twins (the Redis guide: a server call cannot complete without "
     "awaiting); the same request without nowait waits"
 )
 NO_RESERVATION = (
     "Redis admits an all-or-nothing batch only when it fits: no reservation spans "
     "processes, so a waiting dequeue that would make room does not let it in early "
-    "(README: 'a timed thread enqueue_many ... waits until the whole batch fits')"
+    "(the Redis guide: 'a timed thread enqueue_many ... waits until the whole batch fits')"
 )
 
 

@@ -155,11 +155,11 @@ def test_connect_says_why_it_could_not_connect(redis_server: RedisProc, backend:
         assert isinstance(exc, ConnectionError)
 
 
-def test_docstring_and_readme_quote_the_acl_line() -> None:
+def test_docstring_and_the_redis_guide_quote_the_acl_line() -> None:
     """The line users copy is the one the ACL test runs (a stale copy locks actors out,
     a longer one grants what actors need not have): each text holds it once, whole."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    for text in (aqueue.redis.__doc__ or "", readme):
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "redis.md").read_text()
+    for text in (aqueue.redis.__doc__ or "", guide):
         lines = [ln.strip() for ln in text.splitlines() if "ACL SETUSER aqueue-actor" in ln]
         assert lines == [ACL_SETUSER]
 

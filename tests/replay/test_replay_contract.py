@@ -444,7 +444,7 @@ async def test_insert_many_the_limiter_admits_now_goes_in(make_table: MakeTable)
     """An insert_many is refused only if no state of the table could ever admit it: a
     batch Reverb's ``CanInsert(k)`` (``(inserts + k) * spi - samples <= max_diff``)
     admits now goes in at once, one that fits later waits for samples, and only one
-    wider than ``max_diff - min(0, min_diff)`` is refused (README's limiter, whose
+    wider than ``max_diff - min(0, min_diff)`` is refused (the replay guide's limiter, whose
     ``min_diff`` is above 0: the difference starts at 0, below the band)."""
     ratio = aqueue.SampleToInsertRatio(4.0, 1000, 2000.0)  # band [2000, 6000]
     t = await make_table(2000, np.float32, SHAPE, rate_limiter=ratio)

@@ -1,6 +1,7 @@
 """Coordinator: fault drills (producer errors, hung threads, outside cancellation), clean
-stop, first exception wins, supervised tasks, the stall watchdog and report() (README,
-"Runners and the Coordinator").
+stop, first exception wins, supervised tasks, the stall watchdog and report()
+(docs/guides/input-pipeline.md,
+"Producers: tasks and threads").
 
 Every test runs on asyncio and trio (anyio's plugin) but those whose subject is native
 asyncio cancellation (``task.cancel()``, ``asyncio.timeout``), which pytest-asyncio runs.
