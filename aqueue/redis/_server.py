@@ -31,6 +31,8 @@ from ._queues._open import delete_queue, open_queue
 from ._queues._queue import RedisFIFOQueue, RedisRandomShuffleQueue
 from ._replay._open import delete_table, open_table
 from ._replay._table import RedisReplayTable
+from ._replay._traj_open import open_trajectory
+from ._replay._traj_table import RedisTrajectoryTable
 
 __all__ = ["RedisServer", "connect"]
 
@@ -431,6 +433,47 @@ class RedisServer:
             lease_time=c.lease_time,
         )
         return RedisReplayTable(await run(op, c.live()), c.live(), c.sync, c)
+
+    async def trajectory_table(
+        self,
+        name: str,
+        max_steps: int,
+        dtypes: Any,
+        shapes: Any = None,
+        names: Any = None,
+        *,
+        length: int,
+        stride: int = 1,
+        sampler: Selector = Uniform(),  # noqa: B008 - frozen, shared safely
+        remover: Selector = Fifo(),  # noqa: B008
+        max_times_sampled: int = 0,
+        rate_limiter: RateLimiter = MinSize(1),  # noqa: B008
+        seed: int | None = None,
+    ) -> RedisTrajectoryTable[Any]:
+        """Open (creating if needed) the trajectory table ``name``, shared by every
+        process that opens it; arguments as ``aqueue.TrajectoryTable`` (no ``max_size``).
+
+        Raises:
+            ElementSpecError: As ``replay_table`` (the message names the field).
+        """
+        c = self._conn
+        op = open_trajectory(
+            name,
+            max_steps,
+            dtypes,
+            shapes,
+            names,
+            length=length,
+            stride=stride,
+            sampler=sampler,
+            remover=remover,
+            max_times_sampled=max_times_sampled,
+            rate_limiter=rate_limiter,
+            seed=seed,
+            wait_timeout=c.wait_timeout,
+            lease_time=c.lease_time,
+        )
+        return RedisTrajectoryTable(await run(op, c.live()), c.live(), c.sync, c)
 
     async def delete_table(self, name: str) -> bool:
         """Delete replay table ``name`` with all its keys and items; True if it existed.
