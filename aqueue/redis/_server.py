@@ -1,7 +1,7 @@
 """connect() and RedisServer: the public face of ``aqueue.redis``: one server's
 connection block (``_core/_connection.py``) and the products opened over it (each
 product's ``_open.py`` checks, stores or compares, and returns the handle its object
-uses). A new product adds its opener here, with the overloads that type it.
+uses). A new product adds its opener here (or as a base class), typed by overloads.
 
 Invariants:
 - a queue or table is identified by its name alone; its settings are stored in
@@ -9,9 +9,8 @@ Invariants:
   the same ones (TensorFlow's shared_name rule), else ElementSpecError names the field,
   the stored and the given value;
 - leaving the ``async with`` block closes this process's connections for good and
-  stops its producers' heartbeat; it never closes or deletes a queue or a table. Every
-  object opened in the block (queue, table, thread view, iterator) and this one raise
-  ServerClosedError from then on, and this one cannot be entered again;
+  stops its producers' heartbeat; it never closes or deletes a queue or a table; every
+  object opened in the block and this one (never entered again) raise ServerClosedError;
 - a malformed URL is refused by ``connect()`` (ElementSpecError), before any connection.
 """
 
@@ -31,8 +30,7 @@ from ._queues._open import delete_queue, open_queue
 from ._queues._queue import RedisFIFOQueue, RedisRandomShuffleQueue
 from ._replay._open import delete_table, open_table
 from ._replay._table import RedisReplayTable
-from ._replay._traj_open import open_trajectory
-from ._replay._traj_table import RedisTrajectoryTable
+from ._replay._traj_table import TrajectoryTables
 
 __all__ = ["RedisServer", "connect"]
 
@@ -82,7 +80,7 @@ def connect(
     )
 
 
-class RedisServer:
+class RedisServer(TrajectoryTables):
     """The connections of one ``connect()`` block, and the queues and tables on them."""
 
     def __init__(
@@ -433,47 +431,6 @@ class RedisServer:
             lease_time=c.lease_time,
         )
         return RedisReplayTable(await run(op, c.live()), c.live(), c.sync, c)
-
-    async def trajectory_table(
-        self,
-        name: str,
-        max_steps: int,
-        dtypes: Any,
-        shapes: Any = None,
-        names: Any = None,
-        *,
-        length: int,
-        stride: int = 1,
-        sampler: Selector = Uniform(),  # noqa: B008 - frozen, shared safely
-        remover: Selector = Fifo(),  # noqa: B008
-        max_times_sampled: int = 0,
-        rate_limiter: RateLimiter = MinSize(1),  # noqa: B008
-        seed: int | None = None,
-    ) -> RedisTrajectoryTable[Any]:
-        """Open (creating if needed) the trajectory table ``name``, shared by every
-        process that opens it; arguments as ``aqueue.TrajectoryTable`` (no ``max_size``).
-
-        Raises:
-            ElementSpecError: As ``replay_table`` (the message names the field).
-        """
-        c = self._conn
-        op = open_trajectory(
-            name,
-            max_steps,
-            dtypes,
-            shapes,
-            names,
-            length=length,
-            stride=stride,
-            sampler=sampler,
-            remover=remover,
-            max_times_sampled=max_times_sampled,
-            rate_limiter=rate_limiter,
-            seed=seed,
-            wait_timeout=c.wait_timeout,
-            lease_time=c.lease_time,
-        )
-        return RedisTrajectoryTable(await run(op, c.live()), c.live(), c.sync, c)
 
     async def delete_table(self, name: str) -> bool:
         """Delete replay table ``name`` with all its keys and items; True if it existed.

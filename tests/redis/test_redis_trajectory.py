@@ -87,10 +87,9 @@ class Pair:
             try:
                 with anyio.move_on_after(0.02) as scope:  # (max_times_sampled may run dry)
                     a = await self.local.sample(n)
-            except aqueue.ElementSpecError as e:  # (more than max_times_sampled allows)
+            except aqueue.ElementSpecError:  # (more than max_times_sampled allows)
                 with pytest.raises(aqueue.ElementSpecError, match="could never be served"):
                     await self.shared.sample(n)
-                assert "could never be served" in str(e)
                 return
             if scope.cancelled_caught:
                 return
@@ -245,8 +244,8 @@ async def test_reopening_with_other_settings_names_the_field(
         await srv.trajectory_table(name, **{**base, **change})
     with pytest.raises(aqueue.ElementSpecError, match="kind RedisTrajectoryTable"):
         await srv.replay_table(name, 16, np.float32, (2,))
+    other = f"tr-{uuid.uuid4().hex[:12]}"
+    await srv.replay_table(other, 16, np.float32, (2,))
     with pytest.raises(aqueue.ElementSpecError, match="kind RedisReplayTable"):
-        other = f"tr-{uuid.uuid4().hex[:12]}"
-        await srv.replay_table(other, 16, np.float32, (2,))
         await srv.trajectory_table(other, **base)
     assert (await t.statistics()).size == 0

@@ -168,7 +168,9 @@ async def test_an_append_waits_for_the_limiter_and_closing_fails_it(
     await w.aclose()
     await other.aclose()
     stats = await t.statistics()
-    assert stats.closed and stats.writers == 0 and stats.steps_held == 4  # (the items')
+    assert stats.closed
+    assert stats.writers == 0
+    assert stats.steps_held == 4  # (the items')
     with pytest.raises(aqueue.QueueClosedError, match="needs an open writer"):
         await w.append(step(3))
     with redis_server.client() as c:

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 
 from aqueue._replay._checks import TableSettings, table_settings
+from aqueue._replay._limiter import MinSize
+from aqueue._replay._selectors import Fifo, Uniform
 from aqueue._replay._trajectory._checks import StepArgs, StepSettings, step_settings
 
 from .._core._codec import Codec
@@ -76,16 +78,16 @@ def open_trajectory(
     name: Any,
     max_steps: Any,
     dtypes: Any,
-    shapes: Any,
-    names: Any,
+    shapes: Any = None,
+    names: Any = None,
     *,
     length: Any,
-    stride: Any,
-    sampler: Any,
-    remover: Any,
-    max_times_sampled: Any,
-    rate_limiter: Any,
-    seed: Any,
+    stride: Any = 1,
+    sampler: Any = Uniform(),  # noqa: B008 - frozen, shared safely
+    remover: Any = Fifo(),  # noqa: B008
+    max_times_sampled: Any = 0,
+    rate_limiter: Any = MinSize(1),  # noqa: B008
+    seed: Any = None,
     wait_timeout: float,
     lease_time: float,
 ) -> Op[TrajHandle]:

@@ -27,12 +27,13 @@ import aqueue
 from aqueue._replay._results import ReplaySample
 from aqueue._replay._trajectory._results import TrajectoryStatistics
 
+from .._core._connection import Connection
 from .._core._transport import run, run_blocking
 from ._table import RedisReplayTable
-from ._traj_open import TrajHandle
+from ._traj_open import TrajHandle, open_trajectory
 from ._traj_ops import AppendOp, TrajSampleOp, traj_statistics, writer_op
 
-__all__ = ["RedisTrajectoryTable", "RedisTrajectoryWriter"]
+__all__ = ["RedisTrajectoryTable", "RedisTrajectoryWriter", "TrajectoryTables"]
 
 T = TypeVar("T")
 Keys = npt.NDArray[np.int64]
@@ -246,3 +247,26 @@ class RedisTrajectoryWriter:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+class TrajectoryTables:
+    """``RedisServer.trajectory_table`` (a base of RedisServer, over its connection)."""
+
+    _conn: Connection
+
+    async def trajectory_table(self, name: str, *args: Any, **kw: Any) -> RedisTrajectoryTable[Any]:
+        """Open (creating if needed) the trajectory table ``name``, shared by every
+        process that opens it; arguments as ``aqueue.TrajectoryTable``'s: ``max_steps,
+        dtypes, shapes=None, names=None, *, length, stride=1, sampler, remover,
+        max_times_sampled, rate_limiter, seed`` (no ``max_size``).
+
+        Raises:
+            ElementSpecError: A bad argument (as in process), a dtype AQ1 cannot carry,
+                or a table (or queue) of that name exists with other settings (the
+                message names the field, the stored and the given value).
+        """
+        c = self._conn
+        op = open_trajectory(
+            name, *args, wait_timeout=c.wait_timeout, lease_time=c.lease_time, **kw
+        )
+        return RedisTrajectoryTable(await run(op, c.live()), c.live(), c.sync, c)

@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.timeout(90), pytest.mark.usefixtures("payload_storage"
 
 __all__ = ["test_random_native_asyncio_cancellations", "test_random_scope_cancellations"]
 
+
 @pytest.fixture
 def url(redis_cluster: ClusterProc, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setattr(aqueue.redis, "connect", lambda url, **kw: cluster_server(url, **kw))

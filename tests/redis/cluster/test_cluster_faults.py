@@ -150,8 +150,6 @@ def test_recovery_waits_out_only_what_did_not_run(closed_port: int) -> None:
     assert Recovery(outages, 7, 0.5, "x").delay(refused) == pytest.approx(0.02)
 
 
-
-
 async def _until(predicate: Any, limit_s: float = 20.0) -> None:
     with anyio.fail_after(limit_s):
         while not predicate():  # noqa: ASYNC110 - set by other tasks' results
