@@ -18,12 +18,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from aqueue._replay._checks import TableSettings, table_settings
+from aqueue._replay._checks import TableSettings
 from aqueue._replay._limiter import MinSize
 from aqueue._replay._selectors import Fifo, Uniform
-from aqueue._replay._trajectory._checks import StepArgs, StepSettings, step_settings
+from aqueue._replay._trajectory._checks import (
+    StepArgs,
+    StepSettings,
+    step_settings,
+    window_settings,
+)
 
 from .._core._codec import Codec
 from .._core._handle import Product
@@ -102,12 +105,8 @@ def open_trajectory(
     name = name_arg(name, "RedisTrajectoryTable", "table name")
     owner = f"RedisTrajectoryTable '{name}'"
     st = step_settings(owner, max_steps, dtypes, shapes, names, length=length, stride=stride)
-    settings = table_settings(
-        owner,
-        st.capacity,
-        np.int64,
-        (st.length,),
-        None,
+    settings = window_settings(
+        st,
         sampler=sampler,
         remover=remover,
         max_times_sampled=max_times_sampled,

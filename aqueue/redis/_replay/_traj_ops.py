@@ -34,7 +34,7 @@ from aqueue._replay._trajectory._steps import StepStatistics
 
 from .._core._shared import text, undoing
 from .._core._transport import Call, Op, Wait
-from ._ops import SampleOp, statistics
+from ._ops import SampleOp, sample_of, statistics
 from ._traj_open import TrajHandle
 
 __all__ = ["AppendOp", "TrajSampleOp", "traj_statistics", "writer_op"]
@@ -117,17 +117,9 @@ class TrajSampleOp(SampleOp):
         h = self.h
         assert isinstance(h, TrajHandle)
         n, length = self.n, h.steps.length
-        draws = np.frombuffer(reply[2], dtype="<f8").reshape(n, 4)
         fields = h.step_codec.decode_batch([b"" if v is None else v for v in values])
         data = h.steps.spec.pack([f.reshape(n, length, *f.shape[1:]) for f in fields])
-        return ReplaySample(
-            data,
-            draws[:, 0].astype(np.int64),
-            draws[:, 1].copy(),
-            draws[:, 2].copy(),
-            draws[:, 3].astype(np.int64),
-            int(reply[1]),
-        )
+        return sample_of(data, reply, n)
 
 
 def writer_op(h: TrajHandle, op: str, writer: str) -> Op[None]:
