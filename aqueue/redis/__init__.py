@@ -156,6 +156,8 @@ from ._queues._queue import RedisQueue as RedisQueue
 from ._queues._queue import RedisRandomShuffleQueue as RedisRandomShuffleQueue
 from ._replay._blocking import BlockingRedisReplayTable as BlockingRedisReplayTable
 from ._replay._table import RedisReplayTable as RedisReplayTable
+from ._replay._traj_table import RedisTrajectoryTable as RedisTrajectoryTable
+from ._replay._traj_table import RedisTrajectoryWriter as RedisTrajectoryWriter
 from ._server import RedisServer as RedisServer
 from ._server import connect as connect
 
@@ -171,6 +173,8 @@ __all__ = [
     "RedisQueue",
     "RedisRandomShuffleQueue",
     "RedisReplayTable",
+    "RedisTrajectoryTable",
+    "RedisTrajectoryWriter",
     "RedisServer",
     "ServerClosedError",
     "ServerConnectionError",

@@ -1,7 +1,7 @@
 """connect() and RedisServer: the public face of ``aqueue.redis``: one server's
 connection block (``_core/_connection.py``) and the products opened over it (each
 product's ``_open.py`` checks, stores or compares, and returns the handle its object
-uses). A new product adds its opener here, with the overloads that type it.
+uses). A new product adds its opener here (or as a base class), typed by overloads.
 
 Invariants:
 - a queue or table is identified by its name alone; its settings are stored in
@@ -9,9 +9,8 @@ Invariants:
   the same ones (TensorFlow's shared_name rule), else ElementSpecError names the field,
   the stored and the given value;
 - leaving the ``async with`` block closes this process's connections for good and
-  stops its producers' heartbeat; it never closes or deletes a queue or a table. Every
-  object opened in the block (queue, table, thread view, iterator) and this one raise
-  ServerClosedError from then on, and this one cannot be entered again;
+  stops its producers' heartbeat; it never closes or deletes a queue or a table; every
+  object opened in the block and this one (never entered again) raise ServerClosedError;
 - a malformed URL is refused by ``connect()`` (ElementSpecError), before any connection.
 """
 
@@ -31,6 +30,7 @@ from ._queues._open import delete_queue, open_queue
 from ._queues._queue import RedisFIFOQueue, RedisRandomShuffleQueue
 from ._replay._open import delete_table, open_table
 from ._replay._table import RedisReplayTable
+from ._replay._traj_table import TrajectoryTables
 
 __all__ = ["RedisServer", "connect"]
 
@@ -80,7 +80,7 @@ def connect(
     )
 
 
-class RedisServer:
+class RedisServer(TrajectoryTables):
     """The connections of one ``connect()`` block, and the queues and tables on them."""
 
     def __init__(

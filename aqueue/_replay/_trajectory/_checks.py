@@ -26,9 +26,16 @@ import numpy.typing as npt
 from ..._errors import ElementSpecError, int_arg
 from ..._queues._declare import Components, FixedShape
 from ..._queues._spec import ElementSpec
-from .._checks import PriorityLimit, priorities_arg, priority_arg, stored_spec
+from .._checks import (
+    PriorityLimit,
+    TableSettings,
+    priorities_arg,
+    priority_arg,
+    stored_spec,
+    table_settings,
+)
 
-__all__ = ["StepArgs", "StepSettings", "step_settings"]
+__all__ = ["StepArgs", "StepSettings", "step_settings", "window_settings"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,17 @@ def step_settings(
         max_size=max_size,
         capacity=capacity,
     )
+
+
+def window_settings(st: StepSettings, **selection: Any) -> TableSettings:
+    """The settings of a trajectory table's items, the windows: one int64 row of
+    ``length`` step slots each, at most ``capacity`` of them; ``selection`` is the
+    sampler, remover, max_times_sampled, rate_limiter and seed (``table_settings``'s).
+
+    Raises:
+        ElementSpecError: A bad selection argument (as for a replay table).
+    """
+    return table_settings(st.owner, st.capacity, np.int64, (st.length,), None, **selection)
 
 
 class StepArgs:

@@ -31,7 +31,6 @@ import numpy.typing as npt
 from ..._errors import CheckpointError, ElementSpecError, QueueClosedError, int_arg, name_arg
 from ..._queues._declare import Array, FixedShape, NumericDType, T
 from ..._queues._snapshot import snapshot_expected
-from .._checks import table_settings
 from .._core import TableCore
 from .._engine import ReplayEngine
 from .._limiter import MinSize, RateLimiter
@@ -40,7 +39,7 @@ from .._sampling import SamplingSide
 from .._selectors import Fifo, Selector, Uniform
 from .._snapshot import ReplaySnapshot, snapshot_state
 from .._views import loop_thread
-from ._checks import StepArgs, StepSettings, step_settings
+from ._checks import StepArgs, StepSettings, step_settings, window_settings
 from ._items import CoreWindows, TableSteps
 from ._results import TrajectoryStatistics, trajectory_statistics
 from ._snapshot import TrajectorySnapshot, check_steps
@@ -174,12 +173,8 @@ class TrajectoryTable(SamplingSide[T]):
         st = step_settings(
             owner, max_steps, dtypes, shapes, names, length=length, stride=stride, max_size=max_size
         )
-        settings = table_settings(
-            owner,
-            st.capacity,
-            np.int64,
-            (st.length,),
-            None,
+        settings = window_settings(
+            st,
             sampler=sampler,
             remover=remover,
             max_times_sampled=max_times_sampled,

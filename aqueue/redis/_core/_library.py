@@ -22,7 +22,12 @@ from typing import Any
 
 __all__ = ["LIBRARY_SOURCE", "LIBRARY_VERSION", "PARTS", "library_problem"]
 
-PARTS = ("_core/_functions.lua", "_queues/_functions.lua", "_replay/_functions.lua")
+PARTS = (
+    "_core/_functions.lua",
+    "_queues/_functions.lua",
+    "_replay/_functions.lua",
+    "_replay/_trajectory.lua",
+)
 """The library's parts in load order, as paths inside ``aqueue/redis``."""
 _REDIS = resources.files(__package__.rpartition(".")[0])
 _RAW = "\n".join(_REDIS.joinpath(part).read_text(encoding="utf-8") for part in PARTS)

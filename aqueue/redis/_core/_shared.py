@@ -57,6 +57,7 @@ CLASS_OF = {
     "fifo": "RedisFIFOQueue",
     "shuffle": "RedisRandomShuffleQueue",
     "table": "RedisReplayTable",
+    "traj": "RedisTrajectoryTable",
 }
 """The stored ``kind`` of each product's objects and the class that opens it (a new
 product adds its kinds here, so that a reopen under another class names them)."""

@@ -484,7 +484,8 @@ end
 local function aq_delete(keys, args)
   local meta = keys[1]
   if redis.call('EXISTS', meta) == 0 then return 0 end
-  if redis.call('HGET', meta, 'kind') == 'table' then return -1 end  -- (rt_drop's)
+  local kind = redis.call('HGET', meta, 'kind')
+  if kind == 'table' or kind == 'traj' then return -1 end  -- (rt_drop's)
   local P = prefix(meta)
   for _, reg in ipairs({'ev:data', 'ev:space'}) do
     for _, m in ipairs(redis.call('ZRANGE', P .. reg, 0, -1)) do

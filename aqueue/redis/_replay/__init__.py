@@ -17,5 +17,12 @@ file                   what it holds
                        in-process checks), checkpoints and runs its op with ``run``
 ``_blocking.py``       BlockingRedisReplayTable (``table.blocking()``): the same ops
                        with ``run_blocking`` and a timeout
+``_trajectory.lua``    the trajectory tables' part of the function library: steps
+                       stored once, windows as items, the hooks freeing steps
+``_traj_open.py``      opening a trajectory table (the in-process checks) and
+                       TrajHandle
+``_traj_ops.py``       a trajectory table's own ops, sans I/O: AppendOp,
+                       TrajSampleOp, a writer's end and close, statistics
+``_traj_table.py``     RedisTrajectoryTable and RedisTrajectoryWriter
 =====================  =================================================================
 """

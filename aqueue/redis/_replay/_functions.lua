@@ -51,6 +51,10 @@ local RT_REC = '<ddddB'
 local RT_FIELDS = {'gen', 'kind', 'max_size', 'mts', 'closed', 'spi', 'min_size', 'lo', 'hi',
   'skind', 'sexp', 'rkind', 'rexp', 'fanout', 'next_key', 'inserts', 'samples', 'deletes',
   'evictions', 'sl', 'seq', 'arr', 'order', 'maxheap'}
+-- A trajectory table (kind 'traj', _trajectory.lua) is a replay table whose items are
+-- windows of steps: its part fills these hooks, which see every item leave (left) and
+-- the table dropped (drop).
+local RT_HOOKS = {}
 local SMALL_LEVEL = 2048  -- tree levels of at most this many nodes are read whole, once a call
 
 local function istr(n) return string.format('%d', n) end
@@ -94,13 +98,14 @@ local function zkey(m) return tonumber(string.sub(m, 17)) end
 local function rt_load(keys, gen)
   local meta = keys[1]
   local m = redis.call('HMGET', meta, unpack(RT_FIELDS))
-  if m[1] ~= gen or m[2] ~= 'table' then return nil end
+  if m[1] ~= gen or (m[2] ~= 'table' and m[2] ~= 'traj') then return nil end
   local t = {meta = meta, P = prefix(meta), max = tonumber(m[3]), mts = tonumber(m[4]),
     closed = m[5] == '1', spi = num(m[6]), min_size = tonumber(m[7]), lo = num(m[8]),
     hi = num(m[9]), F = tonumber(m[14]), next_key = tonumber(m[15]),
     inserts = tonumber(m[16]), samples = tonumber(m[17]), deletes = tonumber(m[18]),
     evictions = tonumber(m[19]), sl = tonumber(m[20]), seq = tonumber(m[21]),
-    arr = tonumber(m[22]), order = m[23] == '1', maxheap = m[24] == '1', cache = {}}
+    arr = tonumber(m[22]), order = m[23] == '1', maxheap = m[24] == '1', cache = {},
+    traj = m[2] == 'traj'}
   t.size = t.inserts - t.deletes
   t.s = {kind = m[10], exp = tonumber(m[11]), tree = 's'}
   t.r = {kind = m[12], exp = tonumber(m[13]), tree = 'r'}
@@ -120,6 +125,7 @@ local function rt_save(t)
   redis.call('HSET', t.meta, 'next_key', istr(t.next_key), 'inserts', istr(t.inserts),
     'samples', istr(t.samples), 'deletes', istr(t.deletes), 'evictions', istr(t.evictions),
     'sl', istr(t.sl), 'seq', istr(t.seq), 'arr', istr(t.arr))
+  if t.c then RT_HOOKS.save(t) end  -- (a trajectory table's steps and writers)
 end
 
 -- -- the rate limiter (Reverb's arithmetic, as aqueue/_replay/_limiter.py) ----------------
@@ -339,6 +345,7 @@ end
 local function rt_remove(t, keys)
   local k = #keys
   if k == 0 then return end
+  if t.traj then RT_HOOKS.left(t, keys) end
   local P = t.P
   local f = {}
   for i, key in ipairs(keys) do f[i] = istr(key) end
@@ -725,9 +732,10 @@ end
 -- -> {'ok', table size, draws, small} | {'wait'} | {'oor', size} | {'gone'}
 -- draws: struct '<dddd' per draw: key, priority, probability, times sampled (counting
 -- this draw); small: per draw its payload if it is small, else false
-local function rt_sample(keys, args)
+local function rt_sample(keys, args, defer)
   local t, now = rt_begin(keys, args[1])
   if not t then return {'gone'} end
+  t.defer = defer  -- (a trajectory table's sample: steps freed here are deleted after)
   local wid, n, wait_ms, keep_ms = args[2], tonumber(args[3]), tonumber(args[4]), args[5]
   local member = istr(n) .. ':' .. wid
   local head = redis.call('ZRANGE', t.P .. 'ws', 0, 0)[1]
@@ -960,31 +968,45 @@ local function rt_stats(keys, args)
 end
 
 -- rt_open: ARGV gen kind max_size dtypes shapes names sampler remover mts limiter format
--- spi min_size lo hi skind sexp rkind rexp fanout order maxheap
+-- spi min_size lo hi skind sexp rkind rexp fanout order maxheap (for kind 'traj': the
+-- TT_ lists below, the step fields' dtypes, shapes and names, the item cap derived)
 -- -> {'created', gen} | {'exists', gen, kind, max_size, dtypes, shapes, names, sampler,
 -- remover, mts, limiter, format}
 local RT_SETTINGS = {'kind', 'max_size', 'dtypes', 'shapes', 'names', 'sampler', 'remover',
   'mts', 'limiter', 'format'}
 local RT_DERIVED = {'spi', 'min_size', 'lo', 'hi', 'skind', 'sexp', 'rkind', 'rexp', 'fanout',
   'order', 'maxheap'}
+local TT_SETTINGS = {'kind', 'max_steps', 'dtypes', 'shapes', 'names', 'length', 'stride',
+  'sampler', 'remover', 'mts', 'limiter', 'format'}
+local TT_DERIVED = {'spi', 'min_size', 'lo', 'hi', 'skind', 'sexp', 'rkind', 'rexp', 'fanout',
+  'order', 'maxheap', 'max_size'}
+local TT_COUNTERS = {'next_id', 'next_writer', 'writers', 'appended', 'stored', 'sevicted',
+  'sfreed', 'wdropped'}
 local function rt_open(keys, args)
   local meta = keys[1]
+  local traj = args[2] == 'traj'
+  local settings = traj and TT_SETTINGS or RT_SETTINGS
+  local derived = traj and TT_DERIVED or RT_DERIVED
   if redis.call('EXISTS', meta) == 1 then
-    local m = redis.call('HMGET', meta, 'gen', unpack(RT_SETTINGS))
+    local m = redis.call('HMGET', meta, 'gen', unpack(settings))
     table.insert(m, 1, 'exists')
     return m
   end
   local fv = {'gen', args[1]}
-  for i, f in ipairs(RT_SETTINGS) do
+  for i, f in ipairs(settings) do
     fv[#fv + 1] = f
     fv[#fv + 1] = args[1 + i]
   end
-  for i, f in ipairs(RT_DERIVED) do
+  for i, f in ipairs(derived) do
     fv[#fv + 1] = f
-    fv[#fv + 1] = args[1 + #RT_SETTINGS + i]
+    fv[#fv + 1] = args[1 + #settings + i]
   end
-  for _, f in ipairs({'closed', 'next_key', 'inserts', 'samples', 'deletes', 'evictions', 'sl',
-                      'seq', 'arr', 'iw_tot', 'sw_tot'}) do
+  local zeros = {'closed', 'next_key', 'inserts', 'samples', 'deletes', 'evictions', 'sl',
+                 'seq', 'arr', 'iw_tot', 'sw_tot'}
+  if traj then
+    for _, f in ipairs(TT_COUNTERS) do zeros[#zeros + 1] = f end
+  end
+  for _, f in ipairs(zeros) do
     fv[#fv + 1] = f
     fv[#fv + 1] = '0'
   end
@@ -998,8 +1020,9 @@ local function rt_drop(keys, args)
   local meta = keys[1]
   local kind = redis.call('HGET', meta, 'kind')
   if not kind then return 0 end
-  if kind ~= 'table' then return -1 end
+  if kind ~= 'table' and kind ~= 'traj' then return -1 end
   local P = prefix(meta)
+  if kind == 'traj' then RT_HOOKS.drop(P) end
   for _, dir in ipairs({'i', 's'}) do
     for _, m in ipairs(redis.call('ZRANGE', P .. 'w' .. dir, 0, -1)) do
       local key = P .. 'wk:' .. string.sub(m, string.find(m, ':', 1, true) + 1)

@@ -12,9 +12,11 @@ same ones.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import aqueue
+from aqueue._queues._spec import ElementSpec
 from aqueue._replay._checks import TableSettings, table_settings
 from aqueue._replay._limiter import limiter_config, limiter_from_config
 from aqueue._replay._selectors import (
@@ -33,7 +35,15 @@ from .._core._spec import make_spec, name_arg
 from .._core._transport import Call, Op
 from ._handle import TABLES, TableHandle
 
-__all__ = ["FANOUT", "delete_table", "open_table"]
+__all__ = [
+    "FANOUT",
+    "RENDER",
+    "delete_table",
+    "derived",
+    "open_table",
+    "stored_fields",
+    "stored_selection",
+]
 
 # Children per node of a sum tree on the server: one GETRANGE reads them all, so a
 # descent costs about log_F(max_size) calls and an update two per level (measured in
@@ -44,7 +54,7 @@ _SAME = (
     "settings: max_size, dtypes, shapes, names, sampler, remover, max_times_sampled and "
     "rate_limiter"
 )
-_RENDER = {
+RENDER = {
     "sampler": lambda v: repr(selector_from_config(v)),
     "remover": lambda v: repr(selector_from_config(v)),
     "rate_limiter": lambda v: repr(limiter_from_config(v)),
@@ -58,13 +68,27 @@ def _kind(selector: Selector) -> str:
 def _stored(settings: TableSettings) -> dict[str, str]:
     """The settings as the server stores them (compared on reopen), in JSON, in the
     order ``rt_open`` takes them."""
-    spec = settings.spec
     return {
         "kind": "table",
         "max_size": str(settings.max_size),
+        **stored_fields(settings.spec, settings.shapes),
+        **stored_selection(settings),
+    }
+
+
+def stored_fields(spec: ElementSpec, shapes: Sequence[tuple[int, ...]]) -> dict[str, str]:
+    """An element's dtypes, shapes and names as the server stores them."""
+    return {
         "dtypes": json.dumps([dt.str for dt in spec.dtypes]),
-        "shapes": json.dumps([list(s) for s in settings.shapes]),
+        "shapes": json.dumps([list(s) for s in shapes]),
         "names": json.dumps(None if spec.names is None else list(spec.names)),
+    }
+
+
+def stored_selection(settings: TableSettings) -> dict[str, str]:
+    """The sampler, remover, max_times_sampled, rate limiter and the layout's format as
+    the server stores them."""
+    return {
         "sampler": json.dumps(selector_config(settings.sampler), sort_keys=True),
         "remover": json.dumps(selector_config(settings.remover), sort_keys=True),
         "max_times_sampled": str(settings.max_times_sampled),
@@ -73,7 +97,7 @@ def _stored(settings: TableSettings) -> dict[str, str]:
     }
 
 
-def _derived(settings: TableSettings) -> list[str]:
+def derived(settings: TableSettings) -> list[str]:
     """What the Lua functions read: the limiter's numbers, the selectors' kinds and
     exponents, the tree fanout, and which ordered sets to keep."""
     lim = settings.rate_limiter
@@ -132,9 +156,8 @@ def open_table(
     )
     make_spec(owner, dtypes, shapes, names)  # (refuses what AQ1 cannot carry)
     given = _stored(settings)
-    derived = _derived(settings)
     gen = yield from open_shared(
-        TABLES, name, settings.owner, given, derived, same=_SAME, render=_RENDER
+        TABLES, name, settings.owner, given, derived(settings), same=_SAME, render=RENDER
     )
     return TableHandle(
         name=name, gen=gen, settings=settings, wait_timeout=wait_timeout, lease_time=lease_time

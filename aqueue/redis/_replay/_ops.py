@@ -51,7 +51,7 @@ from .._core._shared import text, undoing
 from .._core._transport import Call, Op, Wait
 from ._handle import TableHandle
 
-__all__ = ["InsertOp", "SampleOp", "delete", "statistics", "update"]
+__all__ = ["InsertOp", "SampleOp", "delete", "sample_of", "statistics", "update"]
 
 
 class InsertOp:
@@ -247,20 +247,11 @@ class SampleOp:
         """The sample, from the function's reply and the payloads read behind it. A
         payload that is not AQ1 raises PayloadError (the sample has happened)."""
         n = self.n
-        draws = np.frombuffer(reply[2], dtype="<f8").reshape(n, 4)
         small = reply[3]
         payloads = [
             v if v is not None else (s if s is not None else b"") for v, s in zip(values, small)
         ]
-        data = self.h.spec.pack(list(self.h.codec.decode_batch(payloads)))
-        return ReplaySample(
-            data,
-            draws[:, 0].astype(np.int64),
-            draws[:, 1].copy(),
-            draws[:, 2].copy(),
-            draws[:, 3].astype(np.int64),
-            int(reply[1]),
-        )
+        return sample_of(self.h.spec.pack(list(self.h.codec.decode_batch(payloads))), reply, n)
 
     def leave_call(self) -> Call | None:
         """The ``rt_leave`` of an early exit, or None; the random numbers go back."""
@@ -268,6 +259,20 @@ class SampleOp:
         if not self.registered:
             return None
         return Call("rt_leave", self.h.key, [self.h.gen, "s", self.member, self.wid])
+
+
+def sample_of(data: Any, reply: list[Any], n: int) -> ReplaySample[Any]:
+    """The sample of ``data`` (its draws' payloads, decoded) and an ``rt_sample`` reply:
+    the size then, and per draw its key, priority, probability and times sampled."""
+    draws = np.frombuffer(reply[2], dtype="<f8").reshape(n, 4)
+    return ReplaySample(
+        data,
+        draws[:, 0].astype(np.int64),
+        draws[:, 1].copy(),
+        draws[:, 2].copy(),
+        draws[:, 3].astype(np.int64),
+        int(reply[1]),
+    )
 
 
 def _found(h: TableHandle, reply: Any) -> npt.NDArray[np.bool_]:
