@@ -28,6 +28,6 @@ Layering: the controller in ``_tuner.py`` and the modules it reads (readings, kn
 estimates, limits, settings) do no I/O and know nothing of the run; ``_budget.py``
 reads the machine; ``_gate.py`` and ``_drive.py`` are the run's side, reached through
 the ``Tunable`` protocol (what a run offers the driver). The folder sits below the
-others: ``defs/`` checks ``"auto"`` arguments with it, ``flow/`` passes its gate and
-``run/`` drives it.
+others: ``defs/`` checks ``"auto"`` arguments with it, ``flow/`` passes its gate
+and ``run/`` drives it.
 """
