@@ -36,7 +36,7 @@ from ._stages import (
     send_step,
 )
 
-__all__ = ["BUILDERS", "Reader", "Site", "builder_key"]
+__all__ = ["BUILDERS", "Reader", "Site", "builder_key", "map_steps"]
 
 Reader = SequenceSource | SyncSource | AsyncSource  # a source that reads an iterable
 
@@ -92,19 +92,28 @@ def _producer(run: Site, i: int, spec: StageSpec, stage: Stage) -> list[Any]:
 
 
 def _task_map(run: Site, i: int, spec: StageSpec, stage: Stage) -> list[Any]:
-    turns = AsyncTurns(run.stop, i) if spec.ordered else None
-    if turns is not None:
-        run.turns[i] = turns
-    inq = run.queues[i - 1]
-    return [async_map_step(spec.fn, inq, stage, turns) for _ in range(spec.concurrency)]
+    if spec.ordered:
+        run.turns[i] = AsyncTurns(run.stop, i)
+    return map_steps(run, i, spec, stage, range(spec.concurrency))
 
 
 def _thread_map(run: Site, i: int, spec: StageSpec, stage: Stage) -> list[Any]:
-    turns = ThreadTurns(run.stop, i) if spec.ordered else None
-    if turns is not None:
-        run.turns[i] = turns
+    if spec.ordered:
+        run.turns[i] = ThreadTurns(run.stop, i)
+    return map_steps(run, i, spec, stage, range(spec.concurrency))
+
+
+def map_steps(run: Site, i: int, spec: StageSpec, stage: Stage, slots: range) -> list[Any]:
+    """The steps of a task or thread map's workers ``slots`` (at the start, and those a
+    tuner adds to a running map: they share its turns, if ordered)."""
+    turns = run.turns.get(i)
+    if spec.executor == "task":
+        assert turns is None or isinstance(turns, AsyncTurns)
+        inq = run.queues[i - 1]
+        return [async_map_step(spec.fn, inq, stage, turns, k) for k in slots]
+    assert turns is None or isinstance(turns, ThreadTurns)
     view = run.queues[i - 1].blocking()
-    return [thread_map_step(spec.fn, view, stage, turns) for _ in range(spec.concurrency)]
+    return [thread_map_step(spec.fn, view, stage, turns, k) for k in slots]
 
 
 def _process_map(run: Site, i: int, spec: StageSpec, stage: Stage) -> list[Any]:
