@@ -258,3 +258,21 @@ async def test_autotune_from_the_pipeline_and_from_open(caplog: pytest.LogCaptur
         async with pipe.open(autotune=aqueue.Autotune()) as items:
             assert sorted([x async for x in items]) == list(range(N))
     assert pipe.statistics()[1].concurrency > 1
+
+
+@pytest.mark.parametrize("executor", ["task", "thread"])
+async def test_the_input_ends_while_the_tuner_has_parked_workers(executor: str) -> None:
+    """A slow consumer: the tuner cuts a map started at 64, and the workers above the
+    cut park at its gate; when the input ends, they still end, so the output queue
+    closes and the iteration ends with every item."""
+    fn: Any = fetch if executor == "task" else fetch_blocking
+    pipe = Pipeline(range(800)).map(fn, concurrency=aqueue.Auto(start=64), ordered=True)
+    got: list[int] = []
+    with anyio.fail_after(90):
+        async with pipe.open() as items:
+            async for x in items:
+                got.append(x)
+                await anyio.sleep(0.003)
+    assert got == list(range(800))
+    assert pipe.statistics()[1].concurrency < 64  # it was cut: workers were parked
+    assert _runner_threads() == []
