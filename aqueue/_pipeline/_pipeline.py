@@ -16,6 +16,9 @@ of StageSpecs, built and checked by ``defs/_stage_spec.py`` (the methods here ho
 signatures, types and docstrings); ``open()`` runs it as a ``PipelineRun``
 (``run/_run.py``: its queues, workers, and how a run ends); ``statistics()`` and
 ``describe()`` come from ``run/_describe.py``.
+
+The module is one concept, the public builder: its overloads and docstrings are the
+API reference of ``Pipeline``, and the checks live elsewhere, so it may pass 450 lines.
 """
 
 from __future__ import annotations
