@@ -276,3 +276,25 @@ async def test_the_input_ends_while_the_tuner_has_parked_workers(executor: str) 
     assert got == list(range(800))
     assert pipe.statistics()[1].concurrency < 64  # it was cut: workers were parked
     assert _runner_threads() == []
+
+
+@pytest.mark.parametrize("executor", ["task", "thread"])
+async def test_a_checkpoint_with_workers_added_and_parked_resumes_exactly(executor: str) -> None:
+    """A checkpoint counts the workers a tuner added and those parked at its gate as at
+    rest; the resumed run delivers exactly the items after the cut, in order."""
+    fn: Any = fetch if executor == "task" else fetch_blocking
+    pipe = Pipeline(list(range(800))).map(fn, concurrency=aqueue.Auto(start=64), ordered=True)
+    got: list[int] = []
+    with anyio.fail_after(90):
+        async with pipe.open() as items:
+            async for x in items:
+                got.append(x)
+                await anyio.sleep(0.003)
+                if len(got) == 500:
+                    state = await items.checkpoint()
+                    break
+        assert pipe.statistics()[1].concurrency < 64  # cut before the checkpoint
+        async with pipe.open(state=state) as items:
+            got += [x async for x in items]
+    assert got == list(range(800))
+    assert _runner_threads() == []

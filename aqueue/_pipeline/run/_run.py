@@ -289,6 +289,11 @@ class PipelineRun:
         cap = self.queues[i].capacity
         return items_in, st.enqueued_total, m.busy, m.get_wait_s, m.put_wait_s, m.occ_sum, cap
 
+    @property
+    def parked(self) -> dict[int, int]:
+        """Workers parked at each tuned map's gate now (a checkpoint counts them at rest)."""
+        return {} if self.tuning is None else {i: g.parked for i, g in self.tuning.gates.items()}
+
     def consumer(self) -> tuple[int, float]:
         """Items the consumer took from the last queue, and seconds it waited on it."""
         st = self.queues[-1].statistics()
