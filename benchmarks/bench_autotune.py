@@ -22,8 +22,8 @@ Rows, per workload:
   the default rule): the grid a user would have to search by hand;
 - ``defaults 1/1``: concurrency 1 (the default), measured on a quarter of the items (it
   takes a quarter of the time per item) and shown as is;
-- ``auto``: ``concurrency="auto"`` on both maps. Until the tuner is wired into the run,
-  the Pipeline refuses ``"auto"`` and the row says so;
+- ``auto``: ``concurrency="auto"`` on both maps (the row says why not if the Pipeline
+  refuses ``"auto"``);
 - ``tf.data AUTOTUNE``: the same two functions (the fetch sleeps in a ``py_function``:
   tf.data cannot await) with ``num_parallel_calls=AUTOTUNE`` and ``prefetch(AUTOTUNE)``,
   and, for scale, with ``num_parallel_calls=64`` picked by hand (and a private pool of
@@ -184,8 +184,7 @@ def auto_available() -> str | None:
         return i
 
     try:
-        # (the signature takes "auto" once the tuner is wired in)
-        Pipeline(range(1)).map(fetch, concurrency="auto")  # type: ignore[call-overload,unused-ignore]
+        Pipeline(range(1)).map(fetch, concurrency="auto")
     except (ElementSpecError, TypeError) as exc:
         return f"not available yet ({exc})"
     return None
