@@ -260,19 +260,26 @@ async def test_autotune_from_the_pipeline_and_from_open(caplog: pytest.LogCaptur
     assert pipe.statistics()[1].concurrency > 1
 
 
+_CONSUMER_STEP_S = 0.003  # a consumer slower than 64 workers: the tuner cuts the map
+
+
+def _cut_by_a_slow_consumer(executor: str) -> Pipeline[int]:
+    fn: Any = fetch if executor == "task" else fetch_blocking
+    return Pipeline(list(range(800))).map(fn, concurrency=aqueue.Auto(start=64), ordered=True)
+
+
 @pytest.mark.parametrize("executor", ["task", "thread"])
 async def test_the_input_ends_while_the_tuner_has_parked_workers(executor: str) -> None:
     """A slow consumer: the tuner cuts a map started at 64, and the workers above the
     cut park at its gate; when the input ends, they still end, so the output queue
     closes and the iteration ends with every item."""
-    fn: Any = fetch if executor == "task" else fetch_blocking
-    pipe = Pipeline(range(800)).map(fn, concurrency=aqueue.Auto(start=64), ordered=True)
+    pipe = _cut_by_a_slow_consumer(executor)
     got: list[int] = []
     with anyio.fail_after(90):
         async with pipe.open() as items:
             async for x in items:
                 got.append(x)
-                await anyio.sleep(0.003)
+                await anyio.sleep(_CONSUMER_STEP_S)
     assert got == list(range(800))
     assert pipe.statistics()[1].concurrency < 64  # it was cut: workers were parked
     assert _runner_threads() == []
@@ -280,16 +287,15 @@ async def test_the_input_ends_while_the_tuner_has_parked_workers(executor: str) 
 
 @pytest.mark.parametrize("executor", ["task", "thread"])
 async def test_a_checkpoint_with_workers_added_and_parked_resumes_exactly(executor: str) -> None:
-    """A checkpoint counts the workers a tuner added and those parked at its gate as at
-    rest; the resumed run delivers exactly the items after the cut, in order."""
-    fn: Any = fetch if executor == "task" else fetch_blocking
-    pipe = Pipeline(list(range(800))).map(fn, concurrency=aqueue.Auto(start=64), ordered=True)
+    """A checkpoint counts the workers parked at a tuned map's gate as at rest; the
+    resumed run delivers exactly the items after the cut, in order."""
+    pipe = _cut_by_a_slow_consumer(executor)
     got: list[int] = []
     with anyio.fail_after(90):
         async with pipe.open() as items:
             async for x in items:
                 got.append(x)
-                await anyio.sleep(0.003)
+                await anyio.sleep(_CONSUMER_STEP_S)
                 if len(got) == 500:
                     state = await items.checkpoint()
                     break
