@@ -36,6 +36,8 @@ from ._pipeline.defs._state import PipelineState as PipelineState
 from ._pipeline.flow._meter import StageStatistics as StageStatistics
 from ._pipeline.run._open import OpenPipeline as OpenPipeline
 from ._pipeline.run._open import PipelineItems as PipelineItems
+from ._pipeline.tune._settings import Auto as Auto
+from ._pipeline.tune._settings import Autotune as Autotune
 from ._queues._fifo import FIFOQueue as FIFOQueue
 from ._queues._fifo import PaddingFIFOQueue as PaddingFIFOQueue
 from ._queues._protocol import AsyncQueue as AsyncQueue
@@ -92,6 +94,8 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncQueue",
     "AsyncReplayTable",
+    "Auto",
+    "Autotune",
     "BatchIterator",
     "Batches",
     "BlockingQueue",

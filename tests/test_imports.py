@@ -336,7 +336,7 @@ def test_private_layers_do_not_import_the_public_package() -> None:
 
 
 # The pipeline's folders, from the bottom up: each imports only the ones before it.
-_PIPELINE_FOLDERS = ("defs", "flow", "process", "run")
+_PIPELINE_FOLDERS = ("tune", "defs", "flow", "process", "run")
 
 
 @pytest.mark.parametrize("folder", _PIPELINE_FOLDERS)

@@ -11,6 +11,9 @@ The folders, from the bottom up (each imports only the ones below it; a test che
 ================  =====================================================================
 folder / file     what it holds
 ================  =====================================================================
+``tune/``         the tuner of ``concurrency="auto"``: what a user asks (``Auto``,
+                  ``Autotune``), the controller (readings in, decisions out), the
+                  gate that resizes a stage's workers live, the task that drives it
 ``defs/``         what a pipeline is defined as (its spec): StageSpec and the builder
                   methods' checks; PipelineState, a checkpoint, and its file
 ``flow/``         what every running stage works with, whatever its kind: its control

@@ -16,12 +16,15 @@ of StageSpecs, built and checked by ``defs/_stage_spec.py`` (the methods here ho
 signatures, types and docstrings); ``open()`` runs it as a ``PipelineRun``
 (``run/_run.py``: its queues, workers, and how a run ends); ``statistics()`` and
 ``describe()`` come from ``run/_describe.py``.
+
+The module is one concept, the public builder: its overloads and docstrings are the
+API reference of ``Pipeline``, and the checks live elsewhere, so it may pass 450 lines.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import numpy.typing as npt
 
@@ -51,6 +54,7 @@ from .run._checkpoint import check_state, refusal
 from .run._describe import describe_run, zero_statistics
 from .run._open import OpenPipeline
 from .run._run import PipelineRun
+from .tune._settings import Auto, Autotune
 
 __all__ = ["Pipeline"]
 
@@ -85,23 +89,45 @@ class Pipeline(Generic[T]):
     Args:
         source: The items to start from (see above).
         name: The source stage's label in statistics.
+        autotune: How the maps given ``concurrency="auto"`` are tuned (budgets, mode,
+            a cap; None: ``aqueue.Autotune()``), kept by every pipeline built from
+            this one; ``open(autotune=...)`` overrides it for one run.
 
     Raises:
         TypeError: ``source`` is none of the accepted kinds (a str or bytes is refused
-            as almost certainly a mistake).
+            as almost certainly a mistake), or ``autotune`` is not an
+            ``aqueue.Autotune``.
     """
 
-    __slots__ = ("_run", "_specs")
+    __slots__ = ("_autotune", "_run", "_specs")
 
     @overload
-    def __init__(self: Pipeline[T], source: AsyncQueue[T], *, name: str | None = None) -> None: ...
-    @overload
     def __init__(
-        self: Pipeline[T], source: AsyncIterable[T], *, name: str | None = None
+        self: Pipeline[T],
+        source: AsyncQueue[T],
+        *,
+        name: str | None = None,
+        autotune: Autotune | None = None,
     ) -> None: ...
     @overload
-    def __init__(self: Pipeline[T], source: Iterable[T], *, name: str | None = None) -> None: ...
-    def __init__(self, source: Any, *, name: str | None = None) -> None:
+    def __init__(
+        self: Pipeline[T],
+        source: AsyncIterable[T],
+        *,
+        name: str | None = None,
+        autotune: Autotune | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Pipeline[T],
+        source: Iterable[T],
+        *,
+        name: str | None = None,
+        autotune: Autotune | None = None,
+    ) -> None: ...
+    def __init__(
+        self, source: Any, *, name: str | None = None, autotune: Autotune | None = None
+    ) -> None:
         if isinstance(source, AsyncQueue):
             first = Pipeline.from_queue(source, name=name)
         elif hasattr(source, "__aiter__"):
@@ -110,13 +136,15 @@ class Pipeline(Generic[T]):
             first = Pipeline.from_iterable(source, name=name)
         self._specs: tuple[StageSpec, ...] = first._specs
         self._run: PipelineRun | None = None
+        self._autotune = _autotune_arg(autotune, "Pipeline")
 
     @classmethod
-    def _of(cls, specs: tuple[StageSpec, ...]) -> Pipeline[Any]:
+    def _of(cls, specs: tuple[StageSpec, ...], autotune: Autotune | None = None) -> Pipeline[Any]:
         """A Pipeline of these stages (the builder methods' constructor)."""
         pipe = object.__new__(cls)
         pipe._specs = specs
         pipe._run = None
+        pipe._autotune = autotune
         return pipe
 
     def _remember(self, run: PipelineRun) -> None:
@@ -126,7 +154,7 @@ class Pipeline(Generic[T]):
         return "<Pipeline " + " -> ".join(s.label for s in self._specs) + ">"
 
     def _then(self, spec: StageSpec) -> Pipeline[Any]:
-        return Pipeline._of(then(self._specs, spec))
+        return Pipeline._of(then(self._specs, spec), self._autotune)
 
     # -- sources -------------------------------------------------------------------------
 
@@ -163,7 +191,7 @@ class Pipeline(Generic[T]):
         self,
         fn: Callable[[T], Awaitable[U]],
         *,
-        concurrency: int = 1,
+        concurrency: int | Literal["auto"] | Auto = 1,
         ordered: bool = False,
         executor: str | None = None,
         capacity: int | None = None,
@@ -174,7 +202,7 @@ class Pipeline(Generic[T]):
         self,
         fn: Callable[[T], U],
         *,
-        concurrency: int = 1,
+        concurrency: int | Literal["auto"] | Auto = 1,
         ordered: bool = False,
         executor: str | None = None,
         capacity: int | None = None,
@@ -184,7 +212,7 @@ class Pipeline(Generic[T]):
         self,
         fn: Callable[[T], Any],
         *,
-        concurrency: int = 1,
+        concurrency: int | Literal["auto"] | Auto = 1,
         ordered: bool = False,
         executor: str | None = None,
         capacity: int | None = None,
@@ -195,7 +223,11 @@ class Pipeline(Generic[T]):
         Args:
             fn: An async function (run in tasks) or a sync one (run on long-lived
                 threads, or in worker processes with ``executor="process"``).
-            concurrency: Number of workers.
+            concurrency: Number of workers, or ``"auto"`` (``aqueue.Auto(min=, max=,
+                start=)`` for a range): the pipeline's tuner chooses it while the
+                pipeline runs, adding workers or parking some, so that the consumer
+                waits as little as the machine allows (task and thread maps; see
+                ``aqueue.Autotune``). A number is never changed.
             ordered: Deliver in input order even with concurrency > 1 (a slow item then
                 holds back the ones after it); by default in completion order.
             executor: None (by the kind of ``fn``: an async function runs in tasks, a
@@ -350,6 +382,7 @@ class Pipeline(Generic[T]):
         *,
         state: PipelineState | None = None,
         monitor: Monitor | None = None,
+        autotune: Autotune | None = None,
     ) -> OpenPipeline[T]:
         """Run the pipeline: ``async with pipe.open() as items: async for x in items``.
 
@@ -378,6 +411,8 @@ class Pipeline(Generic[T]):
             monitor: Sample the stages' queues and the stages themselves while the
                 pipeline runs (see ``Monitor``). With ``coord``, pass the monitor to
                 that coordinator too; here it only adds the stages.
+            autotune: How this run tunes its ``concurrency="auto"`` maps (None: the
+                pipeline's own, see ``Pipeline``).
 
         Raises:
             ElementSpecError: ``state`` is of another pipeline (the first difference
@@ -393,6 +428,7 @@ class Pipeline(Generic[T]):
             raise TypeError(f"Pipeline.open: expected a Coordinator, got {type(coord).__name__}")
         if monitor is not None and not isinstance(monitor, Monitor):
             raise TypeError(f"Pipeline.open: expected a Monitor, got {type(monitor).__name__}")
+        autotune = _autotune_arg(autotune, "Pipeline.open") or self._autotune
         if state is not None:
             if not isinstance(state, PipelineState):
                 raise TypeError(
@@ -402,7 +438,7 @@ class Pipeline(Generic[T]):
             if why is not None:
                 raise CheckpointError(f"cannot resume this pipeline: {why}")
             check_state(self._specs, state)
-        return OpenPipeline(self._specs, coord, self._remember, state, monitor)
+        return OpenPipeline(self._specs, coord, self._remember, state, monitor, autotune)
 
     async def run(self, coord: Coordinator | None = None) -> int:
         """Run the pipeline to its end, discarding what reaches the consumer (for a
@@ -433,3 +469,12 @@ class Pipeline(Generic[T]):
             return describe_run(self.statistics(), None, self._specs)
         run = self._run
         return describe_run(self.statistics(), run.elapsed, self._specs, run.notes(), run.startup())
+
+
+def _autotune_arg(autotune: Any, owner: str) -> Autotune | None:
+    """None or an ``aqueue.Autotune``, else TypeError naming ``owner``."""
+    if autotune is not None and not isinstance(autotune, Autotune):
+        raise TypeError(
+            f"{owner}: autotune must be an aqueue.Autotune, got {type(autotune).__name__}"
+        )
+    return autotune

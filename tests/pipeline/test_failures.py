@@ -249,13 +249,13 @@ def fault(monkeypatch: pytest.MonkeyPatch) -> Callable[[str, int], None]:
                 if calls[0] == n:
                     raise OSError(f"stage {label} broke")
 
-        def start_thread(stage: _control.Stage) -> None:
+        def start_thread(stage: _control.Stage, slot: int = 0) -> None:
             trip(stage)
-            thread_start(stage)
+            thread_start(stage, slot)
 
-        async def start_task(stage: _control.Stage) -> None:
+        async def start_task(stage: _control.Stage, slot: int = 0) -> None:
             trip(stage)
-            await task_start(stage)
+            await task_start(stage, slot)
 
         monkeypatch.setattr(_control.Stage, "start_thread", start_thread)
         monkeypatch.setattr(_control.Stage, "start_task", start_task)

@@ -756,8 +756,9 @@ def test_pipeline_help_is_public_and_complete() -> None:
     reader to a private module."""
 
     params = inspect.signature(Pipeline).parameters
-    assert list(params) == ["source", "name"]
+    assert list(params) == ["source", "name", "autotune"]
     assert params["name"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert params["autotune"].kind is inspect.Parameter.KEYWORD_ONLY
     for name, member in inspect.getmembers(Pipeline):
         doc = inspect.getdoc(member) or ""
         if not name.startswith("_"):

@@ -32,6 +32,7 @@ from typing import Any
 from ..._errors import ElementSpecError, epochs_arg, int_arg, name_arg, seed_arg
 from ..._queues._protocol import AsyncQueue, Sink
 from ..._running._producers import is_async_callable
+from ..tune._settings import Auto, concurrency_arg, concurrency_range
 
 __all__ = [
     "Reads",
@@ -92,6 +93,7 @@ class StageSpec:
     pad: bool = False
     seed: int | None = None
     reads: Reads | None = None  # a one-shot iterator source's record (else None)
+    auto: Auto | None = None  # a map's concurrency="auto": its range (concurrency: the start)
 
 
 def threaded(spec: StageSpec) -> bool:
@@ -224,7 +226,7 @@ def producer_source(fn: Any, name: str | None) -> StageSpec:
 
 def map_stage(
     fn: Any,
-    concurrency: int,
+    concurrency: Any,
     ordered: bool,
     executor: str | None,
     capacity: int | None,
@@ -232,7 +234,7 @@ def map_stage(
 ) -> StageSpec:
     callable_arg(fn, "map")
     label = name_arg(name, f"map({describe_fn(fn)})")
-    conc = int_arg(concurrency, "concurrency", f"Pipeline.map {label!r}", 1)
+    setting = concurrency_arg(concurrency, f"Pipeline.map {label!r}")
     is_async = is_async_callable(fn)
     if executor not in (None, "thread", "process"):
         raise ElementSpecError(
@@ -247,14 +249,24 @@ def map_stage(
     how = "task" if is_async else (executor or "thread")
     if how == "process":
         _process_fn(fn, f"Pipeline.map {label!r}")
+    auto = setting if isinstance(setting, Auto) else None
+    if isinstance(setting, Auto) and how == "process":
+        raise ElementSpecError(
+            f"Pipeline.map {label!r}: concurrency='auto' is not available for "
+            "executor='process' (worker processes cannot be added to a running map); "
+            "give the number of worker processes, e.g. concurrency=4"
+        )
+    # A tuned map's spec holds its start (the run may lower it to a smaller cap).
+    conc = concurrency_range(setting, how, 1.0, None)[0] if isinstance(setting, Auto) else setting
     return StageSpec(
         "map",
         label,
         fn,
         concurrency=conc,
         capacity=_capacity_arg(capacity, label),
-        ordered=bool(ordered) and conc > 1,
+        ordered=bool(ordered) and (conc > 1 or auto is not None),
         executor=how,
+        auto=auto,
     )
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import anyio
 
 from ..._errors import QueueClosedError
+from ..tune._gate import Gate
 
 __all__ = ["Control", "Stage"]
 
@@ -145,29 +146,38 @@ class Control:
 
 class Stage:
     """What a stage's steps share: the run's control, the stage's number, label and
-    meter."""
+    meter, and for a map whose concurrency is tuned, its ``Gate`` (None otherwise: one
+    ``is None`` test per burst)."""
 
-    __slots__ = ("control", "index", "label", "meter")
+    __slots__ = ("control", "gate", "index", "label", "meter")
 
-    def __init__(self, control: Control, index: int, label: str, meter: Any) -> None:
+    def __init__(
+        self, control: Control, index: int, label: str, meter: Any, gate: Gate | None = None
+    ) -> None:
         self.control = control
         self.index = index
         self.label = label
         self.meter = meter
+        self.gate = gate
 
     def check(self) -> None:
         """Raise QueueClosedError (a clean end) if this stage is stopping."""
         if self.index < self.control.cut:
             raise QueueClosedError("the pipeline is stopping")
 
-    def start_thread(self) -> None:
-        """The start of a thread step: end if stopping, wait while paused."""
+    def start_thread(self, slot: int = 0) -> None:
+        """The start of a thread step: end if stopping, wait at a tuned map's gate
+        while ``slot`` is beyond its limit, wait while paused."""
         self.check()
+        if self.gate is not None:
+            self.gate.pass_thread(slot, self.check)
         self.control.pause_thread(self.index)
 
-    async def start_task(self) -> None:
-        """The start of a task step: end if stopping, wait while paused."""
+    async def start_task(self, slot: int = 0) -> None:
+        """The start of a task step (see ``start_thread``)."""
         self.check()
+        if self.gate is not None:
+            await self.gate.pass_task(slot, self.check)
         if self.control.pausing:
             await self.control.pause_task(self.index)
 

@@ -106,13 +106,24 @@ class Worker:
 class Meter:
     """One stage's measurements (shared by its workers)."""
 
-    __slots__ = ("dropped", "get_waits", "occ_n", "occ_sum", "put_waits", "workers")
+    __slots__ = (
+        "dropped",
+        "get_wait_s",
+        "get_waits",
+        "occ_n",
+        "occ_sum",
+        "put_wait_s",
+        "put_waits",
+        "workers",
+    )
 
     def __init__(self) -> None:
         self.workers: list[Worker] = []
         self.get_waits: collections.deque[float] = collections.deque(maxlen=_WAIT_SAMPLES)
         self.put_waits: collections.deque[float] = collections.deque(maxlen=_WAIT_SAMPLES)
         self.dropped = 0
+        self.get_wait_s = 0.0  # seconds waited for input, summed (the tuner's "starved")
+        self.put_wait_s = 0.0  # seconds waited to hand output on, summed ("blocked")
         self.occ_sum = 0.0
         self.occ_n = 0.0  # seconds the occupancy samples stand for
 
@@ -126,6 +137,7 @@ class Meter:
         now = _perf()
         if w.returned:
             self.put_waits.append(now - w.returned)
+            self.put_wait_s += now - w.returned
             w.returned = 0.0
         return now
 
@@ -133,6 +145,7 @@ class Meter:
         """A step waited for its input from ``since`` until now; return now."""
         now = _perf()
         self.get_waits.append(now - since)
+        self.get_wait_s += now - since
         return now
 
     @property

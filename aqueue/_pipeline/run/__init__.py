@@ -16,5 +16,7 @@ file                 what it holds
 ``_checkpoint.py``   ``await items.checkpoint()``: pause at rest, capture, resume
 ``_describe.py``     a run's measurements and report: occupancy sampling,
                      StageStatistics per stage, ``describe()`` and the bottleneck
+``_tuning.py``       Tuning: the run's side of the tuner of ``concurrency="auto"``
+                     maps (gates, readings, decisions put into force, notes)
 ===================  ==================================================================
 """

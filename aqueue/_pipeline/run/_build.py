@@ -13,18 +13,20 @@ A new kind of stage is a spec (``defs/_stage_spec.py``), its steps, and one line
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from ..._input._epochs import in_memory
 from ..._queues._fifo import StageQueue
 from ..._running._producers import is_async_callable
 from ..defs._stage_spec import StageSpec
+from ..flow._bursts import Burst
 from ..flow._control import Control, Stage
 from ..flow._turns import AsyncTurns, ThreadTurns
 from ..process._driver import Ledger, Sizes, map_step
 from ..process._inplace import BatchWriter
 from ..process._workers import WorkerPool
+from ..tune._gate import Gate
 from ._maps import async_map_step, thread_map_step
 from ._sources import AsyncSource, SequenceSource, SyncSource, producer_step, queue_step
 from ._stages import (
@@ -36,7 +38,7 @@ from ._stages import (
     send_step,
 )
 
-__all__ = ["BUILDERS", "Reader", "Site", "builder_key"]
+__all__ = ["BUILDERS", "Reader", "Site", "builder_key", "map_steps"]
 
 Reader = SequenceSource | SyncSource | AsyncSource  # a source that reads an iterable
 
@@ -92,19 +94,60 @@ def _producer(run: Site, i: int, spec: StageSpec, stage: Stage) -> list[Any]:
 
 
 def _task_map(run: Site, i: int, spec: StageSpec, stage: Stage) -> list[Any]:
-    turns = AsyncTurns(run.stop, i) if spec.ordered else None
-    if turns is not None:
-        run.turns[i] = turns
-    inq = run.queues[i - 1]
-    return [async_map_step(spec.fn, inq, stage, turns) for _ in range(spec.concurrency)]
+    if spec.ordered:
+        run.turns[i] = AsyncTurns(run.stop, i)
+    return map_steps(run, i, spec, stage, range(spec.concurrency))
 
 
 def _thread_map(run: Site, i: int, spec: StageSpec, stage: Stage) -> list[Any]:
-    turns = ThreadTurns(run.stop, i) if spec.ordered else None
-    if turns is not None:
-        run.turns[i] = turns
+    if spec.ordered:
+        run.turns[i] = ThreadTurns(run.stop, i)
+    return map_steps(run, i, spec, stage, range(spec.concurrency))
+
+
+def map_steps(run: Site, i: int, spec: StageSpec, stage: Stage, slots: range) -> list[Any]:
+    """The steps of a task or thread map's workers ``slots`` (at the start, and those a
+    tuner adds to a running map: they share its turns, if ordered)."""
+    turns = run.turns.get(i)
+    if spec.executor == "task":
+        assert turns is None or isinstance(turns, AsyncTurns)
+        inq = run.queues[i - 1]
+        steps = [async_map_step(spec.fn, inq, stage, turns, k) for k in slots]
+        return steps if stage.gate is None else [_opening_task(s, stage.gate) for s in steps]
+    assert turns is None or isinstance(turns, ThreadTurns)
     view = run.queues[i - 1].blocking()
-    return [thread_map_step(spec.fn, view, stage, turns) for _ in range(spec.concurrency)]
+    steps_t = [thread_map_step(spec.fn, view, stage, turns, k) for k in slots]
+    return steps_t if stage.gate is None else [_opening_thread(s, stage.gate) for s in steps_t]
+
+
+# A tuned map's worker that ends (its input ended, the stage stops or fails) opens the
+# gate: workers parked there are still producers of the output queue, which closes only
+# once each of them has met the end too. (A thread map's gate has only threads parked
+# at it, so closing it from a worker thread touches no event-loop object.)
+
+
+def _opening_thread(step: Callable[[], Burst], gate: Gate) -> Callable[[], Burst]:
+    def opening() -> Burst:
+        try:
+            return step()
+        except BaseException:
+            gate.close()
+            raise
+
+    return opening
+
+
+def _opening_task(
+    step: Callable[[], Awaitable[Burst]], gate: Gate
+) -> Callable[[], Awaitable[Burst]]:
+    async def opening() -> Burst:
+        try:
+            return await step()
+        except BaseException:
+            gate.close()
+            raise
+
+    return opening
 
 
 def _process_map(run: Site, i: int, spec: StageSpec, stage: Stage) -> list[Any]:

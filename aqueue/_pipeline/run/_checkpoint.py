@@ -84,9 +84,15 @@ class Running(Site, Protocol):
 
     specs: tuple[StageSpec, ...]
     runners: list[QueueRunner | None]
+    added: dict[int, list[QueueRunner]]  # runners of workers a tuner added, by stage
     meters: list[Meter]
     workers: list[int]
     started: anyio.Event
+
+    @property
+    def parked(self) -> dict[int, int]:
+        """Workers parked at each tuned map's gate now, by stage."""
+        ...
 
     def check_running(self) -> None:
         """Raise the run's failure, or QueueClosedError once it is finishing."""
@@ -166,8 +172,10 @@ def at_rest(run: Running) -> bool:
             continue  # ended, and its output queue was told
         # Ended workers hold nothing and take nothing more; idle ones (threads not yet
         # running) will pause before their first take.
-        quiet = sum(1 for _, state in runner.producer_states() if state in ("done", "idle"))
-        quiet += run.stop.paused[i]
+        # (a tuned map's workers may be under several runners; a parked one is at rest)
+        states = [s for r in (runner, *run.added.get(i, ())) for _, s in r.producer_states()]
+        quiet = sum(1 for state in states if state in ("done", "idle"))
+        quiet += run.stop.paused[i] + run.parked.get(i, 0)
         turns = run.turns.get(i)
         if i > 0:
             takers = run.queues[i - 1].quiet_takers()

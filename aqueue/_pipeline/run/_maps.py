@@ -49,8 +49,10 @@ def thread_map_step(
     source: BlockingQueue[Any],
     stage: Stage,
     turns: ThreadTurns | None,
+    slot: int = 0,
 ) -> Callable[[], Burst]:
-    """A step for a worker thread: take a burst, apply ``fn`` to each item, return it."""
+    """A step for a worker thread: take a burst, apply ``fn`` to each item, return it
+    (``slot``: the worker's number, passed to a tuned map's gate)."""
     meter, label = stage.meter, stage.label
     w = meter.worker()
     failed: list[Exception] = []  # raised by an item after those handed on before it
@@ -62,7 +64,7 @@ def thread_map_step(
             turns.release(w.turn)  # the runner enqueued our previous burst
             w.turn = -1
         t0 = meter.began(w)
-        stage.start_thread()
+        stage.start_thread(slot)
         if turns is None:
             burst = source.dequeue_burst(burst_size(w.item_s))
         else:
@@ -98,8 +100,10 @@ def async_map_step(
     source: QueueBase[Any],
     stage: Stage,
     turns: AsyncTurns | None,
+    slot: int = 0,
 ) -> Callable[[], Awaitable[Burst]]:
-    """A step for a task: take a burst, ``await call(item)`` for each, return it.
+    """A step for a task: take a burst, ``await call(item)`` for each, return it
+    (``slot``: see ``thread_map_step``).
 
     The task runs on the event loop, so a call returns what it has done after
     ``SLICE_S`` seconds and keeps the rest of its burst for the next call: the loop is
@@ -122,7 +126,7 @@ def async_map_step(
         if pending:  # a burst not finished in one slice: go on with it (no pause here)
             stage.check()
         else:
-            await stage.start_task()
+            await stage.start_task(slot)
             if turns is None:
                 burst = await take(source, burst_size(w.item_s))
             else:

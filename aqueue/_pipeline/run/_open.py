@@ -26,6 +26,7 @@ from ..._running._coordinator import Coordinator
 from ..._running._monitor import Monitor
 from ..defs._stage_spec import StageSpec, fresh
 from ..defs._state import PipelineState
+from ..tune._settings import Autotune
 from ._checkpoint import take_checkpoint
 from ._run import PipelineRun
 
@@ -110,7 +111,7 @@ class OpenPipeline(Generic[T]):
     pipeline while the block runs and gives its ``PipelineItems``; leaving the block
     stops every stage (see ``Pipeline.open``)."""
 
-    __slots__ = ("_coord", "_monitor", "_on_run", "_own", "_run", "_specs", "_state")
+    __slots__ = ("_autotune", "_coord", "_monitor", "_on_run", "_own", "_run", "_specs", "_state")
 
     def __init__(
         self,
@@ -119,7 +120,9 @@ class OpenPipeline(Generic[T]):
         on_run: Callable[[PipelineRun], None],
         state: PipelineState | None,
         monitor: Monitor | None,
+        autotune: Autotune | None = None,
     ) -> None:
+        self._autotune = autotune
         self._specs = specs
         self._on_run = on_run  # the pipeline remembers its latest run
         self._coord = coord
@@ -138,7 +141,7 @@ class OpenPipeline(Generic[T]):
             self._own = Coordinator(monitor=self._monitor)
             coord = await self._own.__aenter__()
         try:
-            run = self._run = PipelineRun(self._specs, coord)
+            run = self._run = PipelineRun(self._specs, coord, self._autotune)
             self._on_run(run)
             if self._monitor is not None:
                 self._monitor.attach_stages("pipeline", run.statistics)

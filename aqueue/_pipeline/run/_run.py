@@ -43,6 +43,7 @@ import os
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -62,11 +63,13 @@ from ..process._driver import Ledger
 from ..process._inplace import BatchWriter
 from ..process._shm import Arena
 from ..process._workers import WorkerPool
-from ._build import BUILDERS, Reader, builder_key
+from ..tune._settings import Autotune
+from ._build import BUILDERS, Reader, builder_key, map_steps
 from ._checkpoint import apply_positions, apply_state
 from ._describe import process_notes, sample_occupancy, stage_statistics
 from ._sources import SequenceSource
 from ._stages import ShuffleStep
+from ._tuning import Tuning
 
 __all__ = ["PipelineRun", "StageRunner"]
 
@@ -124,9 +127,16 @@ class StageRunner(QueueRunner[Any]):
 class PipelineRun:
     """One run of a pipeline: its queues, runners and measurements."""
 
-    def __init__(self, specs: tuple[StageSpec, ...], coord: Coordinator) -> None:
+    def __init__(
+        self, specs: tuple[StageSpec, ...], coord: Coordinator, autotune: Autotune | None = None
+    ) -> None:
         self.specs = specs
         self.coord = coord
+        # The tuner of the maps with concurrency="auto" (None: no map is tuned).
+        tuned = any(s.auto is not None for s in specs)
+        self.tuning = Tuning(specs, autotune or Autotune()) if tuned else None
+        self.added: dict[int, list[QueueRunner]] = {}  # runners of workers a tuner added
+        self._stages: dict[int, Stage] = {}
         self.stop = Control(len(specs))
         self.meters = [Meter() for _ in specs]
         self.runners: list[QueueRunner | None] = [None] * len(specs)
@@ -178,6 +188,9 @@ class PipelineRun:
             self.coord.start_soon(self._start_later, later, delay, name="pipeline thread stages")
         else:
             self.started.set()
+        if self.tuning is not None:
+            self.tuning.start(self)
+            self.coord.start_soon(self.tuning.drive, self.started, name="pipeline tuner")
         self.coord.start_soon(
             sample_occupancy,
             self.queues,
@@ -220,7 +233,10 @@ class PipelineRun:
         """Build stage ``i``'s runner (its steps from ``BUILDERS``) and start it; return
         its number of workers."""
         spec = self.specs[i]
-        stage = Stage(self.stop, i, f"{i} '{spec.label}'", self.meters[i])
+        gate = self.tuning.gates.get(i) if self.tuning is not None else None
+        stage = self._stages[i] = Stage(self.stop, i, f"{i} '{spec.label}'", self.meters[i], gate)
+        if gate is not None:  # a tuned map starts with the workers its gate admits
+            spec = replace(spec, concurrency=gate.limit)
         steps = BUILDERS[builder_key(spec)](self, i, spec, stage)
         name = f"{i}:{spec.label}"
         target = spec.fn if spec.kind == "to_queue" else self.queues[i]
@@ -250,11 +266,46 @@ class PipelineRun:
     def _ended(self) -> bool:
         return self.t1 is not None
 
+    def add_workers(self, i: int, slots: range) -> None:
+        """A tuner raised map ``i``'s concurrency: start workers for ``slots`` (the next
+        numbers after those started), under a runner of their own into the same queue
+        (a queue closed meanwhile ends them cleanly at their registration)."""
+        stage = self._stages.get(i)
+        if stage is None or i < self.stop.cut or self.t1 is not None:
+            return
+        steps = map_steps(self, i, self.specs[i], stage, slots)
+        name = f"{i}:{self.specs[i].label} +{slots.start}"
+        runner = StageRunner(self.queues[i], steps, name, functools.partial(self.fail, i))
+        self.added.setdefault(i, []).append(runner)
+        self.workers[i] += len(steps)
+        self.coord.start(runner)
+
+    def counters(self, i: int) -> tuple[int, int, float, float, float, float, int]:
+        """Stage ``i``'s cumulative counters, for the tuner: items in, items out, busy,
+        starved and blocked seconds, the occupancy integral and the capacity."""
+        st = self.queues[i].statistics()
+        items_in = st.enqueued_total if i == 0 else self.queues[i - 1].statistics().dequeued_total
+        m = self.meters[i]
+        cap = self.queues[i].capacity
+        return items_in, st.enqueued_total, m.busy, m.get_wait_s, m.put_wait_s, m.occ_sum, cap
+
+    @property
+    def parked(self) -> dict[int, int]:
+        """Workers parked at each tuned map's gate now (a checkpoint counts them at rest)."""
+        return {} if self.tuning is None else {i: g.parked for i, g in self.tuning.gates.items()}
+
+    def consumer(self) -> tuple[int, float]:
+        """Items the consumer took from the last queue, and seconds it waited on it."""
+        st = self.queues[-1].statistics()
+        return st.dequeued_total, st.time_empty_s
+
     def finish(self) -> None:
         """Stop every stage: no new items are taken and every queue is closed."""
         if self.t1 is None:
             self.t1 = time.monotonic()
         self._stop_through(len(self.specs) - 1)
+        if self.tuning is not None:
+            self.tuning.close()
 
     def fail(self, i: int, exc: BaseException) -> None:
         """Stage ``i`` failed with ``exc``: the stages up to it stop, and the stages
@@ -285,6 +336,8 @@ class PipelineRun:
         for i, t in self.turns.items():
             if i <= last:
                 t.wake()
+        if self.tuning is not None:  # parked workers go on to their stop test
+            self.tuning.close(last)
 
     def raise_failure(self) -> None:
         """Raise the run's failure, if a stage failed (the consumer has seen it then)."""
@@ -331,9 +384,13 @@ class PipelineRun:
 
     def statistics(self) -> tuple[StageStatistics, ...]:
         """One StageStatistics per stage, so far (see ``_describe.stage_statistics``)."""
-        return stage_statistics(
-            self.specs, self.queues, self.meters, self.elapsed, self.row_counts()
-        )
+        specs = self.specs
+        if self.tuning is not None:  # a tuned map's concurrency is the one in force
+            specs = tuple(
+                s if (n := self.tuning.concurrency(i)) is None else replace(s, concurrency=n)
+                for i, s in enumerate(specs)
+            )
+        return stage_statistics(specs, self.queues, self.meters, self.elapsed, self.row_counts())
 
     def row_counts(self) -> dict[int, tuple[int, int]]:
         """For each queue that holds batch records (a process map's that writes its
@@ -342,7 +399,10 @@ class PipelineRun:
 
     def notes(self) -> list[str]:
         """describe()'s lines about the run's process maps (``_describe.process_notes``)."""
-        return process_notes(self.specs, self.statistics(), self.pools, self.writers)
+        notes = process_notes(self.specs, self.statistics(), self.pools, self.writers)
+        if self.tuning is not None:
+            notes += self.tuning.notes(lambda i: self.specs[i].label)
+        return notes
 
     def startup(self) -> dict[int, float]:
         """Seconds each process map's workers took to start (so far, while starting)."""

@@ -1,0 +1,175 @@
+"""A run's side of the tuner: ``Tuning``, what ``concurrency="auto"`` maps are driven by.
+
+A run with a tuned map (``map(fn, concurrency="auto")``) holds one ``Tuning``: a
+``Gate`` per tuned map, the ``Tuner`` (``tune/_tuner.py``) and what it reads and does
+(the ``Tunable`` protocol of ``tune/_drive.py``). The tuner is driven as one task in
+the run's own task group, on the event loop (no thread), from the moment every stage
+has started until the run ends; its sleeps end as soon as the run does.
+
+- ``reading`` turns the run's counters into a ``Reading``: items from the queues'
+  totals, busy seconds from the meters, starved and blocked seconds from their
+  cumulative waits, the workers a gate admits, the consumer's wait on the last queue.
+- ``apply`` puts a decision into force: the map's gate takes the new limit (a cut parks
+  the workers above it at their next burst); a raise above the workers started so far
+  has the run add workers with the next slots (``PipelineRun.add_workers``).
+- ``notes`` are describe()'s lines: each tuned map's concurrency in force and the
+  reason of its last decision.
+
+Invariants: a map given a number is never changed (its knob is not tunable); the gates
+are closed when the run stops, so no worker stays parked; decisions are logged at DEBUG
+on the ``aqueue`` logger (by ``drive``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import anyio
+
+from ..defs._stage_spec import StageSpec
+from ..tune._budget import resolve
+from ..tune._drive import drive
+from ..tune._gate import Gate
+from ..tune._knobs import Decision, KnobSpec
+from ..tune._readings import Reading, StageInfo, StageReading
+from ..tune._settings import Autotune, concurrency_range
+from ..tune._tuner import Tuner
+
+__all__ = ["Tuning"]
+
+
+class _Run(Protocol):
+    """What ``Tuning`` reads from the run (``PipelineRun``)."""
+
+    specs: tuple[StageSpec, ...]
+    workers: list[int]
+
+    def add_workers(self, i: int, slots: range) -> None: ...
+
+    def counters(self, i: int) -> tuple[int, int, float, float, float, float, int]: ...
+
+    def consumer(self) -> tuple[int, float]: ...
+
+
+class Tuning:
+    """The tuner of one run (see the module docstring).
+
+    Args:
+        specs: The run's stages.
+        autotune: The run's settings (budgets, mode, cap).
+    """
+
+    def __init__(self, specs: Sequence[StageSpec], autotune: Autotune) -> None:
+        budget = resolve(autotune)
+        self.gates: dict[int, Gate] = {}
+        self.started: dict[int, int] = {}  # workers created so far, per tuned map
+        self.last: dict[int, Decision] = {}
+        self.ranges: dict[int, tuple[int, int]] = {}
+        self._done = anyio.Event()
+        infos: list[StageInfo] = []
+        knobs: list[KnobSpec] = []
+        for i, spec in enumerate(specs):
+            executor = spec.executor if spec.kind == "map" else ""
+            per = float(spec.size) if spec.kind == "batch" else 1.0
+            infos.append(StageInfo(spec.label, spec.kind, executor, per))
+            if spec.kind != "map":
+                continue
+            if spec.auto is None:
+                n = spec.concurrency
+                knobs.append(KnobSpec(i, "concurrency", n, n, n, tunable=False, by="user"))
+                continue
+            start, low, high = concurrency_range(
+                spec.auto, spec.executor, budget.cpu, autotune.max_concurrency
+            )
+            knobs.append(KnobSpec(i, "concurrency", start, low, high))
+            self.gates[i] = Gate(start)
+            self.started[i] = start
+            self.ranges[i] = (low, high)
+        self.tuner = Tuner(infos, knobs, budget, acts=autotune.acts)
+        self._run: _Run | None = None
+
+    def start(self, run: _Run) -> None:
+        """Bind to ``run`` (before its first tick)."""
+        self._run = run
+
+    async def drive(self, started: anyio.Event) -> None:
+        """The tuner's task: from when every stage has started until ``close()``."""
+        await started.wait()
+        await drive(self, self.tuner, self._done.is_set, sleep=self._sleep)
+
+    async def _sleep(self, seconds: float) -> None:
+        with anyio.move_on_after(seconds):
+            await self._done.wait()
+
+    def close(self, through: int | None = None) -> None:
+        """Open the gates of stages ``0..through`` (every stage: None), and end the
+        tuner's task when every stage stops."""
+        for i, gate in self.gates.items():
+            if through is None or i <= through:
+                gate.close()
+        if through is None:
+            self._done.set()
+
+    # -- Tunable -------------------------------------------------------------------------
+
+    def reading(self, now: float) -> Reading:
+        """The run's counters now (see the module docstring)."""
+        run = self._run
+        assert run is not None
+        stages = []
+        for i in range(len(run.specs)):
+            items_in, items_out, busy, starved, blocked, occ, cap = run.counters(i)
+            gate = self.gates.get(i)
+            workers = min(gate.limit, self.started[i]) if gate is not None else run.workers[i]
+            stages.append(
+                StageReading(
+                    items_in,
+                    items_out,
+                    busy,
+                    starved,
+                    blocked,
+                    max(workers, 1),
+                    occupancy_s=occ,
+                    capacity=cap,
+                )
+            )
+        taken, waited = run.consumer()
+        return Reading(
+            now,
+            tuple(stages),
+            taken,
+            waited,
+            cpu_s=time.process_time(),
+            loop_cpu_s=time.thread_time(),
+        )
+
+    def apply(self, decision: Decision) -> None:
+        """Put ``decision`` into force (event loop's thread)."""
+        gate = self.gates.get(decision.stage)
+        if decision.knob != "concurrency" or gate is None or self._done.is_set():
+            return
+        i = decision.stage
+        self.last[i] = decision
+        gate.resize(decision.new)
+        if decision.new > self.started[i] and self._run is not None:
+            self._run.add_workers(i, range(self.started[i], decision.new))
+            self.started[i] = decision.new
+
+    # -- reports -------------------------------------------------------------------------
+
+    def concurrency(self, i: int) -> int | None:
+        """The concurrency in force of tuned map ``i`` (None: not tuned)."""
+        gate = self.gates.get(i)
+        return None if gate is None else gate.limit
+
+    def notes(self, labels: Callable[[int], str]) -> list[str]:
+        """describe()'s lines: each tuned map's concurrency and its last decision."""
+        out = []
+        for i, gate in self.gates.items():
+            low, high = self.ranges[i]
+            d = self.last.get(i)
+            why = f"last change: {d.reason}" if d is not None else "no change yet"
+            out.append(f"{i} {labels(i)}: concurrency {gate.limit} (auto, {low}..{high}); {why}")
+        return out
