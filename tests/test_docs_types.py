@@ -14,6 +14,7 @@ import re
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_docs import DOCS, PAGES, Block, blocks_of, page_name
 
@@ -77,6 +78,11 @@ def test_every_page_is_checked() -> None:
 
 def test_every_python_block_of_the_docs_type_checks_strictly(tmp_path: Path) -> None:
     api = pytest.importorskip("mypy.api", reason="mypy is not installed: nothing type-checks")
+    if tuple(int(p) for p in np.__version__.split(".")[:2]) < (2, 4):
+        # The pages write ``np.ndarray`` bare, as readers do; numpy's stubs give its type
+        # parameters defaults in the versions the pages are checked with (2.4 on), and
+        # older ones make ``--strict`` ask for them (Python 3.10 stops at numpy 2.2).
+        pytest.skip(f"numpy {np.__version__}: bare np.ndarray is checked from numpy 2.4 on")
     files, spans = modules(tmp_path)
     config = tmp_path / "mypy.ini"
     config.write_text(MYPY_INI.format(root=ROOT))
