@@ -2,7 +2,7 @@
 how to read its stage report.
 
     from_iterable(record addresses).repeat(2)
-        .map(read_record, concurrency=4)        # blocking np.fromfile, on 4 threads
+        .map(read_record, concurrency="auto")   # blocking np.fromfile, on threads the tuner adds
         .shuffle(capacity=2000, min_after_dequeue=1000, seed=0)
         .batch(32, allow_smaller_final_batch=True)
         .prefetch(4)
@@ -16,11 +16,11 @@ batch. At the end the script prints ``pipe.describe()`` (each stage with its cou
 busy time, queue occupancy and waits, then the bottleneck), a legend for its columns,
 and what the run showed: whether every record was seen exactly once per epoch, and how
 busy the reader was. ``--read-ms`` adds a simulated storage latency per record (a
-sleep), which makes the reader the bottleneck; ``--threads`` gives the reader more
-workers.
+sleep), which makes the reader the bottleneck; by default the pipeline's tuner
+chooses how many reader threads run (``--threads auto``), and ``--threads N`` fixes it.
 
 Run: python examples/pipeline.py [--files 8] [--records 400] [--batch-size 32]
-     [--capacity 2000] [--min-after-dequeue 1000] [--threads 4] [--epochs 2]
+     [--capacity 2000] [--min-after-dequeue 1000] [--threads auto|N] [--epochs 2]
      [--read-ms 0] [--backend asyncio|trio]
 """
 
@@ -133,6 +133,7 @@ async def train(args: argparse.Namespace, files: list[str]) -> dict[str, Any]:
     say(LEGEND)
     say(BOTTLENECK)
     read = next(s for s in pipe.statistics() if s.name == "map(read)")
+    chosen = "chosen by the tuner" if args.threads == "auto" else "--threads"
     once = (
         f"every one of the {total:,} records reached the trainer exactly {args.epochs} "
         "times, once per epoch"
@@ -142,11 +143,25 @@ async def train(args: argparse.Namespace, files: list[str]) -> dict[str, Any]:
     say(
         "What this showed: the reader, the shuffle buffer and the batching ran as one "
         f"chain of stages; {once}, and the `async for` loop ended by itself after the "
-        f"last batch. Reading kept its {read.concurrency} threads {read.busy_fraction:.0%} "
-        "busy on average. (Try --read-ms 1, a slow store, to make reading the clear "
-        "bottleneck, then more --threads to relieve it.)"
+        f"last batch. Reading ended on {read.concurrency} threads ({chosen}), "
+        f"{read.busy_fraction:.0%} busy on average. (Try --read-ms 1, a slow store, to make "
+        "reading the clear bottleneck: with --threads 1 the report names it, and the tuner "
+        "relieves it by adding threads.)"
     )
     return {"steps": steps, "examples": examples, "exact": exact, "report": report}
+
+
+def threads(text: str) -> int | str:
+    """``--threads``: ``auto`` or a whole number of at least 1."""
+    if text == "auto":
+        return text
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or a number >= 1, got {text!r}")
+    return n
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -165,7 +180,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=1000,
         help="records the shuffle buffer keeps while more are coming",
     )
-    add("--threads", type=int, default=4, help="reader threads")
+    add(
+        "--threads",
+        type=threads,
+        default="auto",
+        help="reader threads: a number, or 'auto' (the pipeline's tuner chooses)",
+    )
     add("--epochs", type=int, default=2, help="passes over the records")
     add("--read-ms", type=float, default=0.0, help="extra milliseconds per record read")
     add("--backend", choices=["asyncio", "trio"], default="asyncio", help="event loop")

@@ -58,7 +58,34 @@ def test_pipeline_example_reports_stages(backend: str, capsys: pytest.CaptureFix
     assert "How to read the table" in out
     assert "The bottleneck line names what limited the speed" in out
     assert "every one of the 120 records reached the trainer exactly 2 times" in out
-    assert re.search(r"Reading kept its 3 threads \d+% busy", out)
+    assert re.search(r"Reading ended on 3 threads \(--threads\), \d+% busy", out)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_pipeline_example_lets_the_tuner_choose_the_readers_by_default(
+    backend: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --threads, a slow store (2 ms per record) makes the tuner add reader
+    threads; the report shows the map as tuned, and every record still arrives once
+    per epoch."""
+    i = SMALL.index("--threads")
+    args = SMALL[:i] + SMALL[i + 2 :]
+    result = example_main("pipeline")(
+        [*args, "--records", "100", "--read-ms", "2", "--backend", backend]
+    )
+    assert result["exact"]
+    assert "(auto" in result["report"]
+    out = one_line(capsys.readouterr().out)
+    m = re.search(r"Reading ended on (\d+) threads \(chosen by the tuner\)", out)
+    assert m is not None, out
+    assert int(m[1]) > 1
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "fast"])
+def test_pipeline_example_refuses_a_bad_thread_count(bad: str) -> None:
+    done = run_example("pipeline", "--threads", bad)
+    assert done.returncode == 2
+    assert f"expected 'auto' or a number >= 1, got '{bad}'" in done.stderr
 
 
 def test_pipeline_example_runs_as_a_script() -> None:
