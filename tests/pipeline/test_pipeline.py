@@ -686,6 +686,14 @@ async def test_describe_gives_advice_that_fits_the_stage_kind() -> None:
     last = mapped.describe().splitlines()[-1]
     assert last.startswith("bottleneck: map(heavy) — its 2 workers were busy"), last
     assert "more threads there" in last
+    # A tuned map's workers are the tuner's to add: the advice points at its range.
+    tuned = Pipeline(range(30)).map(heavy, concurrency=aqueue.Auto(min=2, max=2))
+    await collect(tuned)
+    last = tuned.describe().splitlines()[-1]
+    assert last.startswith("bottleneck: map(heavy) — its 2 workers were busy"), last
+    assert "more threads there" not in last
+    assert "its concurrency is the tuner's" in last
+    assert "Auto(max=...)" in last
 
 
 def _stage(name: str, busy: float, *, starved: float = 0.5) -> aqueue.StageStatistics:

@@ -209,10 +209,27 @@ def process_notes(
     return lines
 
 
+def _gil(spec: StageSpec) -> str:
+    """The GIL's caveat for a thread map (nothing for other maps or free-threaded builds)."""
+    if spec.executor != "thread" or free_threaded():
+        return ""
+    return (
+        " (with the GIL, threads run Python code one at a time: a function that holds it "
+        "scales with executor='process')"
+    )
+
+
 def _advice(spec: StageSpec | None) -> str:
     """What would relieve a busy stage of this kind (a batch stage has no function and
     one worker, so "more concurrency" is no advice for it)."""
     kind = "" if spec is None else spec.kind
+    if spec is not None and kind == "map" and spec.auto is not None:
+        # (the tuner sets this map's concurrency: "add workers" is its job, not the user's)
+        return (
+            "its concurrency is the tuner's (see its last decision above: it adds workers "
+            "while that helps, within its budgets), so a faster function, a higher cap "
+            f"(Auto(max=...)) or more CPU budget would help{_gil(spec)}"
+        )
     if spec is not None and kind == "map":
         if spec.executor == "process":
             return (
@@ -220,15 +237,9 @@ def _advice(spec: StageSpec | None) -> str:
                 "free) or a cheaper function would help"
             )
         if spec.executor == "thread":
-            gil = (
-                ""
-                if free_threaded()
-                else " (with the GIL, threads run Python code one at a time: a function "
-                "that holds it scales with executor='process')"
-            )
             return (
                 "more threads there (map(..., concurrency=N), while cores are free) or a "
-                f"faster function would help{gil}"
+                f"faster function would help{_gil(spec)}"
             )
         return "more concurrency there (map(..., concurrency=N)) or a faster function would help"
     if kind == "filter":
