@@ -156,6 +156,12 @@ from ._queues._queue import RedisQueue as RedisQueue
 from ._queues._queue import RedisRandomShuffleQueue as RedisRandomShuffleQueue
 from ._replay._blocking import BlockingRedisReplayTable as BlockingRedisReplayTable
 from ._replay._table import RedisReplayTable as RedisReplayTable
+from ._replay._traj_blocking import (
+    BlockingRedisTrajectoryTable as BlockingRedisTrajectoryTable,
+)
+from ._replay._traj_blocking import (
+    BlockingRedisTrajectoryWriter as BlockingRedisTrajectoryWriter,
+)
 from ._replay._traj_table import RedisTrajectoryTable as RedisTrajectoryTable
 from ._replay._traj_table import RedisTrajectoryWriter as RedisTrajectoryWriter
 from ._server import RedisServer as RedisServer
@@ -166,6 +172,8 @@ __all__ = [
     "AuthenticationFailedError",
     "BlockingRedisQueue",
     "BlockingRedisReplayTable",
+    "BlockingRedisTrajectoryTable",
+    "BlockingRedisTrajectoryWriter",
     "ConnectFailedError",
     "PasswordRequiredError",
     "PayloadError",

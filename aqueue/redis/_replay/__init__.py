@@ -16,7 +16,8 @@ file                   what it holds
 ``_table.py``          RedisReplayTable: each operation checks its arguments (the
                        in-process checks), checkpoints and runs its op with ``run``
 ``_blocking.py``       BlockingRedisReplayTable (``table.blocking()``): the same ops
-                       with ``run_blocking`` and a timeout
+                       with ``run_blocking`` and a timeout; BlockingRedisSampling, its
+                       sampling side, which the trajectory tables' view shares
 ``_trajectory.lua``    the trajectory tables' part of the function library: steps
                        stored once, windows as items, the hooks freeing steps
 ``_traj_open.py``      opening a trajectory table (the in-process checks) and
@@ -24,5 +25,7 @@ file                   what it holds
 ``_traj_ops.py``       a trajectory table's own ops, sans I/O: AppendOp,
                        TrajSampleOp, a writer's end and close, statistics
 ``_traj_table.py``     RedisTrajectoryTable and RedisTrajectoryWriter
+``_traj_blocking.py``  their thread views: BlockingRedisTrajectoryTable (the sampling
+                       side of ``_blocking``'s) and BlockingRedisTrajectoryWriter
 =====================  =================================================================
 """
