@@ -18,14 +18,8 @@ file                   what it holds
 ``_blocking.py``       BlockingRedisReplayTable (``table.blocking()``): the same ops
                        with ``run_blocking`` and a timeout; BlockingRedisSampling, its
                        sampling side, which the trajectory tables' view shares
-``_trajectory.lua``    the trajectory tables' part of the function library: steps
-                       stored once, windows as items, the hooks freeing steps
-``_traj_open.py``      opening a trajectory table (the in-process checks) and
-                       TrajHandle
-``_traj_ops.py``       a trajectory table's own ops, sans I/O: AppendOp,
-                       TrajSampleOp, a writer's end and close, statistics
-``_traj_table.py``     RedisTrajectoryTable and RedisTrajectoryWriter
-``_traj_blocking.py``  their thread views: BlockingRedisTrajectoryTable (the sampling
-                       side of ``_blocking``'s) and BlockingRedisTrajectoryWriter
+``trajectory/``       the trajectory tables: replay tables whose items are windows of
+                       steps stored once (their Lua part, opening, ops, the table and
+                       its writers, their thread views); they build on the files above
 =====================  =================================================================
 """

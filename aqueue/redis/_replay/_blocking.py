@@ -1,6 +1,6 @@
 """BlockingRedisReplayTable: the thread view of a Redis replay table (``table.blocking()``),
 and BlockingRedisSampling, its sampling side, which the trajectory tables' view
-(``_traj_blocking``) shares as the in-process views share ``BlockingSampling``.
+(``trajectory/_blocking.py``) shares as the in-process views share ``BlockingSampling``.
 
 Their methods run the same ops as the async table (``_ops``) with the sync driver
 (``_transport.run_blocking``) over the synchronous client, in the calling thread: a

@@ -3,7 +3,7 @@
 
 They run the async objects' ops with the sync driver (``_transport.run_blocking``) over
 the synchronous client, in the calling thread, as the replay table's view does
-(``_blocking``): the table's view *is* that view's sampling side
+(``../_blocking.py``): the table's view *is* that view's sampling side
 (``BlockingRedisSampling``), with the trajectory table's sample op (``TrajSampleOp``),
 statistics and names; the writer's runs the writer's own ops (``append_op``,
 ``control_op``), so an append from a thread is the same one server call as a task's.
@@ -26,14 +26,14 @@ import numpy.typing as npt
 from aqueue._replay._checks import timeout_arg
 from aqueue._replay._trajectory._results import TrajectoryStatistics
 
-from .._core._transport import Deadline, SyncTransport, refuse_event_loop, run_blocking
-from ._blocking import BlockingRedisSampling
-from ._ops import SampleOp
-from ._traj_ops import TrajSampleOp, traj_statistics
+from ..._core._transport import Deadline, SyncTransport, refuse_event_loop, run_blocking
+from .._blocking import BlockingRedisSampling
+from .._ops import SampleOp
+from ._ops import TrajSampleOp, traj_statistics
 
 if TYPE_CHECKING:
-    from ._traj_open import TrajHandle
-    from ._traj_table import RedisTrajectoryTable, RedisTrajectoryWriter
+    from ._open import TrajHandle
+    from ._table import RedisTrajectoryTable, RedisTrajectoryWriter
 
 __all__ = ["BlockingRedisTrajectoryTable", "BlockingRedisTrajectoryWriter"]
 

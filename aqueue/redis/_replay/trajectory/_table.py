@@ -3,11 +3,11 @@ opens its name (``server.trajectory_table(...)``), and its writers.
 
 The operations are the in-process ``aqueue.TrajectoryTable``'s, with its checks and
 records: each checks its arguments (a refused call sends nothing), checkpoints once,
-then runs its op (``_traj_ops``, or the replay table's) with the async driver. Sampling,
+then runs its op (``_ops`` of this folder, or the replay table's) with the async driver. Sampling,
 ``update_priorities``, ``delete``, closing and the producers are the replay table's
 (``RedisReplayTable``, whose methods this class inherits): its items are the windows.
 
-Invariants (besides those of ``_traj_ops`` and ``_trajectory.lua``):
+Invariants (besides those of ``_ops`` and ``_functions.lua``):
 - an append or a sample changes the table in exactly one server call, or not at all: a
   cancelled one stored, inserted, evicted and sampled nothing and moved no counter;
 - a writer object holds its id on the server (given by its first append) and nothing
@@ -29,12 +29,12 @@ from aqueue._replay._results import ReplaySample
 from aqueue._replay._trajectory._checks import StepArgs
 from aqueue._replay._trajectory._results import TrajectoryStatistics
 
-from .._core._connection import Connection
-from .._core._transport import AsyncTransport, Op, SyncTransport, run, run_blocking
-from ._table import RedisReplayTable
-from ._traj_blocking import BlockingRedisTrajectoryTable, BlockingRedisTrajectoryWriter
-from ._traj_open import TrajHandle, open_trajectory
-from ._traj_ops import AppendOp, TrajSampleOp, traj_statistics, writer_op
+from ..._core._connection import Connection
+from ..._core._transport import AsyncTransport, Op, SyncTransport, run, run_blocking
+from .._table import RedisReplayTable
+from ._blocking import BlockingRedisTrajectoryTable, BlockingRedisTrajectoryWriter
+from ._open import TrajHandle, open_trajectory
+from ._ops import AppendOp, TrajSampleOp, traj_statistics, writer_op
 
 __all__ = ["RedisTrajectoryTable", "RedisTrajectoryWriter", "TrajectoryTables"]
 
