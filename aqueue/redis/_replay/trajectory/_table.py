@@ -3,15 +3,18 @@ opens its name (``server.trajectory_table(...)``), and its writers.
 
 The operations are the in-process ``aqueue.TrajectoryTable``'s, with its checks and
 records: each checks its arguments (a refused call sends nothing), checkpoints once,
-then runs its op (``_ops`` of this folder, or the replay table's) with the async driver. Sampling,
-``update_priorities``, ``delete``, closing and the producers are the replay table's
-(``RedisReplayTable``, whose methods this class inherits): its items are the windows.
+then runs its op (``_ops`` of this folder, or the replay table's) with the async
+driver. Sampling, ``update_priorities``, ``delete``, closing and the producers are the
+replay table's (``RedisReplayTable``, whose methods this class inherits): its items
+are the windows. The thread views (``_blocking``) run the same ops with the sync
+driver: a writer's ``append_op`` and ``control_op`` are written once for both.
 
 Invariants (besides those of ``_ops`` and ``_functions.lua``):
 - an append or a sample changes the table in exactly one server call, or not at all: a
   cancelled one stored, inserted, evicted and sampled nothing and moved no counter;
 - a writer object holds its id on the server (given by its first append) and nothing
-  else: its episode lives on the server; one call of a writer at a time.
+  else: its episode lives on the server; one call of a writer at a time, from tasks
+  and threads alike (a lock, tried, never waited on).
 """
 
 from __future__ import annotations
