@@ -42,6 +42,10 @@ the network, bounds every row.
 Usage: python benchmarks/bench_redis.py [--url redis://...] [--frames N] [--repeat R]
        [--rows raw,floor,...] [--baseline TREE] [--json PATH] [--peer-python PY]
        [--ray-python PY] [--reverb-python PY]
+       python benchmarks/bench_redis.py --traj [--traj-steps N] [--traj-loops L] [--repeat R]
+``--traj`` runs T-R instead (``_redis_traj_rows.py``): 4-frame stacks sampled with
+``update_priorities`` from a Redis trajectory table (frames stored once) against the
+Redis replay table storing the stacked frames.
 Without --url it starts a private redis-server (from PATH or $AQUEUE_REDIS_SERVER).
 ``--repeat`` runs R rounds, rows interleaved, and reports each row's median.
 ``--baseline TREE`` also runs the aqueue rows with the aqueue package of another source
@@ -544,6 +548,14 @@ def main() -> None:
         "(e.g. a git worktree of another revision), interleaved",
     )
     ap.add_argument("--json", metavar="PATH", help="write each row's median elements/s here")
+    ap.add_argument(
+        "--traj",
+        action="store_true",
+        help="run T-R instead (_redis_traj_rows.py): 4-frame stacks from a Redis trajectory "
+        "table against the Redis replay table storing stacked frames",
+    )
+    ap.add_argument("--traj-steps", type=int, default=8_000, help="T-R: frames in all")
+    ap.add_argument("--traj-loops", type=int, default=50, help="T-R: loops per timed block")
     add_peer_arguments(ap, ["ray", "reverb"])
     ap.add_argument("--peer-worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -552,6 +564,9 @@ def main() -> None:
         return
     if args.peer_worker == "reverb":
         reverb_worker(args.frames)
+        return
+    if args.traj:
+        traj(args)
         return
     kinds = [k.strip() for k in args.rows.split(",") if k.strip()]
     if unknown := set(kinds) - set(ROWS):
@@ -653,6 +668,19 @@ def main() -> None:
                 )
             if parts:
                 print("; ".join(parts))
+    finally:
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(5)
+
+
+def traj(args: argparse.Namespace) -> None:
+    """T-R (``_redis_traj_rows.py``) on ``--url`` or a private server."""
+    import _redis_traj_rows
+
+    proc, url = (None, args.url) if args.url else start_server()
+    try:
+        asyncio.run(_redis_traj_rows.run(url, args.traj_steps, args.traj_loops, args.repeat))
     finally:
         if proc is not None:
             proc.send_signal(signal.SIGTERM)

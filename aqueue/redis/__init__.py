@@ -100,15 +100,17 @@ file or folder         what it holds
 ``_queues/``           the queues: their handle, opening, ops, RedisQueue, the thread
                        view, and their part of the function library
 ``_replay/``           the replay tables: their handle, opening, ops, RedisReplayTable,
-                       the thread view, and their part of the function library
+                       the thread view, and their part of the function library; in
+                       ``_replay/trajectory/`` the trajectory tables built on them
 ``_server.py``         ``connect()`` and RedisServer: the connection block, and the
                        openers (typed) and deleters of each product
 =====================  =================================================================
 
 Imports point down: ``_server.py`` → the products → ``_core``; a product never imports
-another (a test checks it). A third product (trajectory tables, say) is a folder
+another (a test checks it). A third product is a folder
 beside these two, its Lua part added to ``_core/_library.py``'s ``PARTS``, its opener
-to ``_server.py``. Sharding over a Redis Cluster is a transport beside
+to ``_server.py`` (the trajectory tables, replay tables of another kind, are a folder
+inside ``_replay/``, their Lua part the fourth of ``PARTS``). Sharding over a Redis Cluster is a transport beside
 ``_core/_clients.py`` and handles whose keys carry one hash tag per shard.
 
 One ``dequeue_many``: ``RedisQueue.dequeue_many`` (``_queues/_queue.py``: ``batch_count``,
@@ -156,8 +158,14 @@ from ._queues._queue import RedisQueue as RedisQueue
 from ._queues._queue import RedisRandomShuffleQueue as RedisRandomShuffleQueue
 from ._replay._blocking import BlockingRedisReplayTable as BlockingRedisReplayTable
 from ._replay._table import RedisReplayTable as RedisReplayTable
-from ._replay._traj_table import RedisTrajectoryTable as RedisTrajectoryTable
-from ._replay._traj_table import RedisTrajectoryWriter as RedisTrajectoryWriter
+from ._replay.trajectory._blocking import (
+    BlockingRedisTrajectoryTable as BlockingRedisTrajectoryTable,
+)
+from ._replay.trajectory._blocking import (
+    BlockingRedisTrajectoryWriter as BlockingRedisTrajectoryWriter,
+)
+from ._replay.trajectory._table import RedisTrajectoryTable as RedisTrajectoryTable
+from ._replay.trajectory._table import RedisTrajectoryWriter as RedisTrajectoryWriter
 from ._server import RedisServer as RedisServer
 from ._server import connect as connect
 
@@ -166,6 +174,8 @@ __all__ = [
     "AuthenticationFailedError",
     "BlockingRedisQueue",
     "BlockingRedisReplayTable",
+    "BlockingRedisTrajectoryTable",
+    "BlockingRedisTrajectoryWriter",
     "ConnectFailedError",
     "PasswordRequiredError",
     "PayloadError",

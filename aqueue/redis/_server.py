@@ -30,7 +30,7 @@ from ._queues._open import delete_queue, open_queue
 from ._queues._queue import RedisFIFOQueue, RedisRandomShuffleQueue
 from ._replay._open import delete_table, open_table
 from ._replay._table import RedisReplayTable
-from ._replay._traj_table import TrajectoryTables
+from ._replay.trajectory._table import TrajectoryTables
 
 __all__ = ["RedisServer", "connect"]
 

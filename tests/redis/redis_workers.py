@@ -240,3 +240,89 @@ def replay_churner(url: str, name: str, ready: Any) -> None:
                 await table.update_priorities(s.keys, rng.random(32) + 0.1)
 
     asyncio.run(main())
+
+
+# -- trajectory tables ------------------------------------------------------------------
+
+
+def trajectory_settings() -> dict[str, Any]:
+    """The settings every process opens the shared trajectory table of
+    test_redis_trajectory_processes with: steps of a 4x4 uint8 frame, an int64 tag and a
+    float32 reward; 4-step windows, one every 2 steps; 2 draws per window in [0, 32]."""
+    return {
+        "max_steps": 10_000,
+        "dtypes": (np.uint8, np.int64, np.float32),
+        "shapes": ((4, 4), (), ()),
+        "names": ("frame", "tag", "reward"),
+        "length": 4,
+        "stride": 2,
+        "rate_limiter": aqueue.SampleToInsertRatio(2.0, 8, 16.0),
+    }
+
+
+def trajectory_step(tag: int) -> dict[str, Any]:
+    """The step an actor writes at ``tag`` (``traj_util.tag(actor, episode, pos)``)."""
+    return {
+        "frame": ((tag + np.arange(16)) % 251).astype(np.uint8).reshape(4, 4),
+        "tag": np.int64(tag),
+        "reward": np.float32((tag % 97) / 7),
+    }
+
+
+def trajectory_steps(tags: list[int]) -> dict[str, Any]:
+    """``trajectory_step`` of each tag, stacked (an ``append_many`` batch)."""
+    steps = [trajectory_step(t) for t in tags]
+    return {k: np.stack([s[k] for s in steps]) for k in steps[0]}
+
+
+def _episodes(actor: int, episodes: int) -> list[list[list[int]]]:
+    """Each episode of ``actor`` as its chunks of tags: one ``append`` per chunk of one,
+    one ``append_many`` per longer chunk (random lengths, seeded by the actor)."""
+    from traj_util import tag
+
+    rng = np.random.default_rng(actor)
+    out = []
+    for ep in range(episodes):
+        length, pos, chunks = int(rng.integers(1, 30)), 0, []
+        while pos < length:
+            k = min(int(rng.integers(1, 6)), length - pos)
+            chunks.append([tag(actor, ep, p) for p in range(pos, pos + k)])
+            pos += k
+        out.append(chunks)
+    return out
+
+
+def trajectory_actor(url: str, name: str, actor: int, episodes: int, threaded: bool) -> None:
+    """Write ``episodes`` episodes of tagged steps with one writer, as a registered
+    producer: through the writer's thread view on a thread of its own (``threaded``)
+    or awaited; each episode ended by ``end_episode``, the writer closed at the end."""
+
+    def write_blocking(w: Any) -> None:
+        for chunks in _episodes(actor, episodes):
+            for chunk in chunks:
+                if len(chunk) == 1:
+                    w.append(trajectory_step(chunk[0]), timeout=60)
+                else:
+                    w.append_many(trajectory_steps(chunk), timeout=60)
+            w.end_episode()
+        w.close()
+
+    async def main() -> None:
+        async with aqueue.redis.connect(url, lease_time=2.0, wait_timeout=0.05) as srv:
+            table = await srv.trajectory_table(name, **trajectory_settings())
+            pid = await table.register_producer()
+            w = table.writer()
+            if threaded:
+                await asyncio.to_thread(write_blocking, w.blocking())
+            else:
+                for chunks in _episodes(actor, episodes):
+                    for chunk in chunks:
+                        if len(chunk) == 1:
+                            await w.append(trajectory_step(chunk[0]))
+                        else:
+                            await w.append_many(trajectory_steps(chunk))
+                    await w.end_episode()
+                await w.aclose()
+            await table.producer_done(pid)
+
+    asyncio.run(main())

@@ -453,3 +453,39 @@ async def test_thread_view_from_plain_threads(srv: aqueue.redis.RedisServer, tna
         await anyio.to_thread.run_sync(view.insert, items([3])[0])
     assert repr(view).startswith("<BlockingRedisReplayTable of <RedisReplayTable")
     assert table_state  # (imported for the cancellation tests' helpers)
+
+
+async def test_thread_view_samples_until_the_table_is_closed(
+    srv: aqueue.redis.RedisServer, tname: str
+) -> None:
+    """``samples(n)`` from a thread yields ``sample(n)`` results, waiting for a task's
+    inserts, and ends when the closed table cannot serve another; a bad ``n`` or
+    ``timeout`` is refused at once."""
+    t = await srv.replay_table(
+        tname, 16, np.float32, SHAPE, sampler=aqueue.Fifo(), max_times_sampled=2
+    )
+    view = t.blocking()
+    with pytest.raises(aqueue.ElementSpecError, match="timeout"):
+        await anyio.to_thread.run_sync(lambda: view.samples(2, timeout=-1.0))
+    with pytest.raises(aqueue.ElementSpecError):
+        await anyio.to_thread.run_sync(lambda: view.samples(0))
+
+    def learn() -> list[list[int]]:
+        return [s.keys.tolist() for s in view.samples(2, timeout=30)]
+
+    async with anyio.create_task_group() as tg:
+        got: list[list[list[int]]] = []
+
+        async def run() -> None:
+            got.append(await anyio.to_thread.run_sync(learn))
+
+        tg.start_soon(run)
+        for k in range(4):
+            await t.insert(items([k])[0])
+            await until(lambda k=k: _sampled(t, 2 * (k + 1)))
+        await t.aclose()
+    assert got == [[[0, 0], [1, 1], [2, 2], [3, 3]]]
+
+
+async def _sampled(t: Any, n: int) -> bool:
+    return bool((await t.statistics()).samples >= n)

@@ -1,5 +1,5 @@
 """Helpers of the Redis trajectory table tests (``from traj_util import ...``): the
-invariants of ``_trajectory.lua`` read off the server, and tagged steps."""
+invariants of ``_replay/trajectory/_functions.lua`` read off the server, and tagged steps."""
 
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ import numpy.typing as npt
 from typing_extensions import assert_type
 
 import aqueue
+import aqueue.redis
 
 Floats = npt.NDArray[np.floating[Any]]
 
@@ -62,3 +63,22 @@ async def tables() -> None:
     view.sample("32")  # type: ignore[arg-type]
     frames.writer(resume="0")  # type: ignore[arg-type]
     aqueue.TrajectoryTable(100, np.uint8, (84, 84))  # type: ignore[call-overload]
+
+
+def shared_through_redis_threads(table: aqueue.redis.RedisTrajectoryTable[Any]) -> None:
+    view = table.blocking()
+    assert_type(view, aqueue.redis.BlockingRedisTrajectoryTable[Any])
+    assert_type(view.table, aqueue.redis.RedisTrajectoryTable[Any])
+    assert_type(view.sample(32, timeout=1.0), aqueue.ReplaySample[Any])
+    for got in view.samples(32, timeout=1.0):
+        assert_type(got, aqueue.ReplaySample[Any])
+    assert_type(view.update_priorities([0], [1.0]), npt.NDArray[np.bool_])
+    assert_type(view.statistics(), aqueue.TrajectoryStatistics)
+    view.insert(np.zeros(3))  # type: ignore[attr-defined]
+    w = table.writer().blocking()
+    assert_type(w, aqueue.redis.BlockingRedisTrajectoryWriter)
+    assert_type(w.append(np.zeros(3), timeout=1.0), npt.NDArray[np.int64])
+    assert_type(w.append_many(np.zeros((2, 3)), [1.0, 2.0]), npt.NDArray[np.int64])
+    w.append(np.zeros(3), timeout="1")  # type: ignore[arg-type]
+    w.end_episode()
+    w.close()

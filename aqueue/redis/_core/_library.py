@@ -1,8 +1,9 @@
 """Loading aqueue's Lua function library into a Redis server: one library, one
 ``FUNCTION LOAD``, made of one part per folder (``PARTS``): the core's
 (``_core/_functions.lua``: the helpers every part uses, the version function), then
-each product's (``_queues/_functions.lua``, ``_replay/_functions.lua``), which call the
-core's helpers. A new product adds its part to ``PARTS``.
+each product's (``_queues/_functions.lua``, ``_replay/_functions.lua``,
+``_replay/trajectory/_functions.lua``), which call the core's helpers. A new product
+adds its part to ``PARTS``.
 
 Invariants:
 - the library is named ``aqueue`` and its ``aq_version`` function returns
@@ -26,7 +27,7 @@ PARTS = (
     "_core/_functions.lua",
     "_queues/_functions.lua",
     "_replay/_functions.lua",
-    "_replay/_trajectory.lua",
+    "_replay/trajectory/_functions.lua",
 )
 """The library's parts in load order, as paths inside ``aqueue/redis``."""
 _REDIS = resources.files(__package__.rpartition(".")[0])

@@ -16,13 +16,10 @@ file                   what it holds
 ``_table.py``          RedisReplayTable: each operation checks its arguments (the
                        in-process checks), checkpoints and runs its op with ``run``
 ``_blocking.py``       BlockingRedisReplayTable (``table.blocking()``): the same ops
-                       with ``run_blocking`` and a timeout
-``_trajectory.lua``    the trajectory tables' part of the function library: steps
-                       stored once, windows as items, the hooks freeing steps
-``_traj_open.py``      opening a trajectory table (the in-process checks) and
-                       TrajHandle
-``_traj_ops.py``       a trajectory table's own ops, sans I/O: AppendOp,
-                       TrajSampleOp, a writer's end and close, statistics
-``_traj_table.py``     RedisTrajectoryTable and RedisTrajectoryWriter
+                       with ``run_blocking`` and a timeout; BlockingRedisSampling, its
+                       sampling side, which the trajectory tables' view shares
+``trajectory/``       the trajectory tables: replay tables whose items are windows of
+                       steps stored once (their Lua part, opening, ops, the table and
+                       its writers, their thread views); they build on the files above
 =====================  =================================================================
 """

@@ -1,10 +1,12 @@
-"""BlockingRedisReplayTable: the thread view of a Redis replay table (``table.blocking()``).
+"""BlockingRedisReplayTable: the thread view of a Redis replay table (``table.blocking()``),
+and BlockingRedisSampling, its sampling side, which the trajectory tables' view
+(``trajectory/_blocking.py``) shares as the in-process views share ``BlockingSampling``.
 
-Its methods run the same ops as the async table (``_ops``) with the sync driver
+Their methods run the same ops as the async table (``_ops``) with the sync driver
 (``_transport.run_blocking``) over the synchronous client, in the calling thread: a
 thread never touches the event loop. Threads may share one view.
 
-The methods that may wait (``insert``, ``insert_many``, ``sample``) take
+The methods that may wait (``insert``, ``insert_many``, ``sample``, ``samples``) take
 ``timeout=None`` (seconds) and raise RuntimeError on a thread that runs an event loop,
 as in process. On expiry they raise the built-in ``TimeoutError`` having changed
 nothing: the op only waited between calls, and the one call that would complete it
@@ -15,11 +17,13 @@ backend shares, and work on any thread.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+import aqueue
 from aqueue._replay._checks import timeout_arg
 from aqueue._replay._results import ReplaySample, ReplayStatistics
 
@@ -32,15 +36,22 @@ from ._ops import InsertOp, SampleOp
 if TYPE_CHECKING:
     from ._table import RedisReplayTable
 
-__all__ = ["BlockingRedisReplayTable"]
+__all__ = ["BlockingRedisReplayTable", "BlockingRedisSampling"]
 
 T = TypeVar("T")
 
 
-class BlockingRedisReplayTable(Generic[T]):
-    """Blocking methods of one Redis replay table, for threads."""
+class BlockingRedisSampling(Generic[T]):
+    """The sampling side of a Redis table's thread view: ``sample``, ``samples``,
+    ``update_priorities``, ``delete``, ``close``, ``size`` and ``statistics``."""
 
     __slots__ = ("_h", "_t", "_table")
+
+    # What a subclass names: the in-process view's class and the table's kind (the
+    # messages are the in-process view's, word for word), and the op of a sample.
+    _view: ClassVar[str] = "BlockingReplayTable"
+    _kind: ClassVar[str] = "replay table"
+    _sample_op: ClassVar[type[SampleOp]] = SampleOp
 
     def __init__(
         self, handle: TableHandle, transport: SyncTransport, table: RedisReplayTable[T]
@@ -49,71 +60,48 @@ class BlockingRedisReplayTable(Generic[T]):
         self._t = transport
         self._table = table
 
-    @property
-    def table(self) -> RedisReplayTable[T]:
-        """The table this view belongs to."""
-        return self._table
-
     def __repr__(self) -> str:
-        return f"<BlockingRedisReplayTable of {self._table!r}>"
-
-    def insert(
-        self, element: Any, priority: float | None = None, timeout: float | None = None
-    ) -> int:
-        """Insert one item (see ``RedisReplayTable.insert``): its key."""
-        self._check("insert")
-        comps, prio = self._h.args.element(element, priority)
-        deadline = self._deadline(timeout, "insert")
-        keys = run_blocking(InsertOp(self._h, comps, 1, prio).run(), self._t, None, deadline)
-        return int(keys[0])
-
-    def insert_many(
-        self, batch: Any, priorities: Any = None, timeout: float | None = None
-    ) -> npt.NDArray[np.int64]:
-        """Insert a batch, all or nothing (see ``RedisReplayTable.insert_many``)."""
-        self._check("insert_many")
-        comps, k, prios = self._h.args.batch(batch, priorities)
-        deadline = self._deadline(timeout, "insert_many")
-        if k == 0:
-            return np.empty(0, dtype=np.int64)
-        return run_blocking(InsertOp(self._h, comps, k, prios).run(), self._t, None, deadline)
+        return f"<{type(self).__name__} of {self._table!r}>"
 
     def sample(self, n: int, timeout: float | None = None) -> ReplaySample[T]:
-        """Draw ``n`` items (see ``RedisReplayTable.sample``)."""
+        """Draw ``n`` items (see the table's ``sample``).
+
+        Raises:
+            ElementSpecError: As the table's ``sample(n)``, or a bad ``timeout``.
+            OutOfRangeError: The table is closed and cannot serve it now, or is gone.
+            TimeoutError: ``timeout`` seconds passed first (nothing sampled).
+            RuntimeError: Called on an event loop's thread.
+        """
         self._check("sample")
         count = self._h.args.sample_count(n)
         deadline = self._deadline(timeout, "sample")
-        sample: ReplaySample[T] = run_blocking(
-            SampleOp(self._h, count).run(), self._t, None, deadline
-        )
+        return self._sample(count, deadline)
+
+    def samples(self, n: int, timeout: float | None = None) -> Iterator[ReplaySample[T]]:
+        """An iterator of ``sample(n, timeout)`` results; it ends when the table is
+        closed (by any process) and cannot serve another (the table is not closed by it).
+
+        Raises:
+            ElementSpecError: As ``sample(n)``, at once (a bad ``timeout`` too).
+            RuntimeError: Called on an event loop's thread, at once.
+        """
+        self._check("samples")
+        count = self._h.args.sample_count(n)
+        timeout_arg(timeout, f"{self._h.settings.owner}.samples")
+        return self._samples(count, timeout)
+
+    def _samples(self, n: int, timeout: float | None) -> Iterator[ReplaySample[T]]:
+        while True:
+            try:
+                sample = self._sample(n, self._deadline(timeout, "samples"))
+            except aqueue.OutOfRangeError:
+                return
+            yield sample
+
+    def _sample(self, n: int, deadline: Deadline | None) -> ReplaySample[T]:
+        op = self._sample_op(self._h, n)
+        sample: ReplaySample[T] = run_blocking(op.run(), self._t, None, deadline)
         return sample
-
-    def enqueue(self, element: Any, timeout: float | None = None) -> None:
-        """``insert(element, timeout=timeout)`` with the default priority, its key
-        dropped (see ``RedisReplayTable.enqueue``)."""
-        self._check("enqueue")
-        comps, prio = self._h.args.element(element, None)
-        deadline = self._deadline(timeout, "enqueue")
-        op = InsertOp(self._h, comps, 1, prio, sink=True)
-        run_blocking(op.run(), self._t, None, deadline)
-
-    def enqueue_many(self, batch: Any, timeout: float | None = None) -> None:
-        """Insert ``batch`` with the default priority: progressively without a timeout
-        (see ``RedisReplayTable.enqueue_many``), all or nothing with one (as
-        ``insert_many``: refused if the limiter could never admit it at once; on expiry
-        TimeoutError, and nothing was inserted)."""
-        self._check("enqueue_many")
-        if timeout is None:
-            comps, k = self._h.spec.batch(batch)
-            if k:
-                op = InsertOp(self._h, comps, k, None, progressive=True, sink=True)
-                run_blocking(op.run(), self._t)
-            return
-        comps, k, prios = self._h.args.batch(batch, None)
-        deadline = self._deadline(timeout, "enqueue_many")
-        if k:
-            op = InsertOp(self._h, comps, k, prios, sink=True)
-            run_blocking(op.run(), self._t, None, deadline)
 
     def update_priorities(
         self, keys: Any, priorities: Any, timeout: float | None = None
@@ -145,12 +133,72 @@ class BlockingRedisReplayTable(Generic[T]):
 
     def _check(self, what: str) -> None:
         """Refuse to block a thread that runs an event loop (RuntimeError)."""
-        of = f"replay table '{self._h.name}'"
-        refuse_event_loop(f"BlockingReplayTable.{what}()", of, f"table.{what}(...)")
+        of = f"{self._kind} '{self._h.name}'"
+        refuse_event_loop(f"{self._view}.{what}()", of, f"table.{what}(...)")
 
     def _deadline(self, timeout: Any, what: str) -> Deadline | None:
         """The deadline of a call with ``timeout`` (checked), or None."""
         t = timeout_arg(timeout, f"{self._h.settings.owner}.{what}")
         if t is None:
             return None
-        return Deadline(t, f"BlockingReplayTable.{what}() on replay table '{self._h.name}'")
+        return Deadline(t, f"{self._view}.{what}() on {self._kind} '{self._h.name}'")
+
+
+class BlockingRedisReplayTable(BlockingRedisSampling[T]):
+    """Blocking methods of one Redis replay table, for threads: the sampling side and
+    the inserts."""
+
+    __slots__ = ()
+
+    @property
+    def table(self) -> RedisReplayTable[T]:
+        """The table this view belongs to."""
+        return self._table
+
+    def insert(
+        self, element: Any, priority: float | None = None, timeout: float | None = None
+    ) -> int:
+        """Insert one item (see ``RedisReplayTable.insert``): its key."""
+        self._check("insert")
+        comps, prio = self._h.args.element(element, priority)
+        deadline = self._deadline(timeout, "insert")
+        keys = run_blocking(InsertOp(self._h, comps, 1, prio).run(), self._t, None, deadline)
+        return int(keys[0])
+
+    def insert_many(
+        self, batch: Any, priorities: Any = None, timeout: float | None = None
+    ) -> npt.NDArray[np.int64]:
+        """Insert a batch, all or nothing (see ``RedisReplayTable.insert_many``)."""
+        self._check("insert_many")
+        comps, k, prios = self._h.args.batch(batch, priorities)
+        deadline = self._deadline(timeout, "insert_many")
+        if k == 0:
+            return np.empty(0, dtype=np.int64)
+        return run_blocking(InsertOp(self._h, comps, k, prios).run(), self._t, None, deadline)
+
+    def enqueue(self, element: Any, timeout: float | None = None) -> None:
+        """``insert(element, timeout=timeout)`` with the default priority, its key
+        dropped (see ``RedisReplayTable.enqueue``)."""
+        self._check("enqueue")
+        comps, prio = self._h.args.element(element, None)
+        deadline = self._deadline(timeout, "enqueue")
+        op = InsertOp(self._h, comps, 1, prio, sink=True)
+        run_blocking(op.run(), self._t, None, deadline)
+
+    def enqueue_many(self, batch: Any, timeout: float | None = None) -> None:
+        """Insert ``batch`` with the default priority: progressively without a timeout
+        (see ``RedisReplayTable.enqueue_many``), all or nothing with one (as
+        ``insert_many``: refused if the limiter could never admit it at once; on expiry
+        TimeoutError, and nothing was inserted)."""
+        self._check("enqueue_many")
+        if timeout is None:
+            comps, k = self._h.spec.batch(batch)
+            if k:
+                op = InsertOp(self._h, comps, k, None, progressive=True, sink=True)
+                run_blocking(op.run(), self._t)
+            return
+        comps, k, prios = self._h.args.batch(batch, None)
+        deadline = self._deadline(timeout, "enqueue_many")
+        if k:
+            op = InsertOp(self._h, comps, k, prios, sink=True)
+            run_blocking(op.run(), self._t, None, deadline)

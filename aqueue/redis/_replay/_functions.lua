@@ -51,7 +51,7 @@ local RT_REC = '<ddddB'
 local RT_FIELDS = {'gen', 'kind', 'max_size', 'mts', 'closed', 'spi', 'min_size', 'lo', 'hi',
   'skind', 'sexp', 'rkind', 'rexp', 'fanout', 'next_key', 'inserts', 'samples', 'deletes',
   'evictions', 'sl', 'seq', 'arr', 'order', 'maxheap'}
--- A trajectory table (kind 'traj', _trajectory.lua) is a replay table whose items are
+-- A trajectory table (kind 'traj', trajectory/_functions.lua) is a replay table whose items are
 -- windows of steps: its part fills these hooks, which see every item leave (left) and
 -- the table dropped (drop).
 local RT_HOOKS = {}

@@ -1,4 +1,4 @@
-"""A trajectory table's own operations on Redis, sans I/O (``_trajectory.lua`` holds
+"""A trajectory table's own operations on Redis, sans I/O (``_functions.lua`` holds
 their functions); update, delete, close and producers are the replay table's.
 
 - an append (``AppendOp``, ``append`` and ``append_many`` of a writer) sends
@@ -32,10 +32,10 @@ from aqueue._replay._results import ReplaySample
 from aqueue._replay._trajectory._results import TrajectoryStatistics, trajectory_statistics
 from aqueue._replay._trajectory._steps import StepStatistics
 
-from .._core._shared import text, undoing
-from .._core._transport import Call, Op, Wait
-from ._ops import SampleOp, sample_of, statistics
-from ._traj_open import TrajHandle
+from ..._core._shared import text, undoing
+from ..._core._transport import Call, Op, Wait
+from .._ops import SampleOp, sample_of, statistics
+from ._open import TrajHandle
 
 __all__ = ["AppendOp", "TrajSampleOp", "traj_statistics", "writer_op"]
 

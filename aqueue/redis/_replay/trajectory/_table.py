@@ -3,19 +3,23 @@ opens its name (``server.trajectory_table(...)``), and its writers.
 
 The operations are the in-process ``aqueue.TrajectoryTable``'s, with its checks and
 records: each checks its arguments (a refused call sends nothing), checkpoints once,
-then runs its op (``_traj_ops``, or the replay table's) with the async driver. Sampling,
-``update_priorities``, ``delete``, closing and the producers are the replay table's
-(``RedisReplayTable``, whose methods this class inherits): its items are the windows.
+then runs its op (``_ops`` of this folder, or the replay table's) with the async
+driver. Sampling, ``update_priorities``, ``delete``, closing and the producers are the
+replay table's (``RedisReplayTable``, whose methods this class inherits): its items
+are the windows. The thread views (``_blocking``) run the same ops with the sync
+driver: a writer's ``append_op`` and ``control_op`` are written once for both.
 
-Invariants (besides those of ``_traj_ops`` and ``_trajectory.lua``):
+Invariants (besides those of ``_ops`` and ``_functions.lua``):
 - an append or a sample changes the table in exactly one server call, or not at all: a
   cancelled one stored, inserted, evicted and sampled nothing and moved no counter;
 - a writer object holds its id on the server (given by its first append) and nothing
-  else: its episode lives on the server; one call of a writer at a time.
+  else: its episode lives on the server; one call of a writer at a time, from tasks
+  and threads alike (a lock, tried, never waited on).
 """
 
 from __future__ import annotations
 
+import threading
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -25,13 +29,15 @@ import numpy.typing as npt
 
 import aqueue
 from aqueue._replay._results import ReplaySample
+from aqueue._replay._trajectory._checks import StepArgs
 from aqueue._replay._trajectory._results import TrajectoryStatistics
 
-from .._core._connection import Connection
-from .._core._transport import run, run_blocking
-from ._table import RedisReplayTable
-from ._traj_open import TrajHandle, open_trajectory
-from ._traj_ops import AppendOp, TrajSampleOp, traj_statistics, writer_op
+from ..._core._connection import Connection
+from ..._core._transport import AsyncTransport, Op, SyncTransport, run, run_blocking
+from .._table import RedisReplayTable
+from ._blocking import BlockingRedisTrajectoryTable, BlockingRedisTrajectoryWriter
+from ._open import TrajHandle, open_trajectory
+from ._ops import AppendOp, TrajSampleOp, traj_statistics, writer_op
 
 __all__ = ["RedisTrajectoryTable", "RedisTrajectoryWriter", "TrajectoryTables"]
 
@@ -85,7 +91,7 @@ class RedisTrajectoryTable(RedisReplayTable[T]):
     def writer(self) -> RedisTrajectoryWriter:
         """A new writer, one stream of steps, at the start of an episode. It is opened
         on the server by its first append (so an unused writer costs nothing there)."""
-        return RedisTrajectoryWriter(self._h, self)
+        return RedisTrajectoryWriter(self._h, self, self._t, self._sync)
 
     async def sample(self, n: int) -> ReplaySample[T]:
         """Draw ``n`` windows (see ``aqueue.TrajectoryTable.sample``): ``data`` holds
@@ -131,20 +137,34 @@ class RedisTrajectoryTable(RedisReplayTable[T]):
         """Not for trajectory tables (TypeError): items are made by writers."""
         raise self._no("enqueue_many")
 
-    def blocking(self) -> Any:
-        """Not on Redis trajectory tables yet (TypeError): use the async methods."""
-        raise self._no("blocking")
+    # The view is not a replay table's: it has no inserts (a trajectory table's items
+    # come from writers), so a type checker flags an insert through it, where this
+    # class, inheriting the replay table's methods, can only refuse them when called.
+    def blocking(self) -> BlockingRedisTrajectoryTable[T]:  # type: ignore[override]
+        """A view whose blocking methods threads may call (they use the synchronous
+        client): ``sample``, ``samples``, ``update_priorities``, ``delete``,
+        ``statistics``, ``size`` and ``close``, the waiting ones with ``timeout=``.
+        Writers have their own (``writer.blocking()``)."""
+        return BlockingRedisTrajectoryTable(self._h, self._sync, self)
 
 
 class RedisTrajectoryWriter:
     """One stream of steps of a ``RedisTrajectoryTable`` (``table.writer()``); see
     ``aqueue.TrajectoryWriter``."""
 
-    def __init__(self, h: TrajHandle, table: RedisTrajectoryTable[Any]) -> None:
+    def __init__(
+        self,
+        h: TrajHandle,
+        table: RedisTrajectoryTable[Any],
+        transport: AsyncTransport,
+        sync: SyncTransport,
+    ) -> None:
         self._h = h
         self._table = table
+        self._t = transport
+        self._sync = sync
         self._id = ""  # (given by the server at the first append)
-        self._busy = False
+        self._busy = threading.Lock()  # (held while a call is in flight, from any thread)
         self._closed = False
 
     @property
@@ -152,33 +172,69 @@ class RedisTrajectoryWriter:
         """Whether ``close`` was called."""
         return self._closed
 
+    @property
+    def step_args(self) -> StepArgs:
+        """The checks of the steps it appends (the in-process table's)."""
+        return self._h.step_args
+
+    @property
+    def owner(self) -> str:
+        """The writer, as messages name it."""
+        return f"writer {self._id or '(unopened)'} of trajectory table '{self._h.name}'"
+
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"id={self._id or 'unopened'}"
         return f"<RedisTrajectoryWriter of '{self._h.name}' {state}>"
 
-    def _enter(self, what: str) -> None:
+    # -- one call at a time, and the ops both views run ---------------------------------
+
+    def enter(self, what: str) -> None:
+        """Start call ``what`` (``leave`` ends it).
+
+        Raises:
+            QueueClosedError: The writer is closed.
+            RuntimeError: Another call of this writer is in flight (from any thread).
+        """
         if self._closed:
             raise aqueue.QueueClosedError(f"{self!r} is closed; {what}() needs an open writer")
-        if self._busy:
+        if not self._busy.acquire(blocking=False):
             raise RuntimeError(
                 f"{self!r}: {what}() while another call of this writer is in flight; "
                 "await its calls in turn, or give each task its own writer"
             )
-        self._busy = True
+
+    def leave(self) -> None:
+        """End the call in flight."""
+        self._busy.release()
+
+    def append_op(self, comps: Any, k: int, prios: Any) -> Op[Keys]:
+        """The op of an append of ``k`` checked steps; it keeps the id the server gives
+        the writer at its first append."""
+        op = AppendOp(self._h, self._id, comps, k, prios)
+        try:
+            return (yield from op.run())
+        finally:
+            self._id = op.writer
+
+    def control_op(self, what: str) -> Op[None]:
+        """The op of ``end`` (the episode) or ``close`` (the writer): nothing to send for
+        a writer no append opened on the server."""
+        if self._id:
+            yield from writer_op(self._h, what, self._id)
+        if what == "close":
+            self._closed = True
+
+    # -- the calls ------------------------------------------------------------------------
 
     async def _append(self, comps: Any, k: int, prios: Any, what: str) -> Keys:
-        self._enter(what)
+        self.enter(what)
         try:
             await anyio.lowlevel.checkpoint()
             if k == 0:
                 return np.empty(0, dtype=np.int64)
-            op = AppendOp(self._h, self._id, comps, k, prios)
-            try:
-                return await run(op.run(), self._table._t)
-            finally:
-                self._id = op.writer
+            return await run(self.append_op(comps, k, prios), self._t)
         finally:
-            self._busy = False
+            self.leave()
 
     async def append(self, step: Any, priority: float | None = None) -> Keys:
         """Append the next step of this writer's episode: the keys of the items it
@@ -205,37 +261,33 @@ class RedisTrajectoryWriter:
     async def end_episode(self) -> None:
         """End the current episode: its windows not complete never become items; the
         next step starts a new episode. Never waits; works on a closed table too."""
-        self._enter("end_episode")
+        self.enter("end_episode")
         try:
             await anyio.lowlevel.checkpoint()
-            if self._id:
-                await run(writer_op(self._h, "end", self._id), self._table._t)
+            await run(self.control_op("end"), self._t)
         finally:
-            self._busy = False
+            self.leave()
 
     async def aclose(self) -> None:
         """End the episode and close the writer (on the server too); idempotent."""
         if self._closed:
             return
-        self._enter("close")
+        self.enter("close")
         try:
-            if self._id:
-                await run(writer_op(self._h, "close", self._id), self._table._t)
-            self._closed = True
+            await run(self.control_op("close"), self._t)
         finally:
-            self._busy = False
+            self.leave()
 
     def close(self) -> None:
-        """``aclose`` as one blocking call (for code outside an event loop)."""
+        """``aclose`` as one blocking call (for code outside an event loop, or a
+        thread)."""
         if self._closed:
             return
-        self._enter("close")
+        self.enter("close")
         try:
-            if self._id:
-                run_blocking(writer_op(self._h, "close", self._id), self._table._sync)
-            self._closed = True
+            run_blocking(self.control_op("close"), self._sync)
         finally:
-            self._busy = False
+            self.leave()
 
     async def __aenter__(self) -> RedisTrajectoryWriter:
         return self
@@ -247,6 +299,12 @@ class RedisTrajectoryWriter:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+    def blocking(self) -> BlockingRedisTrajectoryWriter:
+        """A view whose blocking methods threads may call (they use the synchronous
+        client): ``append``, ``append_many`` (each with ``timeout=``), ``end_episode``
+        and ``close``."""
+        return BlockingRedisTrajectoryWriter(self, self._sync)
 
 
 class TrajectoryTables:

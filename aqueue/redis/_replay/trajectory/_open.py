@@ -2,7 +2,7 @@
 share (``TrajHandle``).
 
 A trajectory table is a replay table of kind ``traj`` whose items are windows of steps
-(``_trajectory.lua``): its settings are checked as the in-process
+(``_functions.lua`` of this folder): its settings are checked as the in-process
 ``aqueue.TrajectoryTable``'s (``step_settings`` for the steps and windows,
 ``table_settings`` for the items: one int64 row of ``length`` step ids each, at most
 ``capacity`` of them), stored by the first process that opens its name and compared by
@@ -28,13 +28,13 @@ from aqueue._replay._trajectory._checks import (
     window_settings,
 )
 
-from .._core._codec import Codec
-from .._core._handle import Product
-from .._core._shared import open_shared
-from .._core._spec import make_spec, name_arg
-from .._core._transport import Op
-from ._handle import TABLES, TableHandle
-from ._open import RENDER, derived, stored_fields, stored_selection
+from ..._core._codec import Codec
+from ..._core._handle import Product
+from ..._core._shared import open_shared
+from ..._core._spec import make_spec, name_arg
+from ..._core._transport import Op
+from .._handle import TABLES, TableHandle
+from .._open import RENDER, derived, stored_fields, stored_selection
 
 __all__ = ["TRAJECTORIES", "TrajHandle", "open_trajectory"]
 
