@@ -390,7 +390,14 @@ class PipelineRun:
                 s if (n := self.tuning.concurrency(i)) is None else replace(s, concurrency=n)
                 for i, s in enumerate(specs)
             )
-        return stage_statistics(specs, self.queues, self.meters, self.elapsed, self.row_counts())
+        out = stage_statistics(specs, self.queues, self.meters, self.elapsed, self.row_counts())
+        tuning = self.tuning
+        if tuning is None:
+            return out
+        return tuple(  # who set each map's concurrency, and the tuner's decisions on it
+            replace(s, set_by=tuning.set_by(i), decisions=tuning.decisions(i, self.t0))
+            for i, s in enumerate(out)
+        )
 
     def row_counts(self) -> dict[int, tuple[int, int]]:
         """For each queue that holds batch records (a process map's that writes its
@@ -401,7 +408,7 @@ class PipelineRun:
         """describe()'s lines about the run's process maps (``_describe.process_notes``)."""
         notes = process_notes(self.specs, self.statistics(), self.pools, self.writers)
         if self.tuning is not None:
-            notes += self.tuning.notes(lambda i: self.specs[i].label)
+            notes += self.tuning.notes(lambda i: self.specs[i].label, self.t0)
         return notes
 
     def startup(self) -> dict[int, float]:

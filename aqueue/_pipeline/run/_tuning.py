@@ -28,6 +28,7 @@ from typing import Protocol
 
 import anyio
 
+from ..._running._samples import SET_BY, StageDecision, last_decision
 from ..defs._stage_spec import StageSpec
 from ..tune._budget import resolve
 from ..tune._drive import drive
@@ -164,12 +165,31 @@ class Tuning:
         gate = self.gates.get(i)
         return None if gate is None else gate.limit
 
-    def notes(self, labels: Callable[[int], str]) -> list[str]:
-        """describe()'s lines: each tuned map's concurrency and its last decision."""
+    def set_by(self, i: int) -> str | None:
+        """Who set stage ``i``'s concurrency: ``"user"``, ``"default"``, ``"tuner"`` or
+        ``"checkpoint"`` (None: not a map)."""
+        for k in self.tuner.knobs:
+            if k.stage == i and k.spec.what == "concurrency":
+                return k.by
+        return None
+
+    def decisions(self, i: int, t0: float) -> tuple[StageDecision, ...]:
+        """The tuner's latest decisions on stage ``i`` (applied or recommended), dated in
+        seconds since ``t0`` (the run's start, on the tuner's clock)."""
+        return tuple(
+            StageDecision(d.t - t0, d.knob, d.old, d.new, d.applied, d.reason)
+            for d in self.tuner.decisions
+            if d.stage == i
+        )
+
+    def notes(self, labels: Callable[[int], str], t0: float) -> list[str]:
+        """describe()'s lines: each tuned map's concurrency, who set it, and its last
+        decision (a recommendation, in ``recommend`` mode), as the Monitor shows them."""
         out = []
         for i, gate in self.gates.items():
             low, high = self.ranges[i]
-            d = self.last.get(i)
-            why = f"last change: {d.reason}" if d is not None else "no change yet"
-            out.append(f"{i} {labels(i)}: concurrency {gate.limit} (auto, {low}..{high}); {why}")
+            out.append(
+                f"{i} {labels(i)}: concurrency {gate.limit} (auto {low}..{high}, set by "
+                f"{SET_BY[self.set_by(i) or 'default']}); {last_decision(self.decisions(i, t0))}"
+            )
         return out
