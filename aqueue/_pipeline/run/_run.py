@@ -128,13 +128,19 @@ class PipelineRun:
     """One run of a pipeline: its queues, runners and measurements."""
 
     def __init__(
-        self, specs: tuple[StageSpec, ...], coord: Coordinator, autotune: Autotune | None = None
+        self,
+        specs: tuple[StageSpec, ...],
+        coord: Coordinator,
+        autotune: Autotune | None = None,
+        state: PipelineState | None = None,
     ) -> None:
         self.specs = specs
         self.coord = coord
-        # The tuner of the maps with concurrency="auto" (None: no map is tuned).
+        # The tuner of the maps with concurrency="auto" (None: no map is tuned); a
+        # resume starts them at the settings in force when the state was taken.
         tuned = any(s.auto is not None for s in specs)
-        self.tuning = Tuning(specs, autotune or Autotune()) if tuned else None
+        resumed = state.settings if state is not None else {}
+        self.tuning = Tuning(specs, autotune or Autotune(), resumed) if tuned else None
         self.added: dict[int, list[QueueRunner]] = {}  # runners of workers a tuner added
         self._stages: dict[int, Stage] = {}
         self.stop = Control(len(specs))
@@ -293,6 +299,10 @@ class PipelineRun:
     def parked(self) -> dict[int, int]:
         """Workers parked at each tuned map's gate now (a checkpoint counts them at rest)."""
         return {} if self.tuning is None else {i: g.parked for i, g in self.tuning.gates.items()}
+
+    def settings(self) -> dict[int, dict[str, int]]:
+        """The settings in force of the stages the tuner holds (for a checkpoint)."""
+        return {} if self.tuning is None else self.tuning.settings()
 
     def consumer(self) -> tuple[int, float]:
         """Items the consumer took from the last queue, and seconds it waited on it."""
