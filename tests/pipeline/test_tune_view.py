@@ -183,9 +183,11 @@ async def test_the_coordinator_report_names_the_tuned_stage_as_describe_does() -
     monitor = Monitor(interval=0.02)
     pipe = _pipe()
     with anyio.fail_after(90):
-        async with aqueue.Coordinator(monitor=monitor) as coord:
-            async with pipe.open(coord, monitor=monitor) as items:
-                assert sorted([x async for x in items]) == list(range(N))
+        async with (
+            aqueue.Coordinator(monitor=monitor) as coord,
+            pipe.open(coord, monitor=monitor) as items,
+        ):
+            assert sorted([x async for x in items]) == list(range(N))
     lines = coord.report().splitlines()
     assert lines[-1].startswith("input-bound: ")
     tuned = [x for x in lines if x.startswith("tuned ")]
