@@ -77,6 +77,7 @@ from typing import Any
 
 import numpy as np
 from _peers import add_peer_arguments, find_python
+from bench_pipeline import S1, S2
 
 SHAPE = (32, 32)
 PAYLOAD = np.arange(SHAPE[0] * SHAPE[1], dtype=np.float32).tobytes()
@@ -144,6 +145,23 @@ class Consumer:
         now = time.perf_counter()
         self.waited += now - since
         self.marks.append((now - self.t0, now - since, items))
+
+    async def drain(self, items: Any, step_s: float, size: Callable[[Any], int]) -> list[Any]:
+        """Take every item (batch) of ``items`` (an open pipeline), sleeping ``step_s``
+        after each as a training step would; return them."""
+        import anyio
+
+        got = []
+        while True:
+            t = time.perf_counter()
+            try:
+                x = await items.get()
+            except Exception:  # OutOfRangeError: the end
+                return got
+            self.got(t, size(x))
+            got.append(x)
+            if step_s:
+                await anyio.sleep(step_s)
 
     def result(self) -> Run:
         wall = time.perf_counter() - self.t0
@@ -218,7 +236,6 @@ def run_aqueue(cfg: Config, workload: str, fetch_c: Any, thread_c: Any) -> tuple
         return i, PAYLOAD
 
     async def main() -> Run:
-        tags: list[float] = []
         me = Consumer()
         pipe = (
             Pipeline(range(cfg.items))
@@ -227,17 +244,9 @@ def run_aqueue(cfg: Config, workload: str, fetch_c: Any, thread_c: Any) -> tuple
             .batch(cfg.batch)
         )
         async with pipe.open() as batches:
-            while True:
-                t = time.perf_counter()
-                try:
-                    batch = await batches.get()
-                except Exception:  # OutOfRangeError: the end
-                    break
-                me.got(t, len(batch))
-                tags.extend(batch[:, 0, 0].tolist())
-                await anyio.sleep(cfg.step_s)
+            got = await me.drain(batches, cfg.step_s, len)
         result = me.result()
-        _check(tags, cfg.items)
+        _check([t for batch in got for t in batch[:, 0, 0].tolist()], cfg.items)
         return result
 
     result: Run = anyio.run(main, backend="asyncio")
@@ -245,7 +254,7 @@ def run_aqueue(cfg: Config, workload: str, fetch_c: Any, thread_c: Any) -> tuple
 
 
 W6 = {"w6a": (100, 0.030, (1, 2, 4, 8, 16)), "w6b": (1000, 0.0, (8, 16, 32, 64))}
-W6_S1, W6_S2 = 0.025, 0.035  # seconds per item: the async stage, the thread stage
+W6_S1, W6_S2 = S1, S2  # seconds per item: the async stage, the thread stage
 
 
 def run_w6(workload: str, c1: Any, c2: Any) -> Run:
@@ -266,22 +275,13 @@ def run_w6(workload: str, c1: Any, c2: Any) -> Run:
 
     async def main() -> Run:
         me = Consumer()
-        got = []
         pipe = (
             Pipeline(range(n))
             .map(stage1, concurrency=c1)
             .map(stage2, concurrency=c2, executor="thread")
         )
         async with pipe.open() as items:
-            while True:
-                t = time.perf_counter()
-                try:
-                    got.append(await items.get())
-                except Exception:  # OutOfRangeError: the end
-                    break
-                me.got(t, 1)
-                if step_s:
-                    await anyio.sleep(step_s)
+            got = await me.drain(items, step_s, lambda _: 1)
         result = me.result()
         _check([float(x) for x in got], n)
         return result
@@ -323,13 +323,7 @@ def run_w8(paths: list[str], c: Any) -> Run:
             .batch(BATCH, allow_smaller_final_batch=True)
         )
         async with pipe.open() as batches:
-            while True:
-                t = time.perf_counter()
-                try:
-                    batch = await batches.get()
-                except Exception:  # OutOfRangeError: the end
-                    break
-                me.got(t, len(batch))
+            await me.drain(batches, 0.0, len)
         result = me.result()
         if sum(k for _, _, k in result[2]) != len(paths):
             raise AssertionError(f"W8: got {sum(k for _, _, k in result[2])} images")
@@ -339,16 +333,16 @@ def run_w8(paths: list[str], c: Any) -> Run:
     return result
 
 
-def run_floor(cfg: Config) -> float:
+def run_floor(steps: int, step_s: float) -> float:
     """The loop alone, every batch ready: what its awaits cost on this machine."""
     import anyio
 
     async def main() -> float:
-        batch = np.zeros((cfg.batch, *SHAPE), np.float32)
+        batch = np.zeros((32, *SHAPE), np.float32)
         t0 = time.perf_counter()
-        for _ in range(cfg.steps):
+        for _ in range(steps):
             batch[0, 0, 0] += 1
-            await anyio.sleep(cfg.step_s)
+            await anyio.sleep(step_s)
         return time.perf_counter() - t0
 
     result: float = anyio.run(main, backend="asyncio")
@@ -570,8 +564,11 @@ def main() -> None:
             rows.append(
                 Row(workload, "ideal (the consumer never waits)", ideal[workload], 0.0, note)
             )
-        if workload in ("steady", "regime"):
-            wall = statistics.median(run_floor(cfg) for _ in range(repeat))
+        if workload in ideal:  # the consumer's own steps, with nothing to wait for
+            steps, step_s = (
+                (W6[workload][0], W6[workload][1]) if workload in W6 else (cfg.steps, cfg.step_s)
+            )
+            wall = statistics.median(run_floor(steps, step_s) for _ in range(repeat))
             rows.append(Row(workload, "floor: the loop alone, batches ready", wall, 0.0))
         run = _runner(workload, cfg, w8)
         for a, b in _grid(workload):
