@@ -107,7 +107,8 @@ async def test_recommend_mode_shows_recommendations_and_changes_nothing() -> Non
     got = [d for r in seen for d in r.stages["pipeline/get"].decisions]
     assert got, "the tuner recommended a larger concurrency"
     assert not any(d.applied for d in got)
-    assert all(d.old == 1 for d in got)  # nothing changed: each starts from the start value
+    # each recommendation starts from the previous one; the first from the start value
+    assert [d.old for d in got] == [1] + [d.new for d in got[:-1]]
     assert {r.stages["pipeline/get"].set_by for r in seen} == {"default"}
     assert {r.stages["pipeline/get"].concurrency for r in seen} == {1}
     line = next(x for x in pipe.describe().splitlines() if x.startswith("1 get: concurrency"))
