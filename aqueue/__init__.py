@@ -84,6 +84,7 @@ from ._running._samples import MonitorHistory as MonitorHistory
 from ._running._samples import MonitorReading as MonitorReading
 from ._running._samples import QueueHistory as QueueHistory
 from ._running._samples import QueueReading as QueueReading
+from ._running._samples import StageDecision as StageDecision
 from ._running._samples import StageHistory as StageHistory
 from ._running._samples import StageReading as StageReading
 from ._running._samples import TableHistory as TableHistory
@@ -146,6 +147,7 @@ __all__ = [
     "SampleToInsertRatio",
     "Sink",
     "SinkView",
+    "StageDecision",
     "StageHistory",
     "StageReading",
     "StageStatistics",

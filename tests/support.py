@@ -466,16 +466,16 @@ def notes(exc: BaseException) -> str:
     return "\n".join(getattr(exc, "__notes__", ()))
 
 
-def stage_statistics(name: str, **figures: float) -> aqueue.StageStatistics:
+def stage_statistics(name: str, **figures: Any) -> aqueue.StageStatistics:
     """Made-up statistics of stage ``name``: the given ``figures``, every other one zero
     (one worker, no waits); for the rules that read them (bottleneck, Monitor rates)."""
     zero: dict[str, Any] = {
         f.name: 0 if f.type in (int, "int") else 0.0
         for f in dataclasses.fields(aqueue.StageStatistics)
-        if f.name != "name"
+        if f.name != "name" and f.type in (int, "int", float, "float")
     }
     zero["concurrency"] = 1
-    unknown = set(figures) - set(zero)
+    unknown = set(figures) - {f.name for f in dataclasses.fields(aqueue.StageStatistics)}
     assert not unknown, f"StageStatistics has no {sorted(unknown)}"
     return aqueue.StageStatistics(name=name, **{**zero, **figures})
 

@@ -35,8 +35,9 @@ file                 what it holds
                      ``history()``, ``write_csv``, ``plot``; ``begin_monitor``
 ``_sampler.py``      Sampler: one coordinator block's sampling task and final sample;
                      Record: what a monitor keeps across blocks
-``_samples.py``      MonitorReading / QueueReading / TableReading / StageReading, the
-                     numpy MonitorHistory built from them, and the CSV rows
+``_samples.py``      MonitorReading / QueueReading / TableReading / StageReading (with a
+                     tuned stage's StageDecisions), the numpy MonitorHistory built
+                     from them, and the CSV rows
 ``_plot.py``         ``Monitor.plot``: the PNG (matplotlib, the ``plot`` extra)
 ``_live.py``         ``Monitor(live=True)``: the terminal line (tqdm, the ``live`` extra)
 ``_alive.py``        weak registries of what runs now (entered coordinators, launched

@@ -73,7 +73,7 @@ from .._replay._protocol import SampledTable
 from . import _alive
 from ._monitor import Monitor, begin_monitor
 from ._outcome import block_outcome
-from ._report import input_wait, report
+from ._report import input_wait, report, tuned_lines
 from ._runner import QueueRunner
 from ._sampler import Sampler
 from ._supervision import NEW, RUNNING, Supervision
@@ -357,8 +357,16 @@ class Coordinator:
 
         Shared queues (``aqueue.redis``) show the figures read from their server when
         the body ended; while it runs (or when the server did not answer), a line below
-        the table says why a queue has none."""
-        return report(self._monitor, self._body_seconds(), self._t_body_end is not None)
+        the table says why a queue has none. With a ``Monitor`` that read tuned pipeline
+        stages, a line per tuned stage above the input-bound line: its concurrency, who
+        set it and the tuner's last decision."""
+        text = report(self._monitor, self._body_seconds(), self._t_body_end is not None)
+        mon = self._user_monitor
+        tuned = [] if mon is None else tuned_lines(mon.latest, mon.history())
+        if not tuned:
+            return text
+        *tables, bound = text.split("\n")
+        return "\n".join([*tables, *tuned, bound])
 
     @property
     def input_bound(self) -> float | None:

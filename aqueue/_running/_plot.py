@@ -13,7 +13,11 @@ Panels, sharing the time axis (seconds since the monitor started):
    the share of the interval during which its inserts waited on the rate limiter
    (orange: the actors were held back) and its samples waited (purple: the learner
    was held back, or too few items were held).
-4. Pipeline stages, when attached: items per second and busy percentage per stage.
+4. Pipeline stages, when attached: items per second and busy percentage per stage;
+   when the pipeline's tuner changed a stage (``concurrency="auto"``), a panel of each
+   such stage's concurrency over time, each decision a marker labelled with its new
+   value (hollow: a recommendation, nothing changed), and the same decisions as thin
+   vertical lines in the stage's colour on the items-per-second panel.
 5. Input-bound: the percentage of each interval the consumer spent waiting on an empty
    input queue (or, for an input table, in ``sample()``).
 
@@ -146,6 +150,45 @@ def _table_panel(
     )
 
 
+def _setting_panel(a: Any, h: MonitorHistory, tuned: list[tuple[str, str]]) -> None:
+    """Each tuned stage's concurrency over time: a step at each decision applied, a
+    marker labelled with the new value at every decision (hollow: recommended)."""
+    end = float(h.times_s[-1])
+    top = 1.0
+    for name, color in tuned:
+        s = h.stages[name]
+        first = s.decisions[0]
+        xs, ys = [0.0], [float(first.old)]
+        for d in s.decisions:
+            if d.applied and d.setting == "concurrency":
+                xs += [d.time_s, d.time_s]
+                ys += [ys[-1], float(d.new)]
+        xs.append(end)
+        ys.append(ys[-1])
+        a.plot(xs, ys, color=color, lw=1.8, label=f"{name}: concurrency in force")
+        shown_t = -np.inf
+        for d in s.decisions:
+            top = max(top, d.new, d.old)
+            face = color if d.applied else "white"
+            a.plot([d.time_s], [d.new], marker="o", ms=6, color=color, mfc=face, ls="")
+            # a label for each decision unless it would sit on the previous one's
+            if d.time_s - shown_t > 0.02 * end:
+                a.annotate(f"{d.old}\u2192{d.new}", (d.time_s, d.new), xytext=(4, 4),
+                           textcoords="offset points", fontsize=9, color=color,
+                           fontweight="bold")  # fmt: skip
+                shown_t = d.time_s
+    a.set_yscale("log", base=2)
+    a.set_ylim(0.8, top * 1.8)
+    a.yaxis.set_major_formatter("{x:.0f}")
+    a.set_ylabel("workers (log scale)")
+    a.set_title(
+        "Tuned stages: concurrency in force; each dot a tuner decision with its new value "
+        "(hollow: recommended only)",
+        loc="left",
+        fontsize=10,
+    )
+
+
 def plot_history(
     h: MonitorHistory, path: str | os.PathLike[str], *, title: str | None = None
 ) -> None:
@@ -169,9 +212,11 @@ def plot_history(
         + ["rate"]
         + tables
         + (["stage_rate", "stage_busy"] if h.stages else [])
+        + (["setting"] if any(s.decisions for s in h.stages.values()) else [])
         + ["bound"]
     )
     heights = {"fill": 3.0, "rate": 2.6, "stage_rate": 2.2, "stage_busy": 2.2, "bound": 1.5}
+    heights["setting"] = 2.4
     heights.update((p, 2.6) for p in tables)
     fig = Figure(figsize=(11, sum(heights[p] for p in panels) + 1.3), layout="constrained")
     FigureCanvasAgg(fig)
@@ -221,13 +266,28 @@ def plot_history(
     ax["rate"].set_title(f"Throughput: {', '.join(moved)}", loc="left", fontsize=10)
 
     if h.stages:
+        tuned: list[tuple[str, str]] = []
         for i, (name, s) in enumerate(h.stages.items()):
             c = f"C{(len(h.queues) + i) % 10}"
             _step(ax["stage_rate"], h, s.items_per_s, color=c, lw=1.6, label=name)
             _step(ax["stage_busy"], h, 100 * s.busy_fraction, color=c, lw=1.6, label=name)
+            for j, d in enumerate(s.decisions):
+                ax["stage_rate"].axvline(
+                    d.time_s, color=c, lw=1.3, ls=(0, (3, 2)),
+                    label=f"{name}: a tuner decision" if j == 0 else None,
+                )  # fmt: skip
+            if s.decisions:
+                tuned.append((name, c))
+        if tuned:
+            _setting_panel(ax["setting"], h, tuned)
         ax["stage_rate"].set_ylabel("items per second")
         _rate_limits(ax["stage_rate"], [s.items_per_s for s in h.stages.values()])
-        ax["stage_rate"].set_title("Pipeline stages: items put out", loc="left", fontsize=10)
+        ax["stage_rate"].set_title(
+            "Pipeline stages: items put out"
+            + (" (dashed vertical lines: the tuner's decisions)" if tuned else ""),
+            loc="left",
+            fontsize=10,
+        )
         ax["stage_busy"].set_ylabel("busy (% of workers' time)")
         ax["stage_busy"].set_ylim(-3, 105)
         ax["stage_busy"].set_title(

@@ -27,6 +27,10 @@ contributes its ``time_empty_s``, a table its ``sample_wait_s`` (a learner waiti
 ``sample()`` for the actors, or for ``min_size_to_sample`` items, is waiting for
 input); the most-waited one counts, and the last line names it: "input-bound: 37% (the
 body waited 1.850 s of 5.000 s on 'batches')".
+
+Tuned pipeline stages (``concurrency="auto"`` maps of a pipeline opened with the
+coordinator's ``Monitor``): a line each above the input-bound line, from the Monitor's
+latest reading: the concurrency in force, who set it and the tuner's last decision.
 """
 
 from __future__ import annotations
@@ -35,9 +39,10 @@ from typing import Any
 
 from .._queues._protocol import QueueStatistics
 from .._replay._results import ReplayStatistics
+from ._samples import SET_BY, MonitorHistory, MonitorReading, last_decision
 from ._watchdog import QueueMonitor, Seen, Watched, WatchedTable, alive
 
-__all__ = ["input_wait", "inputs", "report", "waited_for_input"]
+__all__ = ["input_wait", "inputs", "report", "tuned_lines", "waited_for_input"]
 
 _QUEUE_HEADER = (
     "queue",
@@ -171,6 +176,24 @@ def _layout(rows: list[tuple[str, ...]]) -> list[str]:
         ).rstrip()
         for row in rows
     ]
+
+
+def tuned_lines(latest: MonitorReading | None, history: MonitorHistory) -> list[str]:
+    """A line per tuned stage of a Monitor's latest reading: its concurrency, who set
+    it, and the tuner's last decision on it that the Monitor kept (``describe()``'s
+    words; times on the monitor's clock)."""
+    if latest is None:
+        return []
+    out = []
+    for name, st in latest.stages.items():
+        if st.set_by is None or st.set_by == "user":
+            continue
+        kept = history.stages[name].decisions if name in history.stages else ()
+        who = SET_BY.get(st.set_by, st.set_by)
+        out.append(
+            f"tuned {name}: concurrency {st.concurrency} (set by {who}); {last_decision(kept)}"
+        )
+    return out
 
 
 def report(monitor: QueueMonitor, body_seconds: float, ended: bool) -> str:

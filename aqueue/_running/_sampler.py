@@ -32,6 +32,8 @@ Invariants:
   call returns the record without waiting, a shared one's is awaited under ``timeout``;
   one that does not answer in time, or fails, is left out of that sample (listed in
   ``sample.missing``), so a dead server never stalls sampling.
+- A stage's decisions (``StageStatistics.decisions``, dated on its run's clock) appear
+  in the first sample read after they were made, once, dated on the monitor's clock.
 - An exception raised by the callback or a stage provider is reported to the
   coordinator (``loop``'s ``failed``) or returned by ``finish``; sampling stops and the
   callback is not called again.
@@ -45,7 +47,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -56,7 +58,7 @@ from .._queues._protocol import QueueStatistics
 from .._replay._results import ReplayStatistics
 from ._live import LiveLine, open_live
 from ._report import inputs
-from ._samples import MonitorReading, QueueReading, StageReading, TableReading
+from ._samples import MonitorReading, QueueReading, StageDecision, StageReading, TableReading
 from ._watchdog import QueueMonitor, Seen, Watched
 
 __all__ = ["Record", "Sampler", "StageProvider", "StageFigures"]
@@ -354,6 +356,8 @@ class Sampler:
     def _read_stages(self) -> dict[str, StageReading]:
         out: dict[str, StageReading] = {}
         m = self._m
+        assert m.t0 is not None
+        read_t = time.monotonic() - m.t0  # the monitor's clock when the providers answer
         for pipeline, provider in list(m.providers.items()):
             try:
                 readings = provider()
@@ -369,8 +373,10 @@ class Sampler:
                 prev = m.stage_prev.get(key)
                 if prev is not None and elapsed >= prev[0] and items >= prev[1]:
                     d_t, d_items, d_busy = elapsed - prev[0], items - prev[1], busy - prev[2]
+                    since = prev[0]
                 else:  # first reading, or a new run of the pipeline: since its start
                     d_t, d_items, d_busy = elapsed, items, busy
+                    since = -math.inf
                 m.stage_prev[key] = (elapsed, items, busy)
                 workers = max(int(r.concurrency), 1)
                 out[key] = StageReading(
@@ -379,5 +385,21 @@ class Sampler:
                     items_per_s=d_items / d_t if d_t > 0 else 0.0,
                     busy_fraction=min(1.0, max(0.0, d_busy / (workers * d_t))) if d_t > 0 else 0.0,
                     concurrency=int(r.concurrency),
+                    set_by=getattr(r, "set_by", None),
+                    decisions=_new_decisions(r, since, elapsed, read_t),
                 )
         return out
+
+
+def _new_decisions(
+    r: StageFigures, since: float, elapsed: float, read_t: float
+) -> tuple[StageDecision, ...]:
+    """The decisions of ``r`` (``StageStatistics.decisions``, dated in seconds since its
+    run started) made after ``since`` in that clock, dated on the monitor's clock: the
+    provider answered ``elapsed`` seconds into the run at ``read_t``."""
+    decisions: Sequence[StageDecision] = getattr(r, "decisions", ())
+    return tuple(
+        replace(d, time_s=max(0.0, read_t - (elapsed - d.time_s)))
+        for d in decisions
+        if d.time_s > since
+    )

@@ -39,10 +39,13 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "SET_BY",
+    "last_decision",
     "MonitorHistory",
     "MonitorReading",
     "QueueHistory",
     "QueueReading",
+    "StageDecision",
     "StageHistory",
     "StageReading",
     "TableHistory",
@@ -132,6 +135,45 @@ class TableReading:
     time the body waited for input."""
 
 
+SET_BY = {
+    "user": "the user",
+    "tuner": "the tuner",
+    "default": "default: the tuner's start",
+    "checkpoint": "the checkpoint resumed",
+}
+"""Who set a stage's setting (``StageReading.set_by``), in the words of ``describe()``
+and ``coord.report()``."""
+
+
+@dataclass(frozen=True)
+class StageDecision:
+    """One change the pipeline's tuner made to a stage's setting (or, in
+    ``Autotune(mode="recommend")``, one it would make), with its reason."""
+
+    time_s: float
+    """When it was made: in ``StageStatistics.decisions``, seconds since the run
+    started; in a ``StageReading`` or ``StageHistory``, seconds since the monitor first
+    started (the clock of ``MonitorReading.time_s``)."""
+    setting: str
+    """Which setting: ``"concurrency"`` (a map's workers) or ``"capacity"``."""
+    old: int
+    new: int
+    applied: bool
+    """False for a recommendation (``mode="recommend"``): nothing changed."""
+    reason: str
+    """The whole line, e.g. ``"map(fetch): 8 -> 16, consumer waited 41%, stage starved
+    2%, busy 97%: latency-bound (...)"``."""
+
+
+def last_decision(decisions: Sequence[StageDecision]) -> str:
+    """The last of ``decisions`` in words (``describe()``, ``coord.report()``)."""
+    if not decisions:
+        return "no change yet"
+    d = decisions[-1]
+    what = "last change" if d.applied else "last recommendation"
+    return f"{what} at {d.time_s:.2f} s: {d.reason}"
+
+
 @dataclass(frozen=True)
 class StageReading:
     """One pipeline stage at one sample."""
@@ -146,7 +188,14 @@ class StageReading:
     busy_fraction: float
     """Fraction of its workers' time the stage spent working over that interval, in [0, 1]."""
     concurrency: int
-    """Number of workers of the stage."""
+    """Number of workers of the stage (for a tuned map, the number in force)."""
+    set_by: str | None = None
+    """Who set ``concurrency``, for a map of a pipeline with ``concurrency="auto"``
+    maps: ``"user"`` (a number given to ``map``), ``"tuner"``, ``"default"`` (the
+    tuner's start value, not changed yet) or ``"checkpoint"`` (the value a resumed run
+    started from); None for other stages and pipelines."""
+    decisions: tuple[StageDecision, ...] = ()
+    """The tuner's decisions on this stage since the previous sample, oldest first."""
 
 
 @dataclass(frozen=True)
@@ -238,6 +287,10 @@ class StageHistory:
     items_out: Floats
     items_per_s: Floats
     busy_fraction: Floats
+    concurrency: Floats
+    """Workers at each sample (for a tuned map, the number in force)."""
+    decisions: tuple[StageDecision, ...] = ()
+    """The tuner's decisions on this stage over the retained samples, oldest first."""
 
 
 @dataclass(frozen=True)
@@ -275,7 +328,7 @@ _QUEUE_ARRAYS = tuple(
     for f in fields(QueueHistory)
     if f.name not in ("is_input", "shared", "min_after_dequeue")
 )
-_STAGE_ARRAYS = tuple(f.name for f in fields(StageHistory))
+_STAGE_ARRAYS = tuple(f.name for f in fields(StageHistory) if f.name != "decisions")
 _TABLE_ARRAYS = tuple(f.name for f in fields(TableHistory) if f.name not in ("is_input", "shared"))
 
 
@@ -289,6 +342,7 @@ def build_history(samples: Sequence[MonitorReading], floors: Mapping[str, int]) 
     qcols: dict[str, dict[str, Floats]] = {}
     qlast: dict[str, QueueReading] = {}
     scols: dict[str, dict[str, Floats]] = {}
+    sdecisions: dict[str, list[StageDecision]] = {}
     tcols: dict[str, dict[str, Floats]] = {}
     tlast: dict[str, TableReading] = {}
     for i, s in enumerate(samples):
@@ -305,6 +359,7 @@ def build_history(samples: Sequence[MonitorReading], floors: Mapping[str, int]) 
                 scols_ = scols[name] = {k: np.full(n, np.nan) for k in _STAGE_ARRAYS}
             for k in _STAGE_ARRAYS:
                 scols_[k][i] = getattr(st, k)
+            sdecisions.setdefault(name, []).extend(st.decisions)
         for name, t in s.tables.items():
             tc = tcols.get(name)
             if tc is None:
@@ -330,10 +385,7 @@ def build_history(samples: Sequence[MonitorReading], floors: Mapping[str, int]) 
         for name, c in qcols.items()
     }
     stages = {
-        name: StageHistory(
-            items_out=c["items_out"], items_per_s=c["items_per_s"], busy_fraction=c["busy_fraction"]
-        )
-        for name, c in scols.items()
+        name: StageHistory(**c, decisions=tuple(sdecisions[name])) for name, c in scols.items()
     }
     tables = {
         name: TableHistory(**c, is_input=tlast[name].is_input, shared=tlast[name].shared)

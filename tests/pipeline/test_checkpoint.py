@@ -384,13 +384,20 @@ async def test_bad_state_files_are_refused_clearly(tmp_path: Path) -> None:
         PipelineState.load(tmp_path / "missing.npz")
     from aqueue._queues._files import read_state_file, write_state_file
 
-    header, arrays = read_state_file(good, "aqueue.PipelineState", 1)
-    header["version"] = 2
+    header, arrays = read_state_file(good, "aqueue.PipelineState", 2)
+    header["version"] = 3
     newer = tmp_path / "newer.npz"
     write_state_file(newer, header, arrays)
     with pytest.raises(CheckpointError, match="newer aqueue"):
         PipelineState.load(newer)
-    header["version"] = 1
+    header["version"] = 2
+    for bad in ({"1": {"concurrency": 0}}, {"1": {"concurrency": "8"}}, {"1": []}):
+        header["settings"] = bad
+        wrong = tmp_path / "wrong.npz"
+        write_state_file(wrong, header, arrays)
+        with pytest.raises(CheckpointError, match=r"inconsistent pipeline state.*stage 1"):
+            PipelineState.load(wrong)
+    header["settings"] = {}
     header["format"] = "aqueue.QueueSnapshot"
     other = tmp_path / "other.npz"
     write_state_file(other, header, arrays)

@@ -383,6 +383,7 @@ async def test_write_csv_has_the_documented_columns_and_one_row_per_sample(
         "stage/pipe/map(load)/items_out",
         "stage/pipe/map(load)/items_per_s",
         "stage/pipe/map(load)/busy_fraction",
+        "stage/pipe/map(load)/concurrency",
     ]
     body = rows[1:]
     h = monitor.history()

@@ -37,6 +37,12 @@ def on_sample(sample: aqueue.MonitorReading) -> None:
     s = sample.stages["pipe/map(load)"]
     assert_type(s.items_per_s, float)
     assert_type(s.busy_fraction, float)
+    assert_type(s.set_by, str | None)
+    assert_type(s.decisions, tuple[aqueue.StageDecision, ...])
+    for d in s.decisions:
+        assert_type(d.time_s, float)
+        assert_type(d.new, int)
+        assert_type(d.reason, str)
     assert_type(sample.tables, Mapping[str, aqueue.TableReading])
     t = sample.tables["transitions"]
     assert_type(t.fraction_full, float)
@@ -73,6 +79,8 @@ async def monitored() -> None:
     assert_type(h.queues["batches"].min_after_dequeue, int)
     assert_type(h.stages["pipe/batch"], aqueue.StageHistory)
     assert_type(h.stages["pipe/batch"].busy_fraction, Floats)
+    assert_type(h.stages["pipe/batch"].concurrency, Floats)
+    assert_type(h.stages["pipe/batch"].decisions, tuple[aqueue.StageDecision, ...])
     assert_type(h.tables, Mapping[str, aqueue.TableHistory])
     assert_type(h.tables["transitions"].insert_blocked, Floats)
     assert_type(h.tables["transitions"].sample_rate, Floats)

@@ -11,6 +11,9 @@ A state holds what a pipeline needs to go on exactly where it was cut (see
 - ``inexact``: the stages whose order depends on timing (an unordered map with several
   workers, an unseeded shuffle), for which a resume delivers every item once but not
   the same batches; empty when the resume is exact.
+- ``settings``: the settings in force of the stages the tuner held
+  (``concurrency="auto"``), by stage number, e.g. ``{1: {"concurrency": 32}}``; a
+  resume starts those stages there instead of at their start value.
 
 Items are whatever the stages produce. ``save`` writes them without pickle, in the
 state-file container (``aqueue/_queues/_files.py``): the JSON header holds the
@@ -23,6 +26,9 @@ stored as one stacked array, so a buffer of 10,000 ``float32[32, 32]`` items is 
 item type (and object arrays) makes ``save`` raise CheckpointError naming the stage
 and the type. ``load`` checks the container, the format, the version and every
 reference into the arrays.
+
+Versions: 2 adds ``settings``; a version 1 file (written before it) loads with none,
+and its resume starts the tuned stages at their start value as before.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from ..._queues._files import read_state_file, write_state_file
 __all__ = ["PipelineState"]
 
 _FORMAT = "aqueue.PipelineState"
-_VERSION = 1
+_VERSION = 2  # 2: "settings" (the tuned stages' settings in force)
 
 
 @dataclass(frozen=True, repr=False)
@@ -69,6 +75,12 @@ class PipelineState:
     (``"map(load): 4 workers, ordered=False"``): with any, a resume delivers every item
     once, before or after the cut, but not the same batches. Empty: the resume is
     exact."""
+    settings: dict[int, dict[str, int]] = field(default_factory=dict)
+    """The settings in force of each stage the tuner held (``concurrency="auto"``),
+    by stage number: ``{1: {"concurrency": 32}}``. A resume starts those stages there
+    (within their ``Auto`` range) instead of at the start value; a stage the resumed
+    pipeline gives a number keeps its number. Empty for a pipeline with no tuned stage,
+    and for a state saved before aqueue recorded them."""
 
     @property
     def exact(self) -> bool:
@@ -117,6 +129,7 @@ class PipelineState:
             "queues": queues,
             "shuffles": shuffles,
             "inexact": list(self.inexact),
+            "settings": {str(i): dict(v) for i, v in self.settings.items()},
             "groups": codec.group_specs(),
         }
         write_state_file(path, header, codec.arrays())
@@ -147,6 +160,7 @@ class PipelineState:
                 queues=queues,
                 shuffles=shuffles,
                 inexact=tuple(str(x) for x in header.get("inexact", ())),
+                settings=_settings(header.get("settings", {})),  # (none before version 2)
             )
         except CheckpointError:
             raise
@@ -154,6 +168,19 @@ class PipelineState:
             raise CheckpointError(
                 f"{path}: an inconsistent pipeline state ({type(exc).__name__}: {exc})"
             ) from exc
+
+
+def _settings(raw: Any) -> dict[int, dict[str, int]]:
+    """A saved ``settings`` mapping, checked: stage numbers to settings of at least 1."""
+    out: dict[int, dict[str, int]] = {}
+    for i, values in dict(raw).items():
+        if not (isinstance(values, dict) and values):
+            raise ValueError(f"the settings of stage {i} are not a mapping: {values!r}")
+        for name, n in values.items():
+            if not isinstance(name, str) or type(n) is not int or n < 1:
+                raise ValueError(f"stage {i}'s setting {name!r} is not an int >= 1: {n!r}")
+        out[int(i)] = dict(values)
+    return out
 
 
 def _jsonable(value: Any, what: str) -> Any:

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ..._running._samples import StageDecision
+
 __all__ = ["Meter", "StageStatistics", "Worker", "percentiles"]
 
 _WAIT_SAMPLES = 10_000  # wait percentiles are computed over the last this many items
@@ -68,6 +70,14 @@ class StageStatistics:
     results from shared memory, summed over its workers (0.0 for other stages). Over
     ``items_out`` it is the hand-off's cost per item; over ``elapsed_s``, the share of
     one core it takes."""
+
+    set_by: str | None = None
+    """Who set ``concurrency``, for a map of a run with ``concurrency="auto"`` maps:
+    ``"user"``, ``"tuner"``, ``"default"`` (the tuner's start, not changed yet) or
+    ``"checkpoint"`` (the value a resumed run started from); None otherwise."""
+    decisions: tuple[StageDecision, ...] = ()
+    """The tuner's latest decisions on this stage (up to 64 over all stages), oldest
+    first, each dated in seconds since the run started."""
 
     @property
     def busy_fraction(self) -> float:

@@ -25,7 +25,8 @@
    front of its input queue's, see ``process/_driver.py``; the rows of the batch
    records in a process map's queue, when its workers write the batches in place, and
    the rows the batch stage holds while it waits for the rest of its batch), the
-   source's position and each shuffle's buffer and random state; a state holds items,
+   source's position, each shuffle's buffer and random state and the settings the
+   tuner holds in force (``state.settings``); a state holds items,
    never records (``apply_state`` puts resumed rows back in records of a batch);
 5. checks that nothing moved while it looked (``_generation``: every queue's totals and
    closed flag, every stage's paused count, every ordered map's turn, every process
@@ -92,6 +93,10 @@ class Running(Site, Protocol):
     @property
     def parked(self) -> dict[int, int]:
         """Workers parked at each tuned map's gate now, by stage."""
+        ...
+
+    def settings(self) -> dict[int, dict[str, int]]:
+        """The settings in force of the stages the tuner holds, by stage."""
         ...
 
     def check_running(self) -> None:
@@ -269,6 +274,7 @@ def _capture(run: Running) -> PipelineState:
         queues=queues,
         shuffles={i: s.state() for i, s in run.shuffles.items()},
         inexact=inexact(run.specs),
+        settings=run.settings(),
     )
 
 

@@ -23,7 +23,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -91,7 +91,7 @@ async def sample_occupancy(
 
 def zero_statistics(specs: Sequence[StageSpec]) -> tuple[StageStatistics, ...]:
     """One StageStatistics of zeros per stage (a pipeline not run yet)."""
-    zero = dict.fromkeys(_ZERO_FIELDS, 0.0)
+    zero: dict[str, Any] = dict.fromkeys(_ZERO_FIELDS, 0.0)
     return tuple(
         StageStatistics(
             name=s.label,

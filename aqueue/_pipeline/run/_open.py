@@ -141,7 +141,7 @@ class OpenPipeline(Generic[T]):
             self._own = Coordinator(monitor=self._monitor)
             coord = await self._own.__aenter__()
         try:
-            run = self._run = PipelineRun(self._specs, coord, self._autotune)
+            run = self._run = PipelineRun(self._specs, coord, self._autotune, self._state)
             self._on_run(run)
             if self._monitor is not None:
                 self._monitor.attach_stages("pipeline", run.statistics)

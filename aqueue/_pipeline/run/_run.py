@@ -128,13 +128,19 @@ class PipelineRun:
     """One run of a pipeline: its queues, runners and measurements."""
 
     def __init__(
-        self, specs: tuple[StageSpec, ...], coord: Coordinator, autotune: Autotune | None = None
+        self,
+        specs: tuple[StageSpec, ...],
+        coord: Coordinator,
+        autotune: Autotune | None = None,
+        state: PipelineState | None = None,
     ) -> None:
         self.specs = specs
         self.coord = coord
-        # The tuner of the maps with concurrency="auto" (None: no map is tuned).
+        # The tuner of the maps with concurrency="auto" (None: no map is tuned); a
+        # resume starts them at the settings in force when the state was taken.
         tuned = any(s.auto is not None for s in specs)
-        self.tuning = Tuning(specs, autotune or Autotune()) if tuned else None
+        resumed = state.settings if state is not None else {}
+        self.tuning = Tuning(specs, autotune or Autotune(), resumed) if tuned else None
         self.added: dict[int, list[QueueRunner]] = {}  # runners of workers a tuner added
         self._stages: dict[int, Stage] = {}
         self.stop = Control(len(specs))
@@ -294,6 +300,10 @@ class PipelineRun:
         """Workers parked at each tuned map's gate now (a checkpoint counts them at rest)."""
         return {} if self.tuning is None else {i: g.parked for i, g in self.tuning.gates.items()}
 
+    def settings(self) -> dict[int, dict[str, int]]:
+        """The settings in force of the stages the tuner holds (for a checkpoint)."""
+        return {} if self.tuning is None else self.tuning.settings()
+
     def consumer(self) -> tuple[int, float]:
         """Items the consumer took from the last queue, and seconds it waited on it."""
         st = self.queues[-1].statistics()
@@ -390,7 +400,14 @@ class PipelineRun:
                 s if (n := self.tuning.concurrency(i)) is None else replace(s, concurrency=n)
                 for i, s in enumerate(specs)
             )
-        return stage_statistics(specs, self.queues, self.meters, self.elapsed, self.row_counts())
+        out = stage_statistics(specs, self.queues, self.meters, self.elapsed, self.row_counts())
+        tuning = self.tuning
+        if tuning is None:
+            return out
+        return tuple(  # who set each map's concurrency, and the tuner's decisions on it
+            replace(s, set_by=tuning.set_by(i), decisions=tuning.decisions(i, self.t0))
+            for i, s in enumerate(out)
+        )
 
     def row_counts(self) -> dict[int, tuple[int, int]]:
         """For each queue that holds batch records (a process map's that writes its
@@ -401,7 +418,7 @@ class PipelineRun:
         """describe()'s lines about the run's process maps (``_describe.process_notes``)."""
         notes = process_notes(self.specs, self.statistics(), self.pools, self.writers)
         if self.tuning is not None:
-            notes += self.tuning.notes(lambda i: self.specs[i].label)
+            notes += self.tuning.notes(lambda i: self.specs[i].label, self.t0)
         return notes
 
     def startup(self) -> dict[int, float]:

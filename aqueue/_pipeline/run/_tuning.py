@@ -12,6 +12,9 @@ has started until the run ends; its sleeps end as soon as the run does.
 - ``apply`` puts a decision into force: the map's gate takes the new limit (a cut parks
   the workers above it at their next burst); a raise above the workers started so far
   has the run add workers with the next slots (``PipelineRun.add_workers``).
+- A resume (``open(state=...)``) starts each tuned map at the concurrency recorded in
+  the state (``settings``: what a checkpoint records), within its range today; who set
+  it is then ``"checkpoint"`` until the tuner changes it.
 - ``notes`` are describe()'s lines: each tuned map's concurrency in force and the
   reason of its last decision.
 
@@ -23,11 +26,12 @@ on the ``aqueue`` logger (by ``drive``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import anyio
 
+from ..._running._samples import SET_BY, StageDecision, last_decision
 from ..defs._stage_spec import StageSpec
 from ..tune._budget import resolve
 from ..tune._drive import drive
@@ -61,8 +65,14 @@ class Tuning:
         autotune: The run's settings (budgets, mode, cap).
     """
 
-    def __init__(self, specs: Sequence[StageSpec], autotune: Autotune) -> None:
+    def __init__(
+        self,
+        specs: Sequence[StageSpec],
+        autotune: Autotune,
+        resumed: Mapping[int, Mapping[str, int]] | None = None,
+    ) -> None:
         budget = resolve(autotune)
+        resumed = resumed or {}
         self.gates: dict[int, Gate] = {}
         self.started: dict[int, int] = {}  # workers created so far, per tuned map
         self.last: dict[int, Decision] = {}
@@ -83,7 +93,11 @@ class Tuning:
             start, low, high = concurrency_range(
                 spec.auto, spec.executor, budget.cpu, autotune.max_concurrency
             )
-            knobs.append(KnobSpec(i, "concurrency", start, low, high))
+            by = "default"
+            at = resumed.get(i, {}).get("concurrency")
+            if at is not None:  # a resume: where the checkpointed run was, in today's range
+                start, by = min(max(at, low), high), "checkpoint"
+            knobs.append(KnobSpec(i, "concurrency", start, low, high, by=by))
             self.gates[i] = Gate(start)
             self.started[i] = start
             self.ranges[i] = (low, high)
@@ -159,17 +173,40 @@ class Tuning:
 
     # -- reports -------------------------------------------------------------------------
 
+    def settings(self) -> dict[int, dict[str, int]]:
+        """The settings in force of each tuned map (what a checkpoint records)."""
+        return {i: {"concurrency": gate.limit} for i, gate in self.gates.items()}
+
     def concurrency(self, i: int) -> int | None:
         """The concurrency in force of tuned map ``i`` (None: not tuned)."""
         gate = self.gates.get(i)
         return None if gate is None else gate.limit
 
-    def notes(self, labels: Callable[[int], str]) -> list[str]:
-        """describe()'s lines: each tuned map's concurrency and its last decision."""
+    def set_by(self, i: int) -> str | None:
+        """Who set stage ``i``'s concurrency: ``"user"``, ``"default"``, ``"tuner"`` or
+        ``"checkpoint"`` (None: not a map)."""
+        for k in self.tuner.knobs:
+            if k.stage == i and k.spec.what == "concurrency":
+                return k.by
+        return None
+
+    def decisions(self, i: int, t0: float) -> tuple[StageDecision, ...]:
+        """The tuner's latest decisions on stage ``i`` (applied or recommended), dated in
+        seconds since ``t0`` (the run's start, on the tuner's clock)."""
+        return tuple(
+            StageDecision(d.t - t0, d.knob, d.old, d.new, d.applied, d.reason)
+            for d in self.tuner.decisions
+            if d.stage == i
+        )
+
+    def notes(self, labels: Callable[[int], str], t0: float) -> list[str]:
+        """describe()'s lines: each tuned map's concurrency, who set it, and its last
+        decision (a recommendation, in ``recommend`` mode), as the Monitor shows them."""
         out = []
         for i, gate in self.gates.items():
             low, high = self.ranges[i]
-            d = self.last.get(i)
-            why = f"last change: {d.reason}" if d is not None else "no change yet"
-            out.append(f"{i} {labels(i)}: concurrency {gate.limit} (auto, {low}..{high}); {why}")
+            out.append(
+                f"{i} {labels(i)}: concurrency {gate.limit} (auto {low}..{high}, set by "
+                f"{SET_BY[self.set_by(i) or 'default']}); {last_decision(self.decisions(i, t0))}"
+            )
         return out
