@@ -132,8 +132,8 @@ class PipelineRun:
     ) -> None:
         self.specs = specs
         self.coord = coord
-        # The tuner of the maps with concurrency="auto" (None: no map is tuned).
-        tuned = any(s.auto is not None for s in specs)
+        # The tuner of the "auto" maps and buffers (None: nothing is tuned).
+        tuned = any(s.auto is not None or s.auto_capacity is not None for s in specs)
         self.tuning = Tuning(specs, autotune or Autotune()) if tuned else None
         self.added: dict[int, list[QueueRunner]] = {}  # runners of workers a tuner added
         self._stages: dict[int, Stage] = {}

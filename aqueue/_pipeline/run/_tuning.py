@@ -13,7 +13,9 @@ has started until the run ends; its sleeps end as soon as the run does.
   the workers above it at their next burst); a raise above the workers started so far
   has the run add workers with the next slots (``PipelineRun.add_workers``).
 - ``notes`` are describe()'s lines: each tuned map's concurrency in force and the
-  reason of its last decision.
+  reason of its last decision, then each tuned buffer's (``_buffers.py``: the
+  capacity knobs of ``capacity="auto"`` and ``prefetch("auto")``, the bytes per item
+  sampled from the queues, ``StageQueue.set_capacity``).
 
 Invariants: a map given a number is never changed (its knob is not tunable); the gates
 are closed when the run stops, so no worker stays parked; decisions are logged at DEBUG
@@ -28,6 +30,7 @@ from typing import Protocol
 
 import anyio
 
+from ..._queues._fifo import StageQueue
 from ..defs._stage_spec import StageSpec
 from ..tune._budget import resolve
 from ..tune._drive import drive
@@ -36,6 +39,7 @@ from ..tune._knobs import Decision, KnobSpec
 from ..tune._readings import Reading, StageInfo, StageReading
 from ..tune._settings import Autotune, concurrency_range
 from ..tune._tuner import Tuner
+from ._buffers import TunedBuffers
 
 __all__ = ["Tuning"]
 
@@ -45,6 +49,7 @@ class _Run(Protocol):
 
     specs: tuple[StageSpec, ...]
     workers: list[int]
+    queues: list[StageQueue]
 
     def add_workers(self, i: int, slots: range) -> None: ...
 
@@ -87,6 +92,7 @@ class Tuning:
             self.gates[i] = Gate(start)
             self.started[i] = start
             self.ranges[i] = (low, high)
+        self.buffers = TunedBuffers(specs, knobs)
         self.tuner = Tuner(infos, knobs, budget, acts=autotune.acts)
         self._run: _Run | None = None
 
@@ -123,6 +129,7 @@ class Tuning:
             items_in, items_out, busy, starved, blocked, occ, cap = run.counters(i)
             gate = self.gates.get(i)
             workers = min(gate.limit, self.started[i]) if gate is not None else run.workers[i]
+            empty_s, full_s, size = self.buffers.read(run.queues, i)
             stages.append(
                 StageReading(
                     items_in,
@@ -133,6 +140,9 @@ class Tuning:
                     max(workers, 1),
                     occupancy_s=occ,
                     capacity=cap,
+                    item_bytes=size,
+                    empty_s=empty_s,
+                    full_s=full_s,
                 )
             )
         taken, waited = run.consumer()
@@ -147,8 +157,14 @@ class Tuning:
 
     def apply(self, decision: Decision) -> None:
         """Put ``decision`` into force (event loop's thread)."""
+        if self._done.is_set():
+            return
+        if decision.knob == "capacity":
+            if self._run is not None:
+                self.buffers.apply(self._run.queues, decision)
+            return
         gate = self.gates.get(decision.stage)
-        if decision.knob != "concurrency" or gate is None or self._done.is_set():
+        if gate is None:
             return
         i = decision.stage
         self.last[i] = decision
@@ -172,4 +188,4 @@ class Tuning:
             d = self.last.get(i)
             why = f"last change: {d.reason}" if d is not None else "no change yet"
             out.append(f"{i} {labels(i)}: concurrency {gate.limit} (auto, {low}..{high}); {why}")
-        return out
+        return out + self.buffers.notes(labels)

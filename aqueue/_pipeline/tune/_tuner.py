@@ -54,7 +54,9 @@ The rule, on each window with enough evidence:
    first), the cut is undone and that value is a floor for ``FLOOR_S``.
 4. *Hold* in between: a dead band, so noise does not move anything.
 5. A capacity the tuner holds follows the concurrency on both sides of its queue
-   (twice the larger, as the default rule), within the memory budget.
+   (twice the larger, as the default rule), grows when its queue's two sides take
+   turns waiting on it (bursts) and shrinks when it never runs empty, within the
+   memory budget (``_buffers.py``).
 
 Hysteresis: a raise lands at 1.25 times the need and a cut needs 1.6 times it, so the
 two never chase each other at one demand; a cut comes ``DWELL_S`` after the knob's last
@@ -84,9 +86,10 @@ import collections
 import math
 from collections.abc import Sequence
 
+from ._buffers import Buffers
 from ._estimates import Estimates
 from ._knobs import Decision, Knob, KnobSpec, Setting, Trial
-from ._limits import cpu_limit, downstream_limit, followed, memory_room
+from ._limits import cpu_limit, downstream_limit, memory_room
 from ._readings import Reading, StageInfo, Window, in_per_out
 from ._settings import Budget
 
@@ -146,6 +149,7 @@ class Tuner:
         self._calm_since: float | None = None
         self._est = Estimates(self.stages, REGIME, MIN_ITEMS)
         self._moved: set[int] = set()  # stages changed just before the current window
+        self._buffers = Buffers(WAIT_HIGH, self.stages)
 
     # -- what it reports -----------------------------------------------------------------
 
@@ -405,7 +409,7 @@ class Tuner:
         return Decision(win.t1, k.stage, k.label, k.spec.what, old, new, self.acts, verdict, reason)
 
     def _follow(self, win: Window, r: Reading) -> list[Decision]:
-        """Capacities the tuner holds follow the concurrency around their queue."""
+        """Capacities the tuner holds: the buffer rule (``_buffers.py``)."""
         out = []
         workers = [s.workers for s in r.stages]
         for k in self.knobs:
@@ -414,8 +418,8 @@ class Tuner:
         for k in self.knobs:
             if k.spec.what != "capacity" or not k.spec.tunable:
                 continue
-            want = followed(k.stage, k.spec.low, k.spec.high, workers, r, self.budget)
-            if want != k.current(self.acts):
-                verdict = "follows the concurrency" if want > k.spec.low else "back to its default"
-                out.append(self._change(k, want, win, verdict, "", verify=False))
+            move = self._buffers.decide(k, win, r, self.budget, workers, self.acts)
+            if move is not None:
+                new, verdict, extra = move
+                out.append(self._change(k, new, win, verdict, extra, verify=False))
         return out
