@@ -40,7 +40,7 @@ class TunedBuffers:
     def __init__(self, specs: Sequence[StageSpec], knobs: list[KnobSpec]) -> None:
         self.ranges: dict[int, tuple[int, int]] = {}
         self.last: dict[int, Decision] = {}
-        self.values: dict[int, int] = {}
+        self.values: dict[int, int] = {}  # (shown until the run's queues exist)
         self._sizes = ItemBytes(len(specs))
         for i, spec in enumerate(specs):
             if spec.auto_capacity is None or fused(specs, i):
@@ -65,11 +65,13 @@ class TunedBuffers:
         self.values[i] = decision.new
         self.last[i] = decision
 
-    def notes(self, labels: Callable[[int], str]) -> list[str]:
-        """describe()'s lines: each tuned buffer's capacity and its last decision."""
+    def notes(self, queues: Sequence[StageQueue], labels: Callable[[int], str]) -> list[str]:
+        """describe()'s lines: each tuned buffer's capacity in force (its queue's) and
+        its last decision."""
         out = []
         for i, (low, high) in self.ranges.items():
             d = self.last.get(i)
             why = f"last change: {d.reason}" if d is not None else "no change yet"
-            out.append(f"{i} {labels(i)}: capacity {self.values[i]} (auto, {low}..{high}); {why}")
+            cap = queues[i].capacity if i < len(queues) else self.values[i]
+            out.append(f"{i} {labels(i)}: capacity {cap} (auto, {low}..{high}); {why}")
         return out

@@ -188,4 +188,5 @@ class Tuning:
             d = self.last.get(i)
             why = f"last change: {d.reason}" if d is not None else "no change yet"
             out.append(f"{i} {labels(i)}: concurrency {gate.limit} (auto, {low}..{high}); {why}")
-        return out + self.buffers.notes(labels)
+        queues = self._run.queues if self._run is not None else []
+        return out + self.buffers.notes(queues, labels)
