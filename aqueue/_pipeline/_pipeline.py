@@ -226,8 +226,11 @@ class Pipeline(Generic[T]):
             concurrency: Number of workers, or ``"auto"`` (``aqueue.Auto(min=, max=,
                 start=)`` for a range): the pipeline's tuner chooses it while the
                 pipeline runs, adding workers or parking some, so that the consumer
-                waits as little as the machine allows (task and thread maps; see
-                ``aqueue.Autotune``). A number is never changed.
+                waits as little as the machine allows (see ``aqueue.Autotune``).
+                Worker processes are added rarely, one or a few at a time, once the
+                consumer has waited on them for a few seconds (a spawn costs a
+                fraction of a second), up to the CPU budget; a cut parks the extra
+                ones, idle, until the pipeline closes. A number is never changed.
             ordered: Deliver in input order even with concurrency > 1 (a slow item then
                 holds back the ones after it); by default in completion order.
             executor: None (by the kind of ``fn``: an async function runs in tasks, a

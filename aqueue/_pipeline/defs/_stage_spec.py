@@ -266,12 +266,6 @@ def map_stage(
         _process_fn(fn, f"Pipeline.map {label!r}")
     auto = setting if isinstance(setting, Auto) else None
     cap, auto_cap = _capacity_arg(capacity, label)
-    if isinstance(setting, Auto) and how == "process":
-        raise ElementSpecError(
-            f"Pipeline.map {label!r}: concurrency='auto' is not available for "
-            "executor='process' (worker processes cannot be added to a running map); "
-            "give the number of worker processes, e.g. concurrency=4"
-        )
     # A tuned map's spec holds its start (the run may lower it to a smaller cap).
     conc = concurrency_range(setting, how, 1.0, None)[0] if isinstance(setting, Auto) else setting
     return StageSpec(

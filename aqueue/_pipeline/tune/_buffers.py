@@ -92,20 +92,6 @@ class Buffers:
 
         ``workers`` is each stage's concurrency in force (or about to be).
         """
-        move = self._decide(k, win, r, budget, workers, acts)
-        if move is not None:  # (what it saw before the change says nothing of after)
-            self._seen[k.stage] = _Stretch()
-        return move
-
-    def _decide(
-        self,
-        k: Knob,
-        win: Window,
-        r: Reading,
-        budget: Budget,
-        workers: Sequence[int],
-        acts: bool,
-    ) -> tuple[int, str, str] | None:
         i, now, value = k.stage, win.t1, k.current(acts)
         self._held_in_hands(r)
         sw = win.stages[i]
@@ -120,14 +106,24 @@ class Buffers:
             st.calm_since = win.t0
         low = max(k.low(now), followed(i, k.spec.low, k.spec.high, workers, r, budget))
         fit = self._fit(i, r, budget, workers)
+        move: tuple[int, str, str] | None = None
         if fit is not None and value > max(fit, low):
-            return max(fit, low), "at the memory budget", self._bytes(r, i, budget)
-        if value < low:
-            return low, "follows the concurrency", ""
-        if st.seconds < SPAN_S:
-            return None
+            move = max(fit, low), "at the memory budget", self._bytes(r, i, budget)
+        elif value < low:
+            move = low, "follows the concurrency", ""
+        elif st.seconds >= SPAN_S:
+            self._seen[i] = _Stretch(calm_since=st.calm_since)
+            move = self._stretch(k, st, now, low, fit, acts)
+        if move is not None:  # (what it saw before the change says nothing of after)
+            self._seen[i] = _Stretch()
+        return move
+
+    def _stretch(
+        self, k: Knob, st: _Stretch, now: float, low: int, fit: int | None, acts: bool
+    ) -> tuple[int, str, str] | None:
+        """The rule on a stretch of ``SPAN_S`` or more: grow on bursts, shrink when calm."""
+        value = k.current(acts)
         empty, full, wait = st.empty_s / st.seconds, st.full_s / st.seconds, st.wait_s / st.seconds
-        self._seen[i] = _Stretch(calm_since=st.calm_since)
         figures = (
             f" (over {st.seconds:.1f} s: the consumer waited {wait:.0%}, the buffer ran "
             f"empty {empty:.0%} of the time and was full {full:.0%})"
