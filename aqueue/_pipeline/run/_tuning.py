@@ -8,7 +8,8 @@ has started until the run ends; its sleeps end as soon as the run does.
 
 - ``reading`` turns the run's counters into a ``Reading``: items from the queues'
   totals, busy seconds from the meters, starved and blocked seconds from their
-  cumulative waits, the workers a gate admits, the consumer's wait on the last queue.
+  cumulative waits, the workers a gate admits (for a process map, those spawned), the
+  consumer's wait on the last queue.
 - ``apply`` puts a decision into force: the map's gate takes the new limit (a cut parks
   the workers above it at their next burst); a raise above the workers started so far
   has the run add workers with the next slots (``PipelineRun.add_workers``).
@@ -32,6 +33,7 @@ import anyio
 
 from ..._queues._fifo import StageQueue
 from ..defs._stage_spec import StageSpec
+from ..process._workers import WorkerPool
 from ..tune._budget import resolve
 from ..tune._drive import drive
 from ..tune._gate import Gate
@@ -50,6 +52,7 @@ class _Run(Protocol):
     specs: tuple[StageSpec, ...]
     workers: list[int]
     queues: list[StageQueue]
+    pools: dict[int, WorkerPool]
 
     def add_workers(self, i: int, slots: range) -> None: ...
 
@@ -129,6 +132,9 @@ class Tuning:
             items_in, items_out, busy, starved, blocked, occ, cap = run.counters(i)
             gate = self.gates.get(i)
             workers = min(gate.limit, self.started[i]) if gate is not None else run.workers[i]
+            pool = run.pools.get(i)
+            if pool is not None and gate is not None:  # (a worker being spawned: not yet)
+                workers = sum(1 for w in pool.workers[: gate.limit] if w.pid is not None)
             empty_s, full_s, size = self.buffers.read(run.queues, i)
             stages.append(
                 StageReading(
