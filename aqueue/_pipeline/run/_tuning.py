@@ -8,8 +8,8 @@ has started until the run ends; its sleeps end as soon as the run does.
 
 - ``reading`` turns the run's counters into a ``Reading``: items from the queues'
   totals, busy seconds from the meters, starved and blocked seconds from their
-  cumulative waits, the workers a gate admits (for a process map, those spawned), the
-  consumer's wait on the last queue.
+  cumulative waits, the workers a gate admits (for a process map, those that answered
+  a first burst), the consumer's wait on the last queue.
 - ``apply`` puts a decision into force: the map's gate takes the new limit (a cut parks
   the workers above it at their next burst); a raise above the workers started so far
   has the run add workers with the next slots (``PipelineRun.add_workers``).
@@ -133,8 +133,8 @@ class Tuning:
             gate = self.gates.get(i)
             workers = min(gate.limit, self.started[i]) if gate is not None else run.workers[i]
             pool = run.pools.get(i)
-            if pool is not None and gate is not None:  # (a worker being spawned: not yet)
-                workers = sum(1 for w in pool.workers[: gate.limit] if w.pid is not None)
+            if pool is not None and gate is not None:  # (one starting: once it answered)
+                workers = sum(1 for w in pool.workers[: gate.limit] if w.ready_s > 0)
             empty_s, full_s, size = self.buffers.read(run.queues, i)
             stages.append(
                 StageReading(
