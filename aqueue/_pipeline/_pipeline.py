@@ -194,7 +194,7 @@ class Pipeline(Generic[T]):
         concurrency: int | Literal["auto"] | Auto = 1,
         ordered: bool = False,
         executor: str | None = None,
-        capacity: int | None = None,
+        capacity: int | Literal["auto"] | Auto | None = None,
         name: str | None = None,
     ) -> Pipeline[U]: ...
     @overload
@@ -205,7 +205,7 @@ class Pipeline(Generic[T]):
         concurrency: int | Literal["auto"] | Auto = 1,
         ordered: bool = False,
         executor: str | None = None,
-        capacity: int | None = None,
+        capacity: int | Literal["auto"] | Auto | None = None,
         name: str | None = None,
     ) -> Pipeline[U]: ...
     def map(
@@ -215,7 +215,7 @@ class Pipeline(Generic[T]):
         concurrency: int | Literal["auto"] | Auto = 1,
         ordered: bool = False,
         executor: str | None = None,
-        capacity: int | None = None,
+        capacity: int | Literal["auto"] | Auto | None = None,
         name: str | None = None,
     ) -> Pipeline[Any]:
         """Apply ``fn`` to every item with ``concurrency`` workers.
@@ -226,8 +226,11 @@ class Pipeline(Generic[T]):
             concurrency: Number of workers, or ``"auto"`` (``aqueue.Auto(min=, max=,
                 start=)`` for a range): the pipeline's tuner chooses it while the
                 pipeline runs, adding workers or parking some, so that the consumer
-                waits as little as the machine allows (task and thread maps; see
-                ``aqueue.Autotune``). A number is never changed.
+                waits as little as the machine allows (see ``aqueue.Autotune``).
+                Worker processes are added rarely, one or a few at a time, once the
+                consumer has waited on them for a few seconds (a spawn costs a
+                fraction of a second), up to the CPU budget; a cut parks the extra
+                ones, idle, until the pipeline closes. A number is never changed.
             ordered: Deliver in input order even with concurrency > 1 (a slow item then
                 holds back the ones after it); by default in completion order.
             executor: None (by the kind of ``fn``: an async function runs in tasks, a
@@ -246,7 +249,11 @@ class Pipeline(Generic[T]):
                 processes, whose bursts of results then go in with few wake-ups; at
                 least twice the batch size of a ``batch`` right after it, which, after
                 processes writing the batches in place, takes them from the queue a
-                batch at a time).
+                batch at a time). ``"auto"`` (or ``aqueue.Auto(...)``): the tuner
+                grows it from that default when the stage after it runs dry while this
+                one is held up by a full queue (its output comes in bursts), within
+                the memory budget, and shrinks it back when it never runs empty; a
+                number is never changed.
             name: Label in statistics (default ``"map(<fn name>)"``).
 
         Raises:
@@ -256,12 +263,17 @@ class Pipeline(Generic[T]):
         return self._then(map_stage(fn, concurrency, ordered, executor, capacity, name))
 
     def filter(
-        self, pred: Callable[[T], Any], *, capacity: int | None = None, name: str | None = None
+        self,
+        pred: Callable[[T], Any],
+        *,
+        capacity: int | Literal["auto"] | Auto | None = None,
+        name: str | None = None,
     ) -> Pipeline[T]:
         """Keep the items for which ``pred(item)`` is true (order kept).
 
         A sync predicate runs on the event loop (keep it cheap; use ``map`` for heavy
         work); an async one is awaited. Dropped items are counted as ``items_dropped``.
+        ``capacity`` is its output queue's, as for ``map``.
         """
         return self._then(filter_stage(pred, capacity, name))
 
@@ -292,7 +304,7 @@ class Pipeline(Generic[T]):
         *,
         allow_smaller_final_batch: bool = False,
         dynamic_pad: bool = False,
-        capacity: int | None = None,
+        capacity: int | Literal["auto"] | Auto | None = None,
         name: str | None = None,
     ) -> Pipeline[tuple[Array, ...]]: ...
     @overload
@@ -302,7 +314,7 @@ class Pipeline(Generic[T]):
         *,
         allow_smaller_final_batch: bool = False,
         dynamic_pad: bool = False,
-        capacity: int | None = None,
+        capacity: int | Literal["auto"] | Auto | None = None,
         name: str | None = None,
     ) -> Pipeline[dict[str, Array]]: ...
     @overload
@@ -312,7 +324,7 @@ class Pipeline(Generic[T]):
         *,
         allow_smaller_final_batch: bool = False,
         dynamic_pad: bool = False,
-        capacity: int | None = None,
+        capacity: int | Literal["auto"] | Auto | None = None,
         name: str | None = None,
     ) -> Pipeline[Array]: ...
     def batch(
@@ -321,7 +333,7 @@ class Pipeline(Generic[T]):
         *,
         allow_smaller_final_batch: bool = False,
         dynamic_pad: bool = False,
-        capacity: int | None = None,
+        capacity: int | Literal["auto"] | Auto | None = None,
         name: str | None = None,
     ) -> Pipeline[Any]:
         """Stack ``batch_size`` items into one batch (on a worker thread).
@@ -329,13 +341,29 @@ class Pipeline(Generic[T]):
         Arrays are stacked on a new axis 0; tuples and dicts per component. At the end,
         leftovers are dropped unless ``allow_smaller_final_batch``. ``dynamic_pad``
         pads arrays of one rank to the largest shape in the batch (0 or ``""``).
+        ``capacity`` is its output queue's, in batches, as for ``map``.
         """
         return self._then(
             batch_stage(batch_size, allow_smaller_final_batch, dynamic_pad, capacity, name)
         )
 
-    def prefetch(self, buffer_size: int, *, name: str | None = None) -> Pipeline[T]:
-        """Keep up to ``buffer_size`` items ready ahead of the consumer."""
+    def prefetch(
+        self, buffer_size: int | Literal["auto"] | Auto, *, name: str | None = None
+    ) -> Pipeline[T]:
+        """Keep up to ``buffer_size`` items ready ahead of the consumer.
+
+        Args:
+            buffer_size: Items held, or ``"auto"`` (``aqueue.Auto(min=, max=,
+                start=)`` for a range): the tuner starts it at 8 and grows it while
+                the consumer runs dry although the stages before it produce enough on
+                average (in bursts), within the memory budget (``aqueue.Autotune``),
+                and shrinks it back when it never runs empty.
+            name: Label in statistics (default ``"prefetch(<buffer_size>)"``).
+
+        Raises:
+            ElementSpecError: ``buffer_size`` is not an int >= 1, ``"auto"`` or an
+                ``aqueue.Auto``.
+        """
         return self._then(prefetch_stage(buffer_size, name))
 
     def repeat(self, num_epochs: int | None = None) -> Pipeline[T]:

@@ -420,6 +420,27 @@ class Engine:
         self.putters.leave(p)
         self._notify()
 
+    def set_capacity(self, capacity: int, whole_rest: int) -> None:
+        """Change the capacity of a queue whose enqueues are untimed (a stage queue).
+
+        Growing admits the waiting head enqueue at once, as far as it now fits.
+        Shrinking takes nothing back: the queue drains below the new capacity as
+        dequeues take, and a waiting enqueue that no longer fits keeps waiting and is
+        woken when there is room for it. So that none waits for more room than the
+        queue will ever have, the waiting enqueues' ``least`` follows ``whole_rest``
+        and a rest larger than the new capacity is no longer all-or-nothing (for an
+        untimed enqueue, all-or-nothing only spared wake-ups).
+        """
+        with self.lock:
+            self.capacity = capacity
+            self.one_copy_limit = capacity - self.floor
+            self.whole_rest = whole_rest
+            for p in self.putters:
+                p.least = min(p.least, whole_rest)
+                if p.atomic and p.count - p.pos > capacity:
+                    p.atomic = False
+            self._notify()
+
     def close(self, cancel_pending_enqueues: bool) -> None:
         """Close for new enqueues (idempotent); reject pending ones if asked; wake."""
         with self.lock:

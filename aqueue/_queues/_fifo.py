@@ -13,6 +13,7 @@ from typing import Any, cast, overload
 import numpy as np
 from numpy.typing import DTypeLike
 
+from .._errors import int_arg
 from ._declare import (
     Array,
     NumericDType,
@@ -257,6 +258,31 @@ class StageQueue(FIFOQueue[Any]):
         # A burst that waits for room goes in whole once half the queue is free at most:
         # a full queue then wakes its producer once per burst, not once per item taken.
         self._engine.whole_rest = capacity // 2
+
+    def set_capacity(self, capacity: int) -> None:
+        """Change the capacity while the queue is in use (the pipeline's tuner).
+
+        Growing wakes a waiting enqueue at once; shrinking drops nothing and blocks no
+        waiting enqueue for ever: the queue drains below the new capacity as items are
+        taken, and an enqueue waiting for room is woken once its items fit (see
+        ``Engine.set_capacity``). The storage grows when the items first need it.
+
+        Raises:
+            ElementSpecError: ``capacity`` is not an int >= 1; nothing changes.
+        """
+        cap = int_arg(capacity, "capacity", f"StageQueue {self.name!r}", 1)
+        self._engine.set_capacity(cap, cap // 2)
+        self._capacity = cap
+
+    def sample(self) -> Any:
+        """The next item to be taken, left in place (None: the queue is empty); for
+        estimates of the bytes an item holds."""
+        engine = self._engine
+        storage = engine.storage
+        assert isinstance(storage, RingStorage)  # (a stage queue's: see __init__)
+        with engine.lock:
+            comps = storage.peek()
+        return None if comps is None else comps[0]
 
     def quiet_takers(self) -> int:
         """Dequeues waiting on this queue that cannot progress now (a checkpoint's

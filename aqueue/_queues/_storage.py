@@ -294,6 +294,12 @@ class RingStorage(ArrayStorage, FillableStorage):
         self._advance(i, 1)
         return out
 
+    def peek(self) -> Components | None:
+        """The next element's components, left in place (None: empty)."""
+        if self.size == 0:
+            return None
+        return tuple(buf[self._head] for buf in self._bufs)
+
     def take_chunk(self, k: int) -> Components:
         p = self._head
         first = min(k, self._slots - p)

@@ -129,3 +129,9 @@ def lagging(i: int) -> tuple[np.ndarray, int]:
     if i == 280:
         time.sleep(0.3)
     return frame(i)
+
+
+def paced(i: int) -> tuple[int, int]:
+    """``i`` and the worker's pid, after 4 ms of waiting (one worker keeps 250 items/s)."""
+    time.sleep(0.004)
+    return i, os.getpid()

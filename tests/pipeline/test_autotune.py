@@ -239,11 +239,6 @@ def test_bad_auto_ranges_and_autotune_are_refused() -> None:
         Pipeline(range(3)).open(autotune="auto")
 
 
-def test_auto_on_a_process_map_is_refused_with_the_reason() -> None:
-    with pytest.raises(ElementSpecError, match="not available for executor='process'"):
-        Pipeline(range(3)).map(abs, concurrency="auto", executor="process")
-
-
 async def test_autotune_from_the_pipeline_and_from_open(caplog: pytest.LogCaptureFixture) -> None:
     """``Pipeline(..., autotune=...)`` is kept by the stages built from it; ``open``'s
     wins for its run. Recommend mode changes nothing and logs what it would do."""

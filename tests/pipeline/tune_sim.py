@@ -13,7 +13,10 @@ threads running C code that releases the GIL), ``"gil"`` (one: threads running P
 code) or ``"loop"`` (one: tasks on the event loop). With ``noise`` each cost is
 multiplied by a log-normal factor of mean 1; with ``stalls`` a share of the items take
 five times as long (a noisy shared machine). A stage of ``batch`` > 1 takes that many
-items for one output item (a batch stage). Concurrency can change while it runs:
+items for one output item (a batch stage); one of ``burst`` > 1 puts that many out per
+item of work (a producer that delivers in bursts). Each queue counts the seconds a
+getter waited on it and a putter waited on it, as a real queue's ``time_empty_s`` and
+``time_full_s``. Concurrency can change while it runs:
 workers beyond the limit park at their next item (finishing the one in hand), new ones
 start at once, or after ``spawn_s`` (worker processes).
 
@@ -52,6 +55,7 @@ class Model:
     batch: int = 1
     spawn_s: float = 0.0
     item_bytes: float = 1000.0
+    burst: int = 1  # output items per item of work (a producer that delivers in bursts)
 
 
 class _Queue:
@@ -62,11 +66,17 @@ class _Queue:
         self.getters: collections.deque[tuple[Any, int]] = collections.deque()
         self.putters: collections.deque[Any] = collections.deque()
         self.occ = 0.0
+        self.empty_s = 0.0  # seconds a getter waited (as a queue's time_empty_s)
+        self.full_s = 0.0  # seconds a putter waited (time_full_s)
         self._t = 0.0
 
     def mark(self) -> None:
+        """Account for the time since the last change (call before every change)."""
         now = self.sim.now
-        self.occ += (now - self._t) * min(1.0, self.size / self.capacity)
+        dt = now - self._t
+        self.occ += dt * min(1.0, self.size / self.capacity)
+        self.empty_s += dt if self.getters else 0.0
+        self.full_s += dt if self.putters else 0.0
         self._t = now
 
     def take(self, n: int) -> None:
@@ -155,6 +165,7 @@ class _Worker:
         self.ready = ready
         self.state = "parked"
         self.since = 0.0
+        self.left = 0  # items of its last work still to put out
 
     def go(self) -> None:
         st, sim = self.stage, self.stage.sim
@@ -170,6 +181,7 @@ class _Worker:
         else:
             self.state, self.since = "starved", sim.now
             assert isinstance(st.input, _Queue)
+            st.input.mark()
             st.input.getters.append((self, st.model.batch))
 
     def on_input(self) -> None:
@@ -186,17 +198,21 @@ class _Worker:
     def done(self) -> None:
         st = self.stage
         st.busy += st.sim.now - self.since
-        st.worked += 1
+        st.worked += st.model.burst
+        self.left = st.model.burst
         self._put()
 
     def _put(self) -> None:
         st = self.stage
-        if st.output.size < st.output.capacity:
+        while self.left and st.output.size < st.output.capacity:
             st.output.put()
             st.items_out += 1
+            self.left -= 1
+        if not self.left:
             self.go()
         else:
             self.state, self.since = "blocked", st.sim.now
+            st.output.mark()
             st.output.putters.append(self)
 
     def on_room(self) -> None:
@@ -254,6 +270,8 @@ class _Stage:
             occupancy_s=self.output.occ,
             capacity=self.output.capacity,
             item_bytes=self.model.item_bytes,
+            empty_s=self.output.empty_s,
+            full_s=self.output.full_s,
         )
 
 
@@ -365,6 +383,7 @@ class Sim:
             self.at(self.now + self.step_s, self._consume)
         else:
             self._waiting_since = self.now
+            q.mark()
             q.getters.append((self, 1))
 
     def on_input(self) -> None:

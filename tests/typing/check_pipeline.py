@@ -48,11 +48,16 @@ async def typed() -> None:
     assert_type(records, aqueue.Pipeline[dict[str, Array]])
     q = aqueue.FIFOQueue(8, np.float32, (3,))
     assert_type(aqueue.Pipeline(q), aqueue.Pipeline[Array])
+    tuned = paths.map(load, concurrency="auto", capacity="auto").prefetch("auto")
+    assert_type(tuned, aqueue.Pipeline[bytes])
+    ranged = paths.filter(bool, capacity=aqueue.Auto(max=64)).prefetch(aqueue.Auto(min=4))
+    assert_type(ranged, aqueue.Pipeline[str])
 
 
 async def rejected() -> None:
     words = aqueue.Pipeline(["a", "b"])
     words.map(lambda n: n + 1)  # type: ignore[operator]
+    words.prefetch("big")  # type: ignore[arg-type]
     async with words.open() as items:
         n: int = await items.get()  # type: ignore[assignment]
         del n

@@ -32,7 +32,7 @@ from typing import Any
 from ..._errors import ElementSpecError, epochs_arg, int_arg, name_arg, seed_arg
 from ..._queues._protocol import AsyncQueue, Sink
 from ..._running._producers import is_async_callable
-from ..tune._settings import Auto, concurrency_arg, concurrency_range
+from ..tune._settings import Auto, capacity_arg, capacity_range, concurrency_arg, concurrency_range
 
 __all__ = [
     "Reads",
@@ -41,6 +41,7 @@ __all__ = [
     "batch_stage",
     "callable_arg",
     "capacity",
+    "default_capacity",
     "describe_fn",
     "filter_stage",
     "fresh",
@@ -94,6 +95,8 @@ class StageSpec:
     seed: int | None = None
     reads: Reads | None = None  # a one-shot iterator source's record (else None)
     auto: Auto | None = None  # a map's concurrency="auto": its range (concurrency: the start)
+    # capacity="auto" (prefetch("auto")): its range; ``capacity`` is then None
+    auto_capacity: Auto | None = None
 
 
 def threaded(spec: StageSpec) -> bool:
@@ -113,7 +116,20 @@ def fused(specs: Sequence[StageSpec], i: int) -> bool:
 
 
 def capacity(specs: Sequence[StageSpec], i: int) -> int:
-    """Stage ``i``'s output queue capacity (see the module docstring)."""
+    """Stage ``i``'s output queue capacity (see the module docstring), where a tuned
+    one (``capacity="auto"``) starts."""
+    spec = specs[i]
+    cap = default_capacity(specs, i)
+    if spec.auto_capacity is not None:  # tuned: it starts within its range
+        cap = capacity_range(spec.auto_capacity, cap)[0]
+    if fused(specs, i):  # its items go in batch records: as many rows, in batches
+        return -(-cap // specs[i + 1].size)
+    return cap
+
+
+def default_capacity(specs: Sequence[StageSpec], i: int) -> int:
+    """Stage ``i``'s output queue capacity in items: the user's number, else the
+    default rule (see the module docstring)."""
     spec = specs[i]
     cap = spec.capacity
     if cap is None:
@@ -127,8 +143,6 @@ def capacity(specs: Sequence[StageSpec], i: int) -> int:
             cap = max(cap, 2 * after.concurrency)
             if after.kind == "batch":
                 cap = max(cap, 2 * after.size)
-    if fused(specs, i):  # its items go in batch records: as many rows, in batches
-        return -(-cap // specs[i + 1].size)
     return cap
 
 
@@ -143,10 +157,11 @@ def callable_arg(fn: Any, what: str) -> None:
         raise TypeError(f"Pipeline.{what}: expected a callable, got {type(fn).__name__}")
 
 
-def _capacity_arg(capacity: Any, label: str) -> int | None:
-    if capacity is None:
-        return None
-    return int_arg(capacity, "capacity", f"Pipeline stage {label!r}", 1)
+def _capacity_arg(capacity: Any, label: str) -> tuple[int | None, Auto | None]:
+    """A stage's ``capacity`` argument as StageSpec's ``capacity`` (an int, or None for
+    the default rule) and ``auto_capacity`` (``"auto"``: the tuner's range)."""
+    value = capacity_arg(capacity, f"Pipeline stage {label!r}")
+    return (None, value) if isinstance(value, Auto) else (value, None)
 
 
 # -- sources ---------------------------------------------------------------------------
@@ -229,7 +244,7 @@ def map_stage(
     concurrency: Any,
     ordered: bool,
     executor: str | None,
-    capacity: int | None,
+    capacity: Any,
     name: str | None,
 ) -> StageSpec:
     callable_arg(fn, "map")
@@ -250,12 +265,7 @@ def map_stage(
     if how == "process":
         _process_fn(fn, f"Pipeline.map {label!r}")
     auto = setting if isinstance(setting, Auto) else None
-    if isinstance(setting, Auto) and how == "process":
-        raise ElementSpecError(
-            f"Pipeline.map {label!r}: concurrency='auto' is not available for "
-            "executor='process' (worker processes cannot be added to a running map); "
-            "give the number of worker processes, e.g. concurrency=4"
-        )
+    cap, auto_cap = _capacity_arg(capacity, label)
     # A tuned map's spec holds its start (the run may lower it to a smaller cap).
     conc = concurrency_range(setting, how, 1.0, None)[0] if isinstance(setting, Auto) else setting
     return StageSpec(
@@ -263,7 +273,8 @@ def map_stage(
         label,
         fn,
         concurrency=conc,
-        capacity=_capacity_arg(capacity, label),
+        capacity=cap,
+        auto_capacity=auto_cap,
         ordered=bool(ordered) and (conc > 1 or auto is not None),
         executor=how,
         auto=auto,
@@ -296,14 +307,16 @@ def _process_fn(fn: Any, owner: str) -> None:
         )
 
 
-def filter_stage(pred: Any, capacity: int | None, name: str | None) -> StageSpec:
+def filter_stage(pred: Any, capacity: Any, name: str | None) -> StageSpec:
     callable_arg(pred, "filter")
     label = name_arg(name, f"filter({describe_fn(pred)})")
+    cap, auto_cap = _capacity_arg(capacity, label)
     return StageSpec(
         "filter",
         label,
         pred,
-        capacity=_capacity_arg(capacity, label),
+        capacity=cap,
+        auto_capacity=auto_cap,
         executor="task" if is_async_callable(pred) else "inline",
     )
 
@@ -332,15 +345,17 @@ def batch_stage(
     batch_size: int,
     allow_smaller_final_batch: bool,
     dynamic_pad: bool,
-    capacity: int | None,
+    capacity: Any,
     name: str | None,
 ) -> StageSpec:
     label = name_arg(name, f"batch({batch_size})")
     size = int_arg(batch_size, "batch_size", f"Pipeline.batch {label!r}", 1)
+    cap, auto_cap = _capacity_arg(capacity, label)
     return StageSpec(
         "batch",
         label,
-        capacity=_capacity_arg(capacity, label),
+        capacity=cap,
+        auto_capacity=auto_cap,
         size=size,
         smaller=bool(allow_smaller_final_batch),
         pad=bool(dynamic_pad),
@@ -348,9 +363,17 @@ def batch_stage(
     )
 
 
-def prefetch_stage(buffer_size: int, name: str | None) -> StageSpec:
-    label = name_arg(name, f"prefetch({buffer_size})")
-    size = int_arg(buffer_size, "buffer_size", f"Pipeline.prefetch {label!r}", 1)
+def prefetch_stage(buffer_size: Any, name: str | None) -> StageSpec:
+    shown = "auto" if isinstance(buffer_size, Auto) else buffer_size
+    label = name_arg(name, f"prefetch({shown})")
+    size = capacity_arg(buffer_size, f"Pipeline.prefetch {label!r}", "buffer_size")
+    if size is None:
+        raise ElementSpecError(
+            f"Pipeline.prefetch {label!r}: buffer_size must be an int >= 1, 'auto' or "
+            "aqueue.Auto(...), got None"
+        )
+    if isinstance(size, Auto):
+        return StageSpec("prefetch", label, auto_capacity=size)
     return StageSpec("prefetch", label, capacity=size)
 
 

@@ -13,8 +13,10 @@ file               what it holds
                    the ledger of bursts in hand (what a checkpoint takes from them)
 ``_inplace.py``    batches written in place (``BatchWriter``), handed to the batch stage
                    as one record each (``BatchRecord``)
-``_workers.py``    a process map's worker processes: start (spawn), a burst's send and
-                   receive, death, the end
+``_workers.py``    a process map's worker processes (``WorkerPool``): start (spawn),
+                   workers added to a running map, death, the end
+``_proc.py``       one worker process seen from the main process (``Worker``): its
+                   spawn, a burst's send and receive, its death and its socket's end
 ``_handoff.py``    a burst's hand-off seen from the main process: what was sent,
                    reading its results back from shared memory, the errors of what
                    went wrong

@@ -244,6 +244,7 @@ def map_step(
     """
     meter, label, control = stage.meter, stage.label, stage.control
     w = meter.worker()
+    slot = worker.index
     pace = _Pace(len(worker.pool.workers))
     # Each burst in flight: what was sent, its ledger number, and where its results go:
     # its batch buffer (with a writer), else its turn (-1: unordered).
@@ -364,7 +365,7 @@ def map_step(
         while True:
             if not sent:
                 t0 = meter.began(w)
-                stage.start_thread()  # holding nothing
+                stage.start_thread(slot)  # holding nothing (a tuned map's gate: here)
                 last = taken(True)
                 if last is not None:
                     return hand_on(last)

@@ -15,10 +15,17 @@ or ``functools.partial``) defined at module level of an importable module, or of
 main script, which the worker imports again as ``__mp_main__`` (guard its top level
 with ``if __name__ == "__main__":``), exactly as for ``multiprocessing``.
 
-A call (``Worker.call``, on the driver's thread): send the burst, answer the worker's
-requests for more scratch space, read its results (``_worker.py`` has the protocol),
-and build each item from shared memory: an array is a view of an arena block
-(``_shm.py``), which the arena reuses once every view of it is gone.
+A call (``Worker.send`` and ``receive``, in ``_proc.py``, on the driver's thread):
+send the burst, answer the worker's requests for more scratch space, read its results
+(``_worker.py`` has the protocol), and build each item from shared memory: an array is
+a view of an arena block (``_shm.py``), which the arena reuses once every view of it is
+gone.
+
+Growing. ``add_workers(n)`` (a tuned map, ``concurrency="auto"``) appends workers
+numbered after the others and spawns them on a helper thread (one spawns at a time),
+watched as the first ones; their drivers start at once and wait for them. A map cut by
+its tuner parks the drivers above its limit at their next burst (``tune/_gate.py``):
+their workers stay, idle, until the run ends, and are ended and reaped with the rest.
 
 The end. ``stop()`` (the run is finishing) shuts every worker's socket down: a worker
 waiting for a burst reads end-of-file and exits; a driver waiting for a result reads
@@ -46,281 +53,24 @@ Invariants:
 
 from __future__ import annotations
 
-import functools
 import multiprocessing
 import multiprocessing.connection
-import multiprocessing.process
-import os
 import pickle
-import runpy
-import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from multiprocessing.connection import Connection
-from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 import anyio
-import numpy as np
+import anyio.abc
 
-from ..._errors import QueueClosedError, WorkerProcessError
-from . import _worker
-from ._handoff import Reply, Sent, describe_exit, not_loaded, read_reply, unpicklable
-from ._shm import Arena, Block
+from ..._errors import WorkerProcessError
+from ._proc import Worker
+from ._shm import Arena
 
 __all__ = ["GRACE_S", "Worker", "WorkerPool"]
 
 GRACE_S = 0.5  # seconds a worker busy in fn gets to exit after a stop, before SIGKILL
-_EXIT_WAIT_S = 1.0  # seconds to wait for the exit status of a worker whose socket closed
-_ALIGN = 64  # (as the worker aligns arrays in scratch blocks)
-_dumps = functools.partial(pickle.dumps, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-class Worker:
-    """One worker process and its socket, seen from the main process."""
-
-    def __init__(self, pool: WorkerPool, index: int) -> None:
-        self.pool = pool
-        self.index = index
-        self.proc: multiprocessing.process.BaseProcess | None = None  # (None once reaped)
-        self.pid: int | None = None
-        self.exitcode: int | None = None  # once reaped
-        self.conn: Connection | None = None
-        self.sock: socket.socket | None = None  # a second handle on the socket, for fds
-        self.known: set[int] = set()  # chunks sent to the worker
-        self.started = threading.Event()  # set once started, or once starting failed
-        self.lock = threading.Lock()  # held by the driver during a call
-        self.death: WorkerProcessError | None = None
-        self.ready_s = 0.0  # seconds from the pool's start to this worker's first answer
-        self._status_lock = threading.Lock()
-
-    def start(self) -> None:
-        """Spawn the process (on the pool's helper thread)."""
-        ctx = multiprocessing.get_context("spawn")
-        parent, child = ctx.Pipe(duplex=True)
-        args: tuple[Any, ...] = (child, self.pool.fn_bytes)
-        target: Callable[..., Any] = _worker.main
-        path = _worker.__file__
-        if path is not None and os.path.isfile(path):
-            # Run the worker's module as a file: importing it as a module would import
-            # the aqueue package first, which the worker does not need.
-            target, args = runpy.run_path, (path, {"_AQUEUE_WORKER": args}, _worker.RUN_NAME)
-        proc = ctx.Process(
-            target=target,
-            args=args,
-            name=f"aqueue {self.pool.label} worker {self.index}",
-            daemon=True,  # ended with the main process, if everything else failed
-        )
-        try:
-            proc.start()
-        finally:
-            child.close()
-        self.proc, self.conn, self.pid = proc, parent, proc.pid
-        self.sock = socket.socket(fileno=os.dup(parent.fileno()))
-
-    # -- one call --------------------------------------------------------------------------
-
-    def send(
-        self,
-        items: list[Any],
-        *,
-        scratch: int,
-        row0: int = 0,
-        cols: list[np.ndarray[Any, Any] | None] | None = None,
-        spec: tuple[Any, ...] | None = None,
-        want_layout: bool = False,
-        check: Callable[[], None],
-    ) -> Sent:
-        """Hand a burst to the worker (it queues behind those sent before); ``receive``
-        gets its results, in the order sent. A burst whose items do not pickle is not
-        sent: its answer is an ElementSpecError naming the first such item.
-
-        Raises:
-            WorkerProcessError: The worker died.
-            QueueClosedError: The run is stopping (a clean end).
-        """
-        if not self.started.is_set():
-            while not self.started.wait(0.1):
-                check()
-        sent = Sent(len(items), row0, cols)
-        pool = self.pool
-        with self._call(sent), self.lock:
-            conn = self.conn
-            if pool.stopping or conn is None:
-                raise QueueClosedError("the pipeline is stopping")
-            first = None
-            if scratch > 0:
-                block = pool.arena.alloc(scratch)
-                sent.blocks.append(block)
-                first = self._share(block)
-            if spec is not None:
-                self._send_chunks({c[0] for c in spec if c is not None})
-            try:
-                message = _dumps(("b", items, row0, spec, first, want_layout))
-            except Exception as exc:
-                sent.error = unpicklable(pool.label, items, exc)
-                self._drop(sent)
-                return sent
-            conn.send_bytes(message)
-        return sent
-
-    def receive(self, sent: Sent) -> Reply:
-        """The results of ``sent``, the oldest burst sent and not received (with, in
-        ``Reply.error``, what ``fn`` raised on the item after them, the worker's
-        traceback in a note).
-
-        Raises:
-            WorkerProcessError: The worker died, or could not load ``fn``.
-            QueueClosedError: The run is stopping (a clean end).
-        """
-        if sent.error is not None:  # (never sent)
-            return Reply([], 0.0, 0.0, None, 0, 0, sent.error)
-        pool = self.pool
-        try:
-            with self._call(sent), self.lock:
-                conn = self.conn
-                if pool.stopping or conn is None:
-                    raise QueueClosedError("the pipeline is stopping")
-                while True:
-                    data = conn.recv_bytes()
-                    tag = data[:1]
-                    if tag == b"R":
-                        if not self.ready_s:
-                            self.ready_s = time.perf_counter() - pool.t0
-                        return read_reply(data, sent, pool.arena, self.pid)  # (adopts or frees)
-                    if tag == b"M":
-                        need = pickle.loads(data[1:])
-                        block = pool.arena.alloc(max(need, 2 * sent.n * _ALIGN))
-                        sent.blocks.append(block)
-                        conn.send_bytes(_dumps(("s", *self._share(block))))
-                    else:  # b"L"
-                        raise not_loaded(pool.label, self.pid, data)
-        finally:
-            if pool.stopping:
-                self.release()  # (the pool's end may have found this call running)
-
-    def _call(self, sent: Sent) -> _Call:
-        """A send or receive of ``sent``: on any failure, its blocks are freed and what
-        leaves is ``_translated`` (chained to the original, unless a clean end)."""
-        return _Call(self, sent)
-
-    def _drop(self, sent: Sent) -> None:
-        for block in sent.blocks:
-            self.pool.arena.free(block)
-        sent.blocks.clear()
-
-    def _translated(self, exc: BaseException) -> BaseException:
-        """What a failed send or receive raises: a stopping run ends cleanly (whatever
-        went wrong, it ends anyway), a closed socket is the worker's death."""
-        if not isinstance(exc, Exception) or isinstance(exc, QueueClosedError):
-            return exc
-        if self.pool.stopping:
-            return QueueClosedError("the pipeline is stopping")
-        if isinstance(exc, (EOFError, OSError)):
-            return self.gone()
-        return exc
-
-    def _share(self, block: Block) -> tuple[int, int, int]:
-        self._send_chunks({block.chunk})
-        return (block.chunk, block.offset, block.size)
-
-    def _send_chunks(self, wanted: set[int]) -> None:
-        for index in sorted(wanted - self.known):
-            chunk = self.pool.arena.chunks[index]
-            assert self.conn is not None
-            assert self.sock is not None
-            self.conn.send_bytes(_dumps(("c", index, chunk.size)))
-            socket.send_fds(self.sock, [b"c"], [chunk.fd])
-            self.known.add(index)
-
-    # -- its end -----------------------------------------------------------------------------
-
-    def exit_status(self, timeout: float) -> int | None:
-        """The exit code (negative: the signal), waiting up to ``timeout`` s; None while
-        it runs. One caller at a time (two waits on one pid would race)."""
-        with self._status_lock:
-            proc = self.proc
-            if proc is None:
-                return self.exitcode
-            proc.join(timeout)
-            return proc.exitcode
-
-    def reap(self, timeout: float) -> None:
-        """Wait up to ``timeout`` s for the process to exit, then release what the
-        ``Process`` object holds (its sentinel and start-up pipe: descriptors that
-        would otherwise stay open until the garbage collector found the object)."""
-        with self._status_lock:
-            proc = self.proc
-            if proc is None:
-                return
-            proc.join(timeout)
-            self.exitcode = proc.exitcode
-            if self.exitcode is not None:
-                proc.close()
-                self.proc = None
-
-    def gone(self) -> WorkerProcessError:
-        """The error for this worker's unexpected end (the same object every time)."""
-        if self.death is None:
-            code = self.exit_status(_EXIT_WAIT_S)
-            self.death = WorkerProcessError(
-                f"pipeline stage {self.pool.label}: worker process {self.pid} "
-                f"{describe_exit(code, self.ready_s > 0)}",
-                stage=self.pool.label,
-                pid=self.pid,
-                exitcode=code,
-            )
-        return self.death
-
-    def shutdown(self) -> None:
-        """Shut the socket down: the worker and the driver both read end-of-file."""
-        if self.sock is not None:
-            try:
-                self.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def release(self) -> None:
-        """Close the socket once no call uses it (else the objects' own ``__del__`` do)."""
-        if not self.lock.acquire(blocking=False):
-            return
-        try:
-            for handle in (self.sock, self.conn):
-                if handle is not None:
-                    handle.close()
-            self.sock = self.conn = None
-        finally:
-            self.lock.release()
-
-
-class _Call:
-    """``Worker._call``: a context manager of its own rather than a generator's (it
-    runs twice per burst: a plain object costs about half a microsecond less)."""
-
-    __slots__ = ("sent", "worker")
-
-    def __init__(self, worker: Worker, sent: Sent) -> None:
-        self.worker = worker
-        self.sent = sent
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> Literal[False]:
-        if exc is None:
-            return False
-        worker = self.worker
-        worker._drop(self.sent)
-        other = worker._translated(exc)
-        if other is exc:
-            return False  # (the original goes on)
-        raise other from (None if isinstance(other, QueueClosedError) else exc)
 
 
 class WorkerPool:
@@ -343,6 +93,10 @@ class WorkerPool:
         self.t0 = time.perf_counter()  # (reset when the pool's task starts)
         self.closed = anyio.Event()  # set once every worker has been reaped
         self._stop = anyio.Event()
+        self._tg: anyio.abc.TaskGroup | None = None  # the pool's task's, while it watches
+        self._added: list[Worker] = []  # added before the pool's task watches
+        self._spawning = threading.Lock()  # one helper thread spawns at a time
+        self._death: list[WorkerProcessError] = []  # a worker's death, seen by its watcher
 
     @property
     def pids(self) -> list[int]:
@@ -368,52 +122,89 @@ class WorkerPool:
         Raises:
             WorkerProcessError: A worker died while the run went on.
         """
-        death: list[WorkerProcessError] = []
+        death = self._death
         self.t0 = time.perf_counter()
         try:
-            await anyio.to_thread.run_sync(self._start_all)
+            first = list(self.workers)
+            await anyio.to_thread.run_sync(self._start, first)
+            self.spawn_s = time.perf_counter() - self.t0
             async with anyio.create_task_group() as tg:
-
-                async def watch(w: Worker) -> None:
-                    proc = w.proc
-                    if proc is None:
-                        return
-                    await anyio.wait_readable(proc.sentinel)
-                    if not self.stopping:
-                        death.append(await anyio.to_thread.run_sync(w.gone))
-                        tg.cancel_scope.cancel()
 
                 async def until_ended() -> None:
                     await ended()
                     tg.cancel_scope.cancel()
 
-                for w in self.workers:
-                    tg.start_soon(watch, w)
+                self._tg = tg
+                for w in first:
+                    tg.start_soon(self._watch, w, death, tg)
+                added, self._added = self._added, []
+                if added:
+                    tg.start_soon(self._spawn, added, death)
                 tg.start_soon(until_ended)
                 await self._stop.wait()
                 tg.cancel_scope.cancel()
         finally:
+            self._tg = None
             with anyio.CancelScope(shield=True):
                 await self._end()
         if death:
             raise death[0]
 
-    def _start_all(self) -> None:
-        t0 = time.perf_counter()
+    def add_workers(self, n: int) -> list[Worker]:
+        """Add ``n`` workers to a running pool (event loop's thread): they are spawned
+        off the loop and watched as the first ones; their drivers may start at once
+        (a driver waits for its worker to start). A pool that is stopping spawns
+        nothing: the new workers' drivers end cleanly at their first send."""
+        new = [Worker(self, len(self.workers) + k) for k in range(n)]
+        self.workers.extend(new)
+        if self.stopping:
+            for w in new:
+                w.started.set()
+        elif self._tg is None:
+            self._added.extend(new)  # (spawned once the first ones are)
+        else:
+            self._tg.start_soon(self._spawn, new, self._death)
+        return new
+
+    async def _spawn(self, new: list[Worker], death: list[WorkerProcessError]) -> None:
         try:
-            for w in self.workers:
-                if self.stopping:
-                    break
-                try:
-                    w.start()
-                finally:
-                    w.started.set()
-                if self.stopping:
-                    w.shutdown()
+            await anyio.to_thread.run_sync(self._start, new)
         finally:
-            for w in self.workers:
-                w.started.set()  # (drivers waiting for a worker never started go on)
-            self.spawn_s = time.perf_counter() - t0
+            for w in new:
+                w.started.set()  # (cancelled before the thread ran: its drivers go on)
+        tg = self._tg
+        if tg is not None:
+            for w in new:
+                tg.start_soon(self._watch, w, death, tg)
+
+    async def _watch(
+        self, w: Worker, death: list[WorkerProcessError], tg: anyio.abc.TaskGroup
+    ) -> None:
+        """Fail the run if ``w`` dies while the run goes on."""
+        proc = w.proc
+        if proc is None:
+            return
+        await anyio.wait_readable(proc.sentinel)
+        if not self.stopping:
+            death.append(await anyio.to_thread.run_sync(w.gone))
+            tg.cancel_scope.cancel()
+
+    def _start(self, workers: list[Worker]) -> None:
+        """Spawn ``workers`` (a helper thread)."""
+        with self._spawning:
+            try:
+                for w in workers:
+                    if self.stopping:
+                        break
+                    try:
+                        w.start()
+                    finally:
+                        w.started.set()
+                    if self.stopping:
+                        w.shutdown()
+            finally:
+                for w in workers:
+                    w.started.set()  # (drivers waiting for a worker never started go on)
 
     async def _end(self) -> None:
         """Shut every worker down, give them ``GRACE_S`` to exit, kill the rest, reap."""

@@ -18,5 +18,8 @@ file                 what it holds
                      StageStatistics per stage, ``describe()`` and the bottleneck
 ``_tuning.py``       Tuning: the run's side of the tuner of ``concurrency="auto"``
                      maps (gates, readings, decisions put into force, notes)
+``_buffers.py``      TunedBuffers: the run's side of ``capacity="auto"`` and
+                     ``prefetch("auto")`` (capacity knobs, queue readings, bytes per
+                     item, resizes, notes)
 ===================  ==================================================================
 """

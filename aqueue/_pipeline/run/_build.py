@@ -13,7 +13,7 @@ A new kind of stage is a spec (``defs/_stage_spec.py``), its steps, and one line
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from ..._input._epochs import in_memory
@@ -25,7 +25,7 @@ from ..flow._control import Control, Stage
 from ..flow._turns import AsyncTurns, ThreadTurns
 from ..process._driver import Ledger, Sizes, map_step
 from ..process._inplace import BatchWriter
-from ..process._workers import WorkerPool
+from ..process._workers import Worker, WorkerPool
 from ..tune._gate import Gate
 from ._maps import async_map_step, thread_map_step
 from ._sources import AsyncSource, SequenceSource, SyncSource, producer_step, queue_step
@@ -38,7 +38,7 @@ from ._stages import (
     send_step,
 )
 
-__all__ = ["BUILDERS", "Reader", "Site", "builder_key", "map_steps"]
+__all__ = ["BUILDERS", "Reader", "Site", "builder_key", "map_steps", "process_steps"]
 
 Reader = SequenceSource | SyncSource | AsyncSource  # a source that reads an iterable
 
@@ -151,16 +151,25 @@ def _opening_task(
 
 
 def _process_map(run: Site, i: int, spec: StageSpec, stage: Stage) -> list[Any]:
+    if run.turns.get(i) is None and spec.ordered:
+        run.turns[i] = ThreadTurns(run.stop, i)
+    return process_steps(run, i, spec, stage, run.pools[i].workers)
+
+
+def process_steps(
+    run: Site, i: int, spec: StageSpec, stage: Stage, workers: Sequence[Worker]
+) -> list[Any]:
+    """The drivers of a process map's ``workers`` (at the start, and those a tuner adds
+    to a running map: they share its turns, ledger and batch writer)."""
     writer = run.writers.get(i)  # (made with its turns when the run started)
     turns = run.turns.get(i)
-    if turns is None and spec.ordered:
-        turns = run.turns[i] = ThreadTurns(run.stop, i)
     assert turns is None or isinstance(turns, ThreadTurns)
     view, ledger, sizes = run.queues[i - 1].blocking(), run.ledgers[i], Sizes()
-    return [
+    steps = [
         map_step(w, view, stage, turns, ledger, sizes, ordered=spec.ordered, writer=writer)
-        for w in run.pools[i].workers
+        for w in workers
     ]
+    return steps if stage.gate is None else [_opening_thread(s, stage.gate) for s in steps]
 
 
 # -- the other stages ----------------------------------------------------------------------

@@ -64,7 +64,7 @@ from ..process._inplace import BatchWriter
 from ..process._shm import Arena
 from ..process._workers import WorkerPool
 from ..tune._settings import Autotune
-from ._build import BUILDERS, Reader, builder_key, map_steps
+from ._build import BUILDERS, Reader, builder_key, map_steps, process_steps
 from ._checkpoint import apply_positions, apply_state
 from ._describe import process_notes, sample_occupancy, stage_statistics
 from ._sources import SequenceSource
@@ -136,9 +136,9 @@ class PipelineRun:
     ) -> None:
         self.specs = specs
         self.coord = coord
-        # The tuner of the maps with concurrency="auto" (None: no map is tuned); a
-        # resume starts them at the settings in force when the state was taken.
-        tuned = any(s.auto is not None for s in specs)
+        # The tuner of the "auto" maps and buffers (None: nothing is tuned); a resume
+        # starts the tuned maps at the settings in force when the state was taken.
+        tuned = any(s.auto is not None or s.auto_capacity is not None for s in specs)
         resumed = state.settings if state is not None else {}
         self.tuning = Tuning(specs, autotune or Autotune(), resumed) if tuned else None
         self.added: dict[int, list[QueueRunner]] = {}  # runners of workers a tuner added
@@ -212,7 +212,10 @@ class PipelineRun:
         starts at row ``resumed`` (a resume's items in the map's output queue)."""
         label = f"{i} '{spec.label}'"
         arena = Arena(f"{os.getpid()}-{i}")
-        pool = self.pools[i] = WorkerPool(spec.fn, spec.concurrency, label, arena)
+        n = spec.concurrency
+        if self.tuning is not None and i in self.tuning.started:  # (tuned: its start)
+            n = self.tuning.started[i]
+        pool = self.pools[i] = WorkerPool(spec.fn, n, label, arena)
         self.ledgers[i] = Ledger()
         if fused(self.specs, i):
             turns = self.turns[i] = ThreadTurns(self.stop, i)
@@ -223,6 +226,11 @@ class PipelineRun:
             runner = self.runners[i]
             if runner is not None:
                 await runner.join()
+            added = self.added.setdefault(i, [])  # drivers a tuner added (it may add more)
+            k = 0
+            while k < len(added):
+                await added[k].join()
+                k += 1
 
         self.coord.start_soon(
             self._guarded, i, pool.run, ended, name=f"pipeline stage {label} worker processes"
@@ -279,7 +287,11 @@ class PipelineRun:
         stage = self._stages.get(i)
         if stage is None or i < self.stop.cut or self.t1 is not None:
             return
-        steps = map_steps(self, i, self.specs[i], stage, slots)
+        pool = self.pools.get(i)
+        if pool is not None:  # worker processes: spawned off the loop, then driven
+            steps = process_steps(self, i, self.specs[i], stage, pool.add_workers(len(slots)))
+        else:
+            steps = map_steps(self, i, self.specs[i], stage, slots)
         name = f"{i}:{self.specs[i].label} +{slots.start}"
         runner = StageRunner(self.queues[i], steps, name, functools.partial(self.fail, i))
         self.added.setdefault(i, []).append(runner)

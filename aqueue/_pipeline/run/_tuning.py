@@ -8,7 +8,8 @@ has started until the run ends; its sleeps end as soon as the run does.
 
 - ``reading`` turns the run's counters into a ``Reading``: items from the queues'
   totals, busy seconds from the meters, starved and blocked seconds from their
-  cumulative waits, the workers a gate admits, the consumer's wait on the last queue.
+  cumulative waits, the workers a gate admits (for a process map, those that answered
+  a first burst), the consumer's wait on the last queue.
 - ``apply`` puts a decision into force: the map's gate takes the new limit (a cut parks
   the workers above it at their next burst); a raise above the workers started so far
   has the run add workers with the next slots (``PipelineRun.add_workers``).
@@ -16,7 +17,9 @@ has started until the run ends; its sleeps end as soon as the run does.
   the state (``settings``: what a checkpoint records), within its range today; who set
   it is then ``"checkpoint"`` until the tuner changes it.
 - ``notes`` are describe()'s lines: each tuned map's concurrency in force and the
-  reason of its last decision.
+  reason of its last decision, then each tuned buffer's (``_buffers.py``: the
+  capacity knobs of ``capacity="auto"`` and ``prefetch("auto")``, the bytes per item
+  sampled from the queues, ``StageQueue.set_capacity``).
 
 Invariants: a map given a number is never changed (its knob is not tunable); the gates
 are closed when the run stops, so no worker stays parked; decisions are logged at DEBUG
@@ -32,7 +35,9 @@ from typing import Protocol
 import anyio
 
 from ..._running._samples import SET_BY, StageDecision, last_decision
+from ..._queues._fifo import StageQueue
 from ..defs._stage_spec import StageSpec
+from ..process._workers import WorkerPool
 from ..tune._budget import resolve
 from ..tune._drive import drive
 from ..tune._gate import Gate
@@ -40,6 +45,7 @@ from ..tune._knobs import Decision, KnobSpec
 from ..tune._readings import Reading, StageInfo, StageReading
 from ..tune._settings import Autotune, concurrency_range
 from ..tune._tuner import Tuner
+from ._buffers import TunedBuffers
 
 __all__ = ["Tuning"]
 
@@ -49,6 +55,8 @@ class _Run(Protocol):
 
     specs: tuple[StageSpec, ...]
     workers: list[int]
+    queues: list[StageQueue]
+    pools: dict[int, WorkerPool]
 
     def add_workers(self, i: int, slots: range) -> None: ...
 
@@ -101,6 +109,7 @@ class Tuning:
             self.gates[i] = Gate(start)
             self.started[i] = start
             self.ranges[i] = (low, high)
+        self.buffers = TunedBuffers(specs, knobs)
         self.tuner = Tuner(infos, knobs, budget, acts=autotune.acts)
         self._run: _Run | None = None
 
@@ -137,6 +146,10 @@ class Tuning:
             items_in, items_out, busy, starved, blocked, occ, cap = run.counters(i)
             gate = self.gates.get(i)
             workers = min(gate.limit, self.started[i]) if gate is not None else run.workers[i]
+            pool = run.pools.get(i)
+            if pool is not None and gate is not None:  # (one starting: once it answered)
+                workers = sum(1 for w in pool.workers[: gate.limit] if w.ready_s > 0)
+            empty_s, full_s, size = self.buffers.read(run.queues, i)
             stages.append(
                 StageReading(
                     items_in,
@@ -147,6 +160,9 @@ class Tuning:
                     max(workers, 1),
                     occupancy_s=occ,
                     capacity=cap,
+                    item_bytes=size,
+                    empty_s=empty_s,
+                    full_s=full_s,
                 )
             )
         taken, waited = run.consumer()
@@ -161,8 +177,14 @@ class Tuning:
 
     def apply(self, decision: Decision) -> None:
         """Put ``decision`` into force (event loop's thread)."""
+        if self._done.is_set():
+            return
+        if decision.knob == "capacity":
+            if self._run is not None:
+                self.buffers.apply(self._run.queues, decision)
+            return
         gate = self.gates.get(decision.stage)
-        if decision.knob != "concurrency" or gate is None or self._done.is_set():
+        if gate is None:
             return
         i = decision.stage
         self.last[i] = decision
@@ -205,8 +227,10 @@ class Tuning:
         out = []
         for i, gate in self.gates.items():
             low, high = self.ranges[i]
+            mine = tuple(d for d in self.decisions(i, t0) if d.setting == "concurrency")
             out.append(
                 f"{i} {labels(i)}: concurrency {gate.limit} (auto {low}..{high}, set by "
-                f"{SET_BY[self.set_by(i) or 'default']}); {last_decision(self.decisions(i, t0))}"
+                f"{SET_BY[self.set_by(i) or 'default']}); {last_decision(mine)}"
             )
-        return out
+        queues = self._run.queues if self._run is not None else []
+        return out + self.buffers.notes(queues, labels)

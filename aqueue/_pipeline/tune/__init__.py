@@ -16,6 +16,9 @@ file                 what it holds
                      per item (``PerItem``), new regimes, Little's law per stage
 ``_tuner.py``        the controller: the model and the rule (pure: readings in,
                      decisions out)
+``_buffers.py``      the buffer rule: a tuned capacity grows when its queue's two
+                     sides take turns waiting on it, shrinks when it never runs empty
+``_sizes.py``        bytes per item, estimated from the items sampled as they pass
 ``_limits.py``       how far a setting may go: the CPU and memory budgets, capacities
                      that follow the concurrency
 ``_gate.py``         ``Gate``: a stage's resizable limit on its workers, consulted by
@@ -25,7 +28,7 @@ file                 what it holds
 ===================  ==================================================================
 
 Layering: the controller in ``_tuner.py`` and the modules it reads (readings, knobs,
-estimates, limits, settings) do no I/O and know nothing of the run; ``_budget.py``
+estimates, limits, buffers, settings, sizes) do no I/O and know nothing of the run; ``_budget.py``
 reads the machine; ``_gate.py`` and ``_drive.py`` are the run's side, reached through
 the ``Tunable`` protocol (what a run offers the driver). The folder sits below the
 others: ``defs/`` checks ``"auto"`` arguments with it, ``flow/`` passes its gate

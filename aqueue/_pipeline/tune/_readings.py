@@ -73,6 +73,10 @@ class StageReading:
     """Output queue capacity in force."""
     item_bytes: float = 0.0
     """Estimated bytes per output item (0: not known)."""
+    empty_s: float = 0.0
+    """Seconds during which a reader waited on the output queue (it was empty)."""
+    full_s: float = 0.0
+    """Seconds during which a writer waited on the output queue (it was full)."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,10 @@ class StageWindow:
     """Workers in force at the window's end."""
     workers_before: int
     """Workers in force at its start (fewer while process workers start)."""
+    empty: float = 0.0
+    """Share of the window a reader waited on its output queue (it was empty)."""
+    full: float = 0.0
+    """Share of the window a writer waited on its output queue (it was full)."""
 
     @property
     def saturated(self) -> bool:
@@ -236,6 +244,8 @@ def _stage_window(a: StageReading, b: StageReading, dt: float) -> StageWindow:
         occupancy=min(1.0, _grew(a.occupancy_s, b.occupancy_s, "occupancy_s") / dt),
         workers=b.workers,
         workers_before=a.workers,
+        empty=min(1.0, _grew(a.empty_s, b.empty_s, "empty_s") / dt),
+        full=min(1.0, _grew(a.full_s, b.full_s, "full_s") / dt),
     )
 
 

@@ -19,7 +19,9 @@ Defaults, per executor (a tuned map starts at ``start`` and stays within ``min``
 requests in flight as the consumer's rate times the latency); threads start at 2 and
 may reach 64; worker processes start at one less than the CPU budget (at least 1)
 and may reach the CPU budget (a spawn costs a fraction of a second, and processes are
-for work that holds a core).
+for work that holds a core). A tuned capacity starts at the stage's default capacity,
+never goes below it, and may reach ``CAPACITY_MAX`` items or ``CAPACITY_GROWTH``
+times its default, whichever is more, within the memory budget.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ __all__ = [
     "Autotune",
     "Budget",
     "capacity_arg",
+    "capacity_range",
     "concurrency_arg",
     "concurrency_range",
 ]
@@ -48,6 +51,8 @@ MODES = ("act", "recommend")
 # stage that needs fewer is cut once the consumer has stopped waiting.
 _START = {"task": 16, "thread": 2}
 _MAX = {"task": 256, "thread": 64}
+CAPACITY_MAX = 1024  # a tuned capacity's default cap, in items (at least)
+CAPACITY_GROWTH = 16  # ... or this many times its default capacity
 
 
 @dataclass(frozen=True)
@@ -108,14 +113,27 @@ def concurrency_arg(value: Any, owner: str) -> int | Auto:
     return _setting(value, "concurrency", owner)
 
 
-def capacity_arg(value: Any, owner: str) -> int | Auto | None:
-    """A stage's output ``capacity``: None (the default rule), an int >= 1, ``"auto"``
-    or ``Auto(...)``.
+def capacity_arg(value: Any, owner: str, what: str = "capacity") -> int | Auto | None:
+    """A stage's output ``capacity`` (or a prefetch's ``buffer_size``, ``what``): None
+    (the default rule), an int >= 1, ``"auto"`` or ``Auto(...)``.
 
     Raises:
         ElementSpecError: Anything else, naming ``owner``.
     """
-    return None if value is None else _setting(value, "capacity", owner)
+    return None if value is None else _setting(value, what, owner)
+
+
+def capacity_range(auto: Auto, default: int) -> tuple[int, int, int]:
+    """``(start, min, max)`` of a tuned capacity, from its ``Auto`` and the capacity
+    the stage would have without it (``default``, the default rule): it starts there
+    and never goes below it (the run relies on that much room), and may grow to
+    ``CAPACITY_MAX`` items or ``default`` times ``CAPACITY_GROWTH``, whichever is more
+    (the memory budget bounds it too). The user's numbers win: ``Auto(max=...)`` and
+    ``Auto(min=...)``/``start`` are kept even where they leave that default."""
+    high = auto.max if auto.max is not None else max(CAPACITY_MAX, default * CAPACITY_GROWTH)
+    low = max(auto.min, min(default, high))
+    start = auto.start if auto.start is not None else low
+    return start, min(low, start), high
 
 
 def concurrency_range(

@@ -39,10 +39,11 @@ The rule, on each window with enough evidence:
 
 1. *Behind* (the consumer waited more than ``WAIT_HIGH``): every tuned stage whose
    Little's-law target is above its concurrency is raised to it (at most ``STEP_MAX``
-   times at once, a process map by half its workers at once, one change per
-   ``PROCESS_DWELL_S``). Before the demand is known (the consumer took nothing yet, or
-   takes whatever comes), a saturated stage (busy, fed, not blocked, its output queue
-   less than half full: the one that limits) is doubled: slow start.
+   times at once, a process map by half its workers at once, once the consumer has
+   waited for ``PROCESS_SUSTAIN_S``, one change per ``PROCESS_DWELL_S``; a process map
+   is never cut below the workers busy). Before the demand is known (the consumer took
+   nothing yet, or takes whatever comes), a saturated stage (busy, fed, not blocked,
+   its output queue less than half full: the one that limits) is doubled: slow start.
 2. *Verify.* The window after a raise judges it: a stage still saturated whose output
    grew by less than ``GAIN_MIN`` of the proportional gain had reached a knee (a
    shared core, the GIL, a service that does not scale); the raise is undone and the
@@ -54,7 +55,9 @@ The rule, on each window with enough evidence:
    first), the cut is undone and that value is a floor for ``FLOOR_S``.
 4. *Hold* in between: a dead band, so noise does not move anything.
 5. A capacity the tuner holds follows the concurrency on both sides of its queue
-   (twice the larger, as the default rule), within the memory budget.
+   (twice the larger, as the default rule), grows when its queue's two sides take
+   turns waiting on it (bursts) and shrinks when it never runs empty, within the
+   memory budget (``_buffers.py``).
 
 Hysteresis: a raise lands at 1.25 times the need and a cut needs 1.6 times it, so the
 two never chase each other at one demand; a cut comes ``DWELL_S`` after the knob's last
@@ -84,9 +87,10 @@ import collections
 import math
 from collections.abc import Sequence
 
+from ._buffers import Buffers
 from ._estimates import Estimates
 from ._knobs import Decision, Knob, KnobSpec, Setting, Trial
-from ._limits import cpu_limit, downstream_limit, followed, memory_room
+from ._limits import cpu_limit, downstream_limit, memory_room
 from ._readings import Reading, StageInfo, Window, in_per_out
 from ._settings import Budget
 
@@ -111,6 +115,7 @@ CEILING_S = 10.0
 FLOOR_S = 30.0
 REGIME = 1.5
 PROCESS_DWELL_S = 5.0
+PROCESS_SUSTAIN_S = 3.0  # a process map grows only once the consumer waited this long
 PROCESS_CALM_S = 30.0
 LOOP_BUSY = 0.85
 CPU_BOUND = 0.5
@@ -144,8 +149,10 @@ class Tuner:
         self._base: Reading | None = None
         self._interval = TICK_MIN_S
         self._calm_since: float | None = None
+        self._behind_since: float | None = None  # since when the consumer has waited
         self._est = Estimates(self.stages, REGIME, MIN_ITEMS)
         self._moved: set[int] = set()  # stages changed just before the current window
+        self._buffers = Buffers(WAIT_HIGH, self.stages)
 
     # -- what it reports -----------------------------------------------------------------
 
@@ -246,9 +253,12 @@ class Tuner:
         free = [k for k in self._concurrency() if k.trial is None and k.changed_t < win.t1]
         if win.wait > WAIT_HIGH:
             self._calm_since = None
+            if self._behind_since is None:
+                self._behind_since = win.t0
             for k in free:
                 out.extend(self._raise(k, win, reading, needs[k.stage]))
         elif win.wait < WAIT_LOW:
+            self._behind_since = None
             if self._calm_since is None:
                 self._calm_since = win.t0
             if win.t1 - self._calm_since >= CALM_S and self._est.demand() is not None:
@@ -257,7 +267,7 @@ class Tuner:
                     if need is not None:
                         out.extend(self._cut(k, win, need))
         else:
-            self._calm_since = None
+            self._calm_since = self._behind_since = None
         out.extend(self._follow(win, reading))
         return out
 
@@ -272,8 +282,9 @@ class Tuner:
         else:
             return []
         if self.acts:  # (a recommendation is the target itself)
-            if self.stages[k.stage].executor == "process":
-                if now - k.changed_t < PROCESS_DWELL_S:
+            if self.stages[k.stage].executor == "process":  # (a spawn costs a while)
+                behind = now - (self._behind_since if self._behind_since is not None else now)
+                if now - k.changed_t < PROCESS_DWELL_S or behind < PROCESS_SUSTAIN_S:
                     return []
                 target = min(target, k.value + max(1, k.value // 2))
             target = min(target, k.value * STEP_MAX)
@@ -301,6 +312,9 @@ class Tuner:
         if process and (calm < PROCESS_CALM_S or now - k.changed_t < PROCESS_CALM_S):
             return []
         new = max(math.ceil(need * HEADROOM), math.ceil(value * CUT), k.low(now))
+        if process:  # never below the workers busy
+            sw = win.stages[k.stage]
+            new = max(new, math.ceil(sw.busy * sw.workers))
         if new >= value:
             return []
         verdict = "backing off: the consumer does not wait"
@@ -405,7 +419,7 @@ class Tuner:
         return Decision(win.t1, k.stage, k.label, k.spec.what, old, new, self.acts, verdict, reason)
 
     def _follow(self, win: Window, r: Reading) -> list[Decision]:
-        """Capacities the tuner holds follow the concurrency around their queue."""
+        """Capacities the tuner holds: the buffer rule (``_buffers.py``)."""
         out = []
         workers = [s.workers for s in r.stages]
         for k in self.knobs:
@@ -414,8 +428,8 @@ class Tuner:
         for k in self.knobs:
             if k.spec.what != "capacity" or not k.spec.tunable:
                 continue
-            want = followed(k.stage, k.spec.low, k.spec.high, workers, r, self.budget)
-            if want != k.current(self.acts):
-                verdict = "follows the concurrency" if want > k.spec.low else "back to its default"
-                out.append(self._change(k, want, win, verdict, "", verify=False))
+            move = self._buffers.decide(k, win, r, self.budget, workers, self.acts)
+            if move is not None:
+                new, verdict, extra = move
+                out.append(self._change(k, new, win, verdict, extra, verify=False))
         return out
