@@ -34,8 +34,8 @@ from typing import Protocol
 
 import anyio
 
-from ..._running._samples import SET_BY, StageDecision, last_decision
 from ..._queues._fifo import StageQueue
+from ..._running._samples import SET_BY, StageDecision, last_decision
 from ..defs._stage_spec import StageSpec
 from ..process._workers import WorkerPool
 from ..tune._budget import resolve
