@@ -105,9 +105,13 @@ async def test_a_prefetch_buffer_behind_a_bursty_producer_grows(
     assert grows, "the buffer grows, and the decision is logged at DEBUG"
     assert grows[0] == (8, 16)
     line = _buffer_line(pipe, 2)
-    m = re.match(r"2 prefetch\(auto\): capacity (\d+) \(auto, 8\.\.1024\); last change: ", line)
+    m = re.match(
+        r"2 prefetch\(auto\): capacity (\d+) \(auto 8\.\.1024, set by the tuner\); "
+        r"last change at [\d.]+ s: ",
+        line,
+    )
     assert m, line
-    last = re.search(r"last change: prefetch\(auto\): \d+ -> (\d+), ", line)
+    last = re.search(r"last change at [\d.]+ s: prefetch\(auto\): \d+ -> (\d+), ", line)
     assert last
     assert int(m[1]) == int(last[1])  # the queue's capacity in force is the last decision
 

@@ -53,7 +53,9 @@ async def test_a_process_map_grows_by_whole_workers_and_keeps_the_order(
         if re.match(r"pipeline tuner: map\(paced\): 1 -> 2, ", r.getMessage())
     ]
     assert raises  # (a raise a busy machine judges "no gain" may be undone after it)
-    assert re.search(r"^1 map\(paced\): concurrency [12] \(auto, 1\.\.2\)", pipe.describe(), re.M)
+    assert re.search(
+        r"^1 map\(paced\): concurrency [12] \(auto 1\.\.2, set by ", pipe.describe(), re.M
+    )
     assert_nothing_left(pids)
     assert multiprocessing.active_children() == []  # (the pool's, whether they worked or not)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..._queues._fifo import StageQueue
+from ..._running._samples import SET_BY
 from ..defs._stage_spec import StageSpec, default_capacity, fused
 from ..tune._knobs import Decision, KnobSpec
 from ..tune._settings import capacity_range
@@ -65,13 +66,19 @@ class TunedBuffers:
         self.values[i] = decision.new
         self.last[i] = decision
 
-    def notes(self, queues: Sequence[StageQueue], labels: Callable[[int], str]) -> list[str]:
-        """describe()'s lines: each tuned buffer's capacity in force (its queue's) and
-        its last decision."""
+    def notes(
+        self,
+        queues: Sequence[StageQueue],
+        labels: Callable[[int], str],
+        last: Callable[[int], str],
+    ) -> list[str]:
+        """describe()'s lines: each tuned buffer's capacity in force (its queue's), who
+        set it and its last decision (``last(i)``, in the words of the tuned maps' lines)."""
         out = []
         for i, (low, high) in self.ranges.items():
-            d = self.last.get(i)
-            why = f"last change: {d.reason}" if d is not None else "no change yet"
+            by = SET_BY["tuner" if i in self.last else "default"]
             cap = queues[i].capacity if i < len(queues) else self.values[i]
-            out.append(f"{i} {labels(i)}: capacity {cap} (auto, {low}..{high}); {why}")
+            out.append(
+                f"{i} {labels(i)}: capacity {cap} (auto {low}..{high}, set by {by}); {last(i)}"
+            )
         return out

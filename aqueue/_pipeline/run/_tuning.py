@@ -225,12 +225,15 @@ class Tuning:
         """describe()'s lines: each tuned map's concurrency, who set it, and its last
         decision (a recommendation, in ``recommend`` mode), as the Monitor shows them."""
         out = []
+
+        def last(i: int, setting: str = "concurrency") -> str:
+            return last_decision(tuple(d for d in self.decisions(i, t0) if d.setting == setting))
+
         for i, gate in self.gates.items():
             low, high = self.ranges[i]
-            mine = tuple(d for d in self.decisions(i, t0) if d.setting == "concurrency")
             out.append(
                 f"{i} {labels(i)}: concurrency {gate.limit} (auto {low}..{high}, set by "
-                f"{SET_BY[self.set_by(i) or 'default']}); {last_decision(mine)}"
+                f"{SET_BY[self.set_by(i) or 'default']}); {last(i)}"
             )
         queues = self._run.queues if self._run is not None else []
-        return out + self.buffers.notes(queues, labels)
+        return out + self.buffers.notes(queues, labels, lambda i: last(i, "capacity"))
