@@ -23,13 +23,11 @@ import numpy.typing as npt
 from aqueue._replay._checks import timeout_arg
 from aqueue._replay._results import ReplaySample, ReplayStatistics
 
-from .._core import _shared
 from .._core._transport import Deadline, SyncTransport, refuse_event_loop, run_blocking
 from . import _ops as ops
-from ._handle import TableHandle
-from ._ops import InsertOp, SampleOp
 
 if TYPE_CHECKING:
+    from ._sharded import TableOps
     from ._table import RedisReplayTable
 
 __all__ = ["BlockingRedisReplayTable"]
@@ -40,12 +38,13 @@ T = TypeVar("T")
 class BlockingRedisReplayTable(Generic[T]):
     """Blocking methods of one Redis replay table, for threads."""
 
-    __slots__ = ("_h", "_t", "_table")
+    __slots__ = ("_h", "_ops", "_t", "_table")
 
     def __init__(
-        self, handle: TableHandle, transport: SyncTransport, table: RedisReplayTable[T]
+        self, table_ops: TableOps, transport: SyncTransport, table: RedisReplayTable[T]
     ) -> None:
-        self._h = handle
+        self._ops = table_ops
+        self._h = table_ops.h
         self._t = transport
         self._table = table
 
@@ -64,7 +63,7 @@ class BlockingRedisReplayTable(Generic[T]):
         self._check("insert")
         comps, prio = self._h.args.element(element, priority)
         deadline = self._deadline(timeout, "insert")
-        keys = run_blocking(InsertOp(self._h, comps, 1, prio).run(), self._t, None, deadline)
+        keys = run_blocking(self._ops.insert(comps, 1, prio), self._t, None, deadline)
         return int(keys[0])
 
     def insert_many(
@@ -73,19 +72,18 @@ class BlockingRedisReplayTable(Generic[T]):
         """Insert a batch, all or nothing (see ``RedisReplayTable.insert_many``)."""
         self._check("insert_many")
         comps, k, prios = self._h.args.batch(batch, priorities)
+        self._ops.batch_count(k)
         deadline = self._deadline(timeout, "insert_many")
         if k == 0:
             return np.empty(0, dtype=np.int64)
-        return run_blocking(InsertOp(self._h, comps, k, prios).run(), self._t, None, deadline)
+        return run_blocking(self._ops.insert(comps, k, prios), self._t, None, deadline)
 
     def sample(self, n: int, timeout: float | None = None) -> ReplaySample[T]:
         """Draw ``n`` items (see ``RedisReplayTable.sample``)."""
         self._check("sample")
-        count = self._h.args.sample_count(n)
+        count = self._ops.sample_count(n)
         deadline = self._deadline(timeout, "sample")
-        sample: ReplaySample[T] = run_blocking(
-            SampleOp(self._h, count).run(), self._t, None, deadline
-        )
+        sample: ReplaySample[T] = run_blocking(self._ops.sample(count), self._t, None, deadline)
         return sample
 
     def enqueue(self, element: Any, timeout: float | None = None) -> None:
@@ -94,8 +92,7 @@ class BlockingRedisReplayTable(Generic[T]):
         self._check("enqueue")
         comps, prio = self._h.args.element(element, None)
         deadline = self._deadline(timeout, "enqueue")
-        op = InsertOp(self._h, comps, 1, prio, sink=True)
-        run_blocking(op.run(), self._t, None, deadline)
+        run_blocking(self._ops.insert(comps, 1, prio, sink=True), self._t, None, deadline)
 
     def enqueue_many(self, batch: Any, timeout: float | None = None) -> None:
         """Insert ``batch`` with the default priority: progressively without a timeout
@@ -106,14 +103,14 @@ class BlockingRedisReplayTable(Generic[T]):
         if timeout is None:
             comps, k = self._h.spec.batch(batch)
             if k:
-                op = InsertOp(self._h, comps, k, None, progressive=True, sink=True)
-                run_blocking(op.run(), self._t)
+                op = self._ops.insert(comps, k, None, progressive=True, sink=True)
+                run_blocking(op, self._t)
             return
         comps, k, prios = self._h.args.batch(batch, None)
+        self._ops.batch_count(k)
         deadline = self._deadline(timeout, "enqueue_many")
         if k:
-            op = InsertOp(self._h, comps, k, prios, sink=True)
-            run_blocking(op.run(), self._t, None, deadline)
+            run_blocking(self._ops.insert(comps, k, prios, sink=True), self._t, None, deadline)
 
     def update_priorities(
         self, keys: Any, priorities: Any, timeout: float | None = None
@@ -121,13 +118,13 @@ class BlockingRedisReplayTable(Generic[T]):
         """Set priorities (see ``RedisReplayTable.update_priorities``)."""
         k, p = self._h.args.keys_and_priorities(keys, priorities)
         timeout_arg(timeout, f"{self._h.settings.owner}.update_priorities")
-        return run_blocking(ops.update(self._h, k, p), self._t)
+        return run_blocking(self._ops.update(k, p), self._t)
 
     def delete(self, keys: Any, timeout: float | None = None) -> npt.NDArray[np.bool_]:
         """Remove items (see ``RedisReplayTable.delete``)."""
         k = self._h.args.keys(keys)
         timeout_arg(timeout, f"{self._h.settings.owner}.delete")
-        return run_blocking(ops.delete(self._h, k), self._t)
+        return run_blocking(self._ops.delete(k), self._t)
 
     def close(self) -> None:
         """Close the table for every process (see ``RedisReplayTable.close``)."""
@@ -135,11 +132,11 @@ class BlockingRedisReplayTable(Generic[T]):
 
     def size(self) -> int:
         """Items held now (one server call)."""
-        return run_blocking(_shared.stats(self._h), self._t)[0]
+        return run_blocking(self._ops.stats(), self._t)[0]
 
     def statistics(self) -> ReplayStatistics:
         """The table's counters now (one server call)."""
-        return ops.statistics(self._h, run_blocking(_shared.stats(self._h), self._t))
+        return ops.statistics(self._h, run_blocking(self._ops.stats(), self._t))
 
     # -- driving ops ------------------------------------------------------------------------
 

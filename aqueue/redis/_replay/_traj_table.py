@@ -29,6 +29,7 @@ from aqueue._replay._trajectory._results import TrajectoryStatistics
 
 from .._core._connection import Connection
 from .._core._transport import run, run_blocking
+from ._sharded import TableOps
 from ._table import RedisReplayTable
 from ._traj_open import TrajHandle, open_trajectory
 from ._traj_ops import AppendOp, TrajSampleOp, traj_statistics, writer_op
@@ -269,4 +270,4 @@ class TrajectoryTables:
         op = open_trajectory(
             name, *args, wait_timeout=c.wait_timeout, lease_time=c.lease_time, **kw
         )
-        return RedisTrajectoryTable(await run(op, c.live()), c.live(), c.sync, c)
+        return RedisTrajectoryTable(TableOps([await run(op, c.live())]), c.live(), c.sync, c)
