@@ -746,6 +746,24 @@ local function rt_insert(keys, args)
   return {'ok', base, k}
 end
 
+-- Whether sample `member` of n may draw now (the oldest waiting sample, and admitted):
+-- nil, or the reply saying why not, having registered it as a waiting sample (or, on a
+-- closed table that cannot serve it, deregistered it: OutOfRange).
+local function sample_gate(t, member, n, now, wait_ms)
+  local head = redis.call('ZRANGE', t.P .. 'ws', 0, 0)[1]
+  if (head and head ~= member) or not can_sample(t, n) then
+    if t.closed and not (head and head ~= member) then
+      reg_del(t, 's', member, now)
+      notify(t)
+      return {'oor', t.size}
+    end
+    reg_add(t, 's', member, now, wait_ms)
+    rt_save(t)
+    return {'wait'}
+  end
+  return nil
+end
+
 -- rt_sample: ARGV gen wid n wait_ms keep_ms rand*...  (n random numbers for a random
 -- sampler). Copies the j-th draw's payload of 1 KiB or more to o:<wid>.<j> (the caller's
 -- MGET and DEL follow in the same transaction); smaller payloads come in the reply. With
@@ -760,22 +778,8 @@ local function rt_sample(keys, args, defer)
   t.defer = defer  -- (a trajectory table's sample: steps freed here are deleted after)
   local wid, n, wait_ms, keep_ms = args[2], tonumber(args[3]), tonumber(args[4]), args[5]
   local member = istr(n) .. ':' .. wid
-  local head = redis.call('ZRANGE', t.P .. 'ws', 0, 0)[1]
-  if head and head ~= member then
-    reg_add(t, 's', member, now, wait_ms)
-    rt_save(t)
-    return {'wait'}
-  end
-  if not can_sample(t, n) then
-    if t.closed then
-      reg_del(t, 's', member, now)
-      notify(t)
-      return {'oor', t.size}
-    end
-    reg_add(t, 's', member, now, wait_ms)
-    rt_save(t)
-    return {'wait'}
-  end
+  local refused = sample_gate(t, member, n, now, wait_ms)
+  if refused then return refused end
   local P, size0, mts = t.P, t.size, t.mts
   local out = P .. 'o:' .. wid .. '.'
   local dkeys, prios, probs, times, small = {}, {}, {}, {}, {}
@@ -908,22 +912,8 @@ local function rt_hold(keys, args)
   local wid, n, wait_ms, lease_ms = args[2], tonumber(args[3]), tonumber(args[4]), args[5]
   local member = istr(n) .. ':' .. wid
   hold_drop(t, wid)  -- (an earlier round's, should it be left: one hold per sample)
-  local head = redis.call('ZRANGE', t.P .. 'ws', 0, 0)[1]
-  if head and head ~= member then
-    reg_add(t, 's', member, now, wait_ms)
-    rt_save(t)
-    return {'wait'}
-  end
-  if not can_sample(t, n) then
-    if t.closed then
-      reg_del(t, 's', member, now)
-      notify(t)
-      return {'oor', t.size}
-    end
-    reg_add(t, 's', member, now, wait_ms)
-    rt_save(t)
-    return {'wait'}
-  end
+  local refused = sample_gate(t, member, n, now, wait_ms)
+  if refused then return refused end
   local P, out = t.P, t.P .. 'o:' .. wid .. '.'
   local posf, pr = {}, {}
   for j = 1, n do
