@@ -106,9 +106,10 @@ def stored_selection(settings: TableSettings) -> dict[str, str]:
 
 def shard_limiter(limiter: RateLimiter, k: int, s: int) -> RateLimiter:
     """Shard ``s`` of ``k``'s rate limiter: ``samples_per_insert`` as given,
-    ``min_size_to_sample`` split among the shards (at least 1 each: a shard draws only
-    once it holds an item anyway), ``min_diff`` and ``max_diff`` divided by ``k`` (the
-    shards' numbers sum to the table's)."""
+    ``min_size_to_sample`` split among the shards, ``min_diff`` and ``max_diff``
+    divided by ``k`` (the shards' numbers sum to the table's). A part of 0 is stored as
+    0 (a shard draws only once it holds an item anyway); this object, which checks a
+    call's counts, says 1 there (RateLimiter's least)."""
     if k == 1:
         return limiter
     return RateLimiter(
@@ -127,7 +128,7 @@ def derived(settings: TableSettings, k: int = 1, shard: int = 0) -> list[str]:
     s, r = settings.sampler, settings.remover
     return [
         repr(lim.samples_per_insert),
-        str(lim.min_size_to_sample),
+        str(split(settings.rate_limiter.min_size_to_sample, k)[shard]),  # (0 allowed here)
         repr(lim.min_diff),
         repr(lim.max_diff),
         _kind(s),

@@ -131,11 +131,12 @@ class RedisReplayTable(Generic[T]):
         - ``max_size`` is split evenly among the shards, and the remover evicts within
           the shard that is full;
         - the rate limiter acts per shard (Reverb's rule per server):
-          ``samples_per_insert`` as given, ``min_size_to_sample`` (at least 1 each),
+          ``samples_per_insert`` as given, ``min_size_to_sample``,
           ``min_diff`` and ``max_diff`` divided among the shards (their sum is the
           table's numbers). With balanced inserts the table behaves as one; with
           uneven ones the global samples/inserts ratio can drift by up to the sum of
-          the shards' buffers;
+          the shards' buffers, and a sample that draws from a shard holding fewer
+          items than its part of ``min_size_to_sample`` waits for it to fill;
         - Fifo, Lifo, MinHeap and MaxHeap samplers and ``max_times_sampled`` need one
           shard (a global order or extreme, or an item retired between two draws of a
           sample) and are refused.
