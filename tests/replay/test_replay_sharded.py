@@ -337,3 +337,34 @@ async def test_a_cancelled_sample_moves_no_counter_on_any_shard(
     assert sum(s["times"] for s in state) == drawn
     if held == 0:
         assert drawn == 0
+
+
+# -- inserts --------------------------------------------------------------------------------
+
+
+async def test_an_insert_waits_only_while_no_shard_admits_it(where: tuple[Any, Any]) -> None:
+    srv, _ = where
+    # per shard: 2 items ahead of its samples (max_diff 6 / 3 shards)
+    limiter = aqueue.RateLimiter(1.0, 3, float("-inf"), 6.0)
+    t = await srv.replay_table(fresh(), 30, np.float32, (3,), rate_limiter=limiter, shards=3)
+    keys = [await t.insert(item(v)) for v in range(6)]
+    assert sorted(k % 3 for k in keys) == [0, 0, 1, 1, 2, 2]  # each shard took two
+    # cancelled while waiting: nothing inserted, no registration left
+    with anyio.move_on_after(0.3):
+        await t.insert(item(99))
+        pytest.fail("the insert did not wait")
+    st = await t.statistics()
+    assert (st.inserts, st.inserts_waiting) == (6, 0)
+    got: list[int] = []
+
+    async def insert() -> None:
+        got.append(await t.insert(item(6)))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(insert)
+        await anyio.sleep(0.3)
+        assert not got  # every shard refuses it
+        s = await t.sample(1)  # one shard admits one more: the insert goes there
+    assert got[0] % 3 == int(s.keys[0]) % 3
+    st = await t.statistics()
+    assert (st.inserts, st.inserts_waiting, st.size) == (7, 0, 7)

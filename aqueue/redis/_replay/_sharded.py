@@ -239,6 +239,8 @@ class TableOps:
                 waited = True
                 h0 = self.handles[order[0]]
                 yield Wait(f"{h0.prefix}wk:{wid}", h0.wait_timeout)
+        except GeneratorExit:  # closed unfinished: no request may be yielded any more
+            raise
         except BaseException:
             try:
                 yield Parallel(leave)
