@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import statistics
 import sys
 import tempfile
@@ -73,6 +74,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-shards-"))
+    (tmp / "one").mkdir()
+    (tmp / "cluster").mkdir()
     server = start_redis(tmp / "one")
     cluster = start_cluster(tmp / "cluster", primaries=3)
     try:
@@ -83,6 +86,7 @@ def main() -> None:
     finally:
         stop_cluster(cluster)
         stop_redis(server)
+        shutil.rmtree(tmp, ignore_errors=True)
     m1, m3 = statistics.median(one), statistics.median(three)
     print(f"prioritized sample(256) of {a.items} items of {np.prod(SHAPE)} B, calls/s (median)")
     print(f"{'one server, 1 shard':<32}{m1:>10.1f}")
