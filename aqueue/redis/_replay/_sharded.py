@@ -8,10 +8,12 @@ own tag, ``_core/_shards.py``) it composes the shards' calls in ``Parallel`` rou
   round, the answers put back in the caller's order;
 - an insert goes whole to one shard: a round of probes (``rt_insert`` without payloads)
   asks every shard whether its limiter admits the batch now; the first that does, in an
-  order rotating per call from a random start, gets it (today's ``InsertOp``; the other
+  order rotating per call from a random start, gets it (``InsertOp``'s call; the other
   probes' registrations are withdrawn). When none admits, the op stays registered on
   every shard, waits on the first one's wake-up (``wait_timeout`` at most) and probes
-  again, so any shard's room ends the wait within ``wait_timeout``;
+  again, so any shard's room ends the wait within ``wait_timeout``; so does an insert
+  that finds its chosen shard taken meanwhile (it never waits on one shard alone,
+  which could wait for samples that wait for inserts in another);
 - a sample of n (Uniform or Prioritized) is exact across shards: round 1 ``rt_probe``
   reads each shard's total weight W_s (its size for Uniform, its sum of priority^alpha
   for Prioritized); the client draws k ~ Multinomial(n, W_s / sum W) with the table's
@@ -201,14 +203,15 @@ class TableOps:
             start = self._turn
             self._turn = (start + 1) % self.k
         order = [(start + i) % self.k for i in range(self.k)]
-        wid = uuid.uuid4().hex
+        op = InsertOp(self.h, comps, k, prios, progressive=progressive, sink=sink)
+        wid, member = op.wid, op.member  # (one registration per shard, one place in line)
         need = 1 if progressive else k
         mode = "pprobe" if progressive else "probe"
-        member = f"{need}:{wid}"
-        waited = False
         leave = [
             Call("rt_leave", h.key, [h.gen, "i", member, wid], keep=True) for h in self.handles
         ]
+        keys: list[Keys] = []
+        waited = False
         try:
             while True:
                 if sink:
@@ -226,22 +229,38 @@ class TableOps:
                 if "closed" in status:
                     yield from self.close()
                     raise aqueue.QueueClosedError(f"replay table '{self.h.name}' is closed")
-                if "go" in status:
-                    chosen = order[status.index("go")]
-                    yield Parallel(  # (the chosen shard's, if any, goes with its insert)
-                        [
-                            leave[s]
-                            for s, st in zip(order, status)
-                            if s != chosen and (waited or st == "wait")
-                        ]
-                    )
-                    break
+                if "go" not in status:
+                    waited = True
+                    h0 = self.handles[order[0]]
+                    yield Wait(f"{h0.prefix}wk:{wid}", h0.wait_timeout)
+                    continue
+                chosen = order[status.index("go")]
+                yield Parallel(  # (the chosen shard's registration goes with its insert)
+                    [
+                        leave[s]
+                        for s, st in zip(order, status)
+                        if s != chosen and (waited or st == "wait")
+                    ]
+                )
+                # The insert itself; should another process have taken the room meanwhile
+                # it is registered there ("wait") and the next round asks every shard
+                # again (waiting in one shard only could wait for samples that wait for
+                # inserts elsewhere).
+                op.h = self.handles[chosen]
+                reply = yield op.call(False)
+                got = text(reply[0])
+                if got == "ok":
+                    op.draw = None  # (items went in: the numbers are used)
+                    base, m = int(reply[1]), int(reply[2])
+                    keys.append(np.arange(base, base + m, dtype=np.int64) * self.k + chosen)
+                    op.done += m
+                    if op.done == k:
+                        return keys[0] if len(keys) == 1 else np.concatenate(keys)
                 waited = True
-                h0 = self.handles[order[0]]
-                yield Wait(f"{h0.prefix}wk:{wid}", h0.wait_timeout)
         except GeneratorExit:  # closed unfinished: no request may be yielded any more
             raise
         except BaseException:
+            self.h.undraw(op.draw)
             try:
                 yield Parallel(leave)
             except GeneratorExit:
@@ -249,10 +268,6 @@ class TableOps:
             except BaseException:
                 pass
             raise
-        op = InsertOp(self.handles[chosen], comps, k, prios, progressive=progressive, sink=sink)
-        op.wid, op.member = wid, member  # (its probe's registration: its place in line)
-        keys = yield from op.run()
-        return keys * self.k + chosen
 
     # -- samples --------------------------------------------------------------------------
 
