@@ -40,6 +40,7 @@ from aqueue.redis import connect as _connect  # (bound here: tests replace aqueu
 __all__ = [
     "FAILOVER_NODE_TIMEOUT_MS",
     "AllNodes",
+    "OneShard",
     "SESSION_NODE_TIMEOUT_MS",
     "SPIN_LIBRARY",
     "ClusterProc",
@@ -429,3 +430,18 @@ def cluster_server(
         max_call_bytes=64 << 20,
         **opts,
     )
+
+
+class OneShard:
+    """A server whose ``replay_table`` defaults to ``shards=1``: today's one-tag table,
+    for the test bodies written for it (a cluster's default is one shard per primary)."""
+
+    def __init__(self, server: RedisServer) -> None:
+        self._server = server
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._server, name)
+
+    async def replay_table(self, *args: Any, **kw: Any) -> Any:
+        kw.setdefault("shards", 1)
+        return await self._server.replay_table(*args, **kw)

@@ -157,8 +157,17 @@ def test_every_readme_link_resolves() -> None:
     wanted = [
         *sorted((DOCS / "guides").glob("*.md")),
         *sorted((DOCS / "migration").glob("*.md")),
-        *(DOCS / p for p in ("index.md", "tour.md", "semantics.md", "design.md",
-                             "benchmarks.md", "api/index.md")),
+        *(
+            DOCS / p
+            for p in (
+                "index.md",
+                "tour.md",
+                "semantics.md",
+                "design.md",
+                "benchmarks.md",
+                "api/index.md",
+            )
+        ),
     ]
     assert len(wanted) >= 18
     assert [p.relative_to(DOCS).as_posix() for p in wanted if p not in linked] == []

@@ -21,15 +21,12 @@ from types import TracebackType
 from typing import Any, overload
 
 from aqueue._queues._declare import Array, NumericDType
-from aqueue._replay._limiter import MinSize, RateLimiter
-from aqueue._replay._selectors import Fifo, Selector, Uniform
 
 from ._core._connection import Connection
 from ._core._transport import run
 from ._queues._open import delete_queue, open_queue
 from ._queues._queue import RedisFIFOQueue, RedisRandomShuffleQueue
-from ._replay._open import delete_table, open_table
-from ._replay._table import RedisReplayTable
+from ._replay._tables import ReplayTables
 from ._replay.trajectory._table import TrajectoryTables
 
 __all__ = ["RedisServer", "connect"]
@@ -80,7 +77,7 @@ def connect(
     )
 
 
-class RedisServer(TrajectoryTables):
+class RedisServer(ReplayTables, TrajectoryTables):
     """The connections of one ``connect()`` block, and the queues and tables on them."""
 
     def __init__(
@@ -299,147 +296,6 @@ class RedisServer(TrajectoryTables):
             ElementSpecError: ``name`` holds a replay table (use ``delete_table``).
         """
         return await run(delete_queue(name), self._conn.live())
-
-    # -- replay tables -------------------------------------------------------------------
-
-    @overload
-    async def replay_table(
-        self,
-        name: str,
-        max_size: int,
-        dtypes: Any,
-        shapes: Any,
-        names: Sequence[str],
-        *,
-        sampler: Selector = ...,
-        remover: Selector = ...,
-        max_times_sampled: int = ...,
-        rate_limiter: RateLimiter = ...,
-        seed: int | None = ...,
-    ) -> RedisReplayTable[dict[str, Array]]: ...
-    @overload
-    async def replay_table(
-        self,
-        name: str,
-        max_size: int,
-        dtypes: Any,
-        shapes: Any = ...,
-        *,
-        names: Sequence[str],
-        sampler: Selector = ...,
-        remover: Selector = ...,
-        max_times_sampled: int = ...,
-        rate_limiter: RateLimiter = ...,
-        seed: int | None = ...,
-    ) -> RedisReplayTable[dict[str, Array]]: ...
-    @overload
-    async def replay_table(
-        self,
-        name: str,
-        max_size: int,
-        dtypes: tuple[NumericDType, NumericDType],
-        shapes: Any = ...,
-        names: None = ...,
-        *,
-        sampler: Selector = ...,
-        remover: Selector = ...,
-        max_times_sampled: int = ...,
-        rate_limiter: RateLimiter = ...,
-        seed: int | None = ...,
-    ) -> RedisReplayTable[tuple[Array, Array]]: ...
-    @overload
-    async def replay_table(
-        self,
-        name: str,
-        max_size: int,
-        dtypes: tuple[NumericDType, NumericDType, NumericDType],
-        shapes: Any = ...,
-        names: None = ...,
-        *,
-        sampler: Selector = ...,
-        remover: Selector = ...,
-        max_times_sampled: int = ...,
-        rate_limiter: RateLimiter = ...,
-        seed: int | None = ...,
-    ) -> RedisReplayTable[tuple[Array, Array, Array]]: ...
-    @overload
-    async def replay_table(
-        self,
-        name: str,
-        max_size: int,
-        dtypes: NumericDType,
-        shapes: Any = ...,
-        names: None = ...,
-        *,
-        sampler: Selector = ...,
-        remover: Selector = ...,
-        max_times_sampled: int = ...,
-        rate_limiter: RateLimiter = ...,
-        seed: int | None = ...,
-    ) -> RedisReplayTable[Array]: ...
-    @overload
-    async def replay_table(
-        self,
-        name: str,
-        max_size: int,
-        dtypes: Any,
-        shapes: Any = ...,
-        names: Any = ...,
-        *,
-        sampler: Selector = ...,
-        remover: Selector = ...,
-        max_times_sampled: int = ...,
-        rate_limiter: RateLimiter = ...,
-        seed: int | None = ...,
-    ) -> RedisReplayTable[Any]: ...
-    async def replay_table(
-        self,
-        name: str,
-        max_size: int,
-        dtypes: Any,
-        shapes: Any = None,
-        names: Any = None,
-        *,
-        sampler: Selector = Uniform(),  # noqa: B008 - frozen, shared safely
-        remover: Selector = Fifo(),  # noqa: B008
-        max_times_sampled: int = 0,
-        rate_limiter: RateLimiter = MinSize(1),  # noqa: B008
-        seed: int | None = None,
-    ) -> RedisReplayTable[Any]:
-        """Open (creating if needed) the replay table ``name``, shared by every process
-        that opens it; arguments as ``aqueue.ReplayTable`` (``seed`` seeds this client's
-        random numbers only: the draws of its samples and random evictions).
-
-        Raises:
-            ElementSpecError: A bad argument (as in process), a dtype AQ1 cannot carry,
-                or a table (or queue) of that name exists with other settings (the
-                message names the field, the stored and the given value).
-        """
-        c = self._conn
-        op = open_table(
-            name,
-            max_size,
-            dtypes,
-            shapes,
-            names,
-            sampler=sampler,
-            remover=remover,
-            max_times_sampled=max_times_sampled,
-            rate_limiter=rate_limiter,
-            seed=seed,
-            wait_timeout=c.wait_timeout,
-            lease_time=c.lease_time,
-        )
-        return RedisReplayTable(await run(op, c.live()), c.live(), c.sync, c)
-
-    async def delete_table(self, name: str) -> bool:
-        """Delete replay table ``name`` with all its keys and items; True if it existed.
-        Its waiters wake and fail (QueueClosedError, OutOfRangeError).
-
-        Raises:
-            ElementSpecError: ``name`` holds a queue (use ``delete_queue``).
-        """
-        return await run(delete_table(name), self._conn.live())
 
     def _timings(self) -> dict[str, Any]:
         c = self._conn

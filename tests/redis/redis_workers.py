@@ -326,3 +326,40 @@ def trajectory_actor(url: str, name: str, actor: int, episodes: int, threaded: b
             await table.producer_done(pid)
 
     asyncio.run(main())
+
+
+def sharded_settings(ratio: bool) -> dict[str, Any]:
+    """The settings every process opens the sharded table of
+    test_redis_sharded_processes with: float32[4] items, prioritized draws (alpha 0.8),
+    3 shards; with ``ratio`` a SampleToInsertRatio(2, 6, 30) limiter (per shard:
+    min size 2, buffer 10), else MinSize(1)."""
+    limiter = aqueue.SampleToInsertRatio(2.0, 6, 30.0) if ratio else aqueue.MinSize(1)
+    return {
+        "max_size": 10_000,
+        "dtypes": np.float32,
+        "shapes": (4,),
+        "sampler": aqueue.Prioritized(0.8),
+        "rate_limiter": limiter,
+        "shards": 3,
+    }
+
+
+def sharded_actor(url: str, cluster: bool, name: str, actor: int, count: int, ratio: bool) -> None:
+    """Insert items actor*1000 .. actor*1000+count-1 (rows [v, v, v, v], priority
+    1 + v % 5) in batches of 4 into a 3-shard table, as a registered producer."""
+
+    async def main() -> None:
+        async with aqueue.redis.connect(
+            url, cluster=cluster, lease_time=2.0, wait_timeout=0.05
+        ) as srv:
+            s = sharded_settings(ratio)
+            table = await srv.replay_table(name, s.pop("max_size"), s.pop("dtypes"), **s)
+            pid = await table.register_producer()
+            first = actor * 1000
+            for v in range(first, first + count, 4):
+                vs = np.arange(v, v + 4)
+                batch = np.repeat(vs.astype(np.float32)[:, None], 4, axis=1)
+                await table.insert_many(batch, priorities=1.0 + vs % 5)
+            await table.producer_done(pid)
+
+    asyncio.run(main())

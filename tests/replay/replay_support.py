@@ -16,13 +16,15 @@ MakeTable = Callable[..., Awaitable[Any]]
 SHAPE = (3,)
 
 
-def shared_tables(server: Any) -> MakeTable:
+def shared_tables(server: Any, **defaults: Any) -> MakeTable:
     """``make_table`` over an ``aqueue.redis`` server: each table gets a fresh name; a
-    table a test names (it reads the name in messages) replaces one of that name."""
+    table a test names (it reads the name in messages) replaces one of that name;
+    ``defaults`` are options every table gets unless the test gives them (``shards``)."""
 
     async def make(
         max_size: int, dtypes: Any, shapes: Any = None, names: Any = None, **options: Any
     ) -> Any:
+        options = {**defaults, **options}
         name = options.pop("name", None)
         if name is None:
             name = f"t-{uuid.uuid4().hex[:12]}"

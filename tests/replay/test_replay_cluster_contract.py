@@ -75,4 +75,4 @@ async def _cluster_srv(anyio_backend: str, redis_cluster: ClusterProc) -> AsyncI
 
 @pytest.fixture
 def make_table(_cluster_srv: Any) -> MakeTable:
-    return shared_tables(_cluster_srv)
+    return shared_tables(_cluster_srv, shards=1)  # (one tag per table: today's layout)

@@ -10,8 +10,8 @@ file                   what it holds
 ``_spec.py``           the in-process ElementSpec and argument checks, reused; the
                        dtypes AQ1 carries; the name check (aqueue's, plus no braces)
 ``_codec.py``          AQ1: elements to bytes and back (msgpack header + raw bytes)
-``_transport.py``      what an operation asks (Call, Read, Wait); the AsyncTransport and
-                       SyncTransport protocols; the two drivers ``run`` and
+``_transport.py``      what an operation asks (Call, Read, Wait, Parallel); the
+                       AsyncTransport and SyncTransport protocols; the two drivers ``run`` and
                        ``run_blocking``; the wait clock; the thread views' event-loop
                        check
 ``_clients.py``        the transports over redis-py: RedisAsyncio (asyncio), RedisThreads
@@ -24,6 +24,9 @@ file                   what it holds
                        statistics, close, producer registration and its heartbeat,
                        ``open_shared`` (stored settings and the reopen check) and
                        ``readable``; the Producers protocol; ``INLINE_MAX``
+``_shards.py``         an object's layout over shards: the shards' hash tags (salts
+                       spread over a cluster's primaries), totals split, the
+                       ``shards=`` argument and the stored-count check
 ``_diagnose.py``       what connect() says about a URL that is none, a failed first
                        call, a memory policy that evicts
 ``_connection.py``     Connection: one block's transports, the checks on entering, the
@@ -37,6 +40,5 @@ file                   what it holds
                        library on every primary, failovers waited for or reported
 =====================  =================================================================
 
-Where what comes next goes: a sharded object is N handles whose ``key_prefix`` carry a
-tag each.
+A sharded object is N handles whose ``key_prefix`` carry a tag each (``_shards.py``).
 """

@@ -52,7 +52,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Awaitable, Sequence
 from typing import Any, NoReturn
 
@@ -62,7 +61,7 @@ import redis.asyncio
 from redis.backoff import NoBackoff
 
 from ._errors import ServerClosedError, ServerConnectionError, ServerError, ServerFullError
-from ._transport import Call, SyncTransport
+from ._transport import Call, SyncTransport, redeliver
 
 __all__ = [
     "RedisAsyncio",
@@ -211,24 +210,10 @@ async def shielded(call: Awaitable[Any], keep: bool = False) -> Any:
                 if keep and task.exception() is None:
                     caller = asyncio.current_task()
                     if caller is not None:
-                        asyncio.get_running_loop().call_soon(_redeliver, caller)
+                        asyncio.get_running_loop().call_soon(redeliver, caller)
                         return task.result()
                 task.exception()  # retrieved: the caller resolves the outcome itself
             raise
-
-
-def _redeliver(task: asyncio.Task[Any]) -> None:
-    """Re-arm a native cancellation that a ``keep`` call held back, at the task's next
-    await (this runs from the event loop once the task has suspended). Not if it was
-    withdrawn meanwhile: an ``asyncio.timeout`` block that ended without another await
-    has uncancelled the task (its call completed in time, as far as it is concerned)."""
-    if task.done():
-        return
-    if sys.version_info >= (3, 11):
-        if task.cancelling() == 0:
-            return
-        task.uncancel()  # the cancel() below counts it again: one request, not two
-    task.cancel()
 
 
 def _reply(call: Call, replies: Sequence[Any]) -> Any:

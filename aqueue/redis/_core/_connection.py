@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -184,6 +185,22 @@ class Connection:
         """The transport of the threads (the objects' thread views)."""
         assert self._sync is not None
         return self._sync
+
+    def shard_layout(self) -> tuple[int, Callable[[int], str] | None]:
+        """What a new sharded object's layout is chosen from: the default number of
+        shards (the cluster's primaries; 1 on one server) and a slot's primary (None on
+        one server), from the slot map the client already holds (no round trip)."""
+        sync = self._sync
+        if not isinstance(sync, ClusterSync):
+            return 1, None
+        client = sync.client
+        slots = client.nodes_manager.slots_cache
+
+        def owner_of(slot: int) -> str:
+            nodes = slots.get(slot)
+            return str(nodes[0].name) if nodes else ""
+
+        return max(1, len(client.get_primaries())), owner_of
 
     @property
     def where(self) -> str:

@@ -35,8 +35,10 @@ __all__ = [
     "INLINE_MAX",
     "Producers",
     "close",
+    "compare_stored",
     "keep_producers",
     "open_shared",
+    "open_stored",
     "producer_done",
     "readable",
     "register_producer",
@@ -163,23 +165,61 @@ def open_shared(
             names the field, both values as users write them, and ``same``: which
             settings processes sharing it must agree on).
     """
+    gen, stored = yield from open_stored(product, name, given, derived)
+    if stored is not None:
+        compare_stored(product, owner, given, stored, same=same, render=render)
+    return gen
+
+
+def open_stored(
+    product: Product,
+    name: str,
+    given: Mapping[str, str],
+    derived: Sequence[str] = (),
+    meta: str | None = None,
+) -> Op[tuple[str, dict[str, str | None] | None]]:
+    """``<prefix>open`` of ``name`` (at ``meta``, its tag's meta key by default) with
+    ``given`` and ``derived`` as ``open_shared`` sends them: its generation, and None
+    if this call created it, else the stored settings (field -> text, None where a
+    field is not stored)."""
     order = list(given)
     args = [uuid.uuid4().hex, *(given[f] for f in order), *derived]
-    reply = yield Call(f"{product.functions}open", key_prefix(name) + "meta", args)
+    key = meta if meta is not None else key_prefix(name) + "meta"
+    reply = yield Call(f"{product.functions}open", key, args)
     texts = [None if v is None else text(v) for v in reply]
-    if texts[0] == "exists":
-        for field, stored in zip(order, texts[2:]):
-            if stored != given[field]:
-                was = readable(field, stored, product, render)
-                now = readable(field, given[field], product, render)
-                raise aqueue.ElementSpecError(
-                    f"{owner}: the {product.short} already exists on the server with "
-                    f"{field} {was}, but {now} was given (processes sharing a "
-                    f"{product.short} must open it with the same {same})"
-                )
     gen = texts[1]
     assert gen is not None
-    return gen
+    if texts[0] != "exists":
+        return gen, None
+    return gen, dict(zip(order, texts[2:]))
+
+
+def compare_stored(
+    product: Product,
+    owner: str,
+    given: Mapping[str, str],
+    stored: Mapping[str, str | None],
+    *,
+    same: str,
+    render: Mapping[str, Callable[[Any], str]] | None = None,
+    skip: Sequence[str] = (),
+) -> None:
+    """Refuse stored settings that differ from ``given`` (fields in ``skip`` are not
+    compared: the caller adopts them).
+
+    Raises:
+        ElementSpecError: As ``open_shared``.
+    """
+    for field in given:
+        if field in skip or stored.get(field) == given[field]:
+            continue
+        was = readable(field, stored.get(field), product, render)
+        now = readable(field, given[field], product, render)
+        raise aqueue.ElementSpecError(
+            f"{owner}: the {product.short} already exists on the server with "
+            f"{field} {was}, but {now} was given (processes sharing a "
+            f"{product.short} must open it with the same {same})"
+        )
 
 
 def readable(

@@ -17,7 +17,15 @@ and returns its result (``Op[T]``). It does no I/O of its own. Three requests:
   see ``RedisAsyncio``);
 - ``Read``: ``MGET`` of some keys; the reply is their values (None where missing);
 - ``Wait``: ``BLPOP`` on one key for at most ``seconds``; the reply is the popped
-  token, or None on timeout. A wait may be cancelled at any time.
+  token, or None on timeout. A wait may be cancelled at any time;
+- ``Parallel``: several ``Call`` s at once (a sharded object's round over its shards):
+  the async driver performs them concurrently, the thread driver one after another;
+  the reply is a list, per call its reply or the exception it raised, so an op can
+  undo exactly what went through. Every call of the round is performed to its end
+  even if the caller is cancelled meanwhile; then the cancellation is thrown into the
+  op at that yield (so it undoes), except a native asyncio cancellation of a round of
+  ``keep`` calls that all succeeded: the round returns its replies and the
+  cancellation comes at the caller's next await, as for one ``keep`` call.
 
 A transport performs them: ``AsyncTransport`` for the event loop (``RedisAsyncio`` on
 asyncio, ``RedisThreads`` elsewhere), ``SyncTransport`` for threads (``RedisSync``).
@@ -39,11 +47,15 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
+import sys
 import threading
 import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar
+
+import anyio
 
 from aqueue._waiting._backend import in_event_loop
 
@@ -52,6 +64,7 @@ __all__ = [
     "Call",
     "Deadline",
     "Op",
+    "Parallel",
     "Read",
     "Request",
     "Steps",
@@ -59,6 +72,7 @@ __all__ = [
     "Wait",
     "WaitClock",
     "Waits",
+    "redeliver",
     "refuse_event_loop",
     "run",
     "run_blocking",
@@ -97,7 +111,14 @@ class Wait:
     seconds: float
 
 
-Request: TypeAlias = Call | Read | Wait
+@dataclass(frozen=True)
+class Parallel:
+    """Several calls at once; the reply lists each one's reply or exception."""
+
+    calls: Sequence[Call]
+
+
+Request: TypeAlias = Call | Read | Wait | Parallel
 Op: TypeAlias = Generator[Request, Any, T]
 """An operation: yields requests, receives their replies, returns its result."""
 
@@ -249,6 +270,44 @@ class Steps(Generic[T]):
             self._waits.leave()
 
 
+def redeliver(task: asyncio.Task[Any]) -> None:
+    """Re-arm a native cancellation that a ``keep`` call held back, at the task's next
+    await (this runs from the event loop once the task has suspended). Not if it was
+    withdrawn meanwhile: an ``asyncio.timeout`` block that ended without another await
+    has uncancelled the task (its call completed in time, as far as it is concerned)."""
+    if task.done():
+        return
+    if sys.version_info >= (3, 11):
+        if task.cancelling() == 0:
+            return
+        task.uncancel()  # the cancel() below counts it again: one request, not two
+    task.cancel()
+
+
+async def _parallel(transport: AsyncTransport, calls: Sequence[Call]) -> list[Any]:
+    """``Parallel``: the calls at once, each to its end (see the module docstring)."""
+    out: list[Any] = [None] * len(calls)
+
+    async def one(i: int) -> None:
+        try:
+            out[i] = await transport.call(calls[i])
+        except Exception as exc:  # (reported in its place: the op decides)
+            out[i] = exc
+
+    try:
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as tg:
+                for i in range(len(calls)):
+                    tg.start_soon(one, i)
+    except asyncio.CancelledError:  # native: every call has run to its end
+        caller = asyncio.current_task()
+        ok = all(c.keep for c in calls) and not any(isinstance(r, Exception) for r in out)
+        if not ok or caller is None:
+            raise
+        asyncio.get_running_loop().call_soon(redeliver, caller)
+    return out
+
+
 async def run(op: Op[T], transport: AsyncTransport, waits: Waits | None = None) -> T:
     """Run ``op`` to its result over ``transport`` (see the module docstring)."""
     steps = Steps(op, waits)
@@ -257,6 +316,8 @@ async def run(op: Op[T], transport: AsyncTransport, waits: Waits | None = None) 
             try:
                 if isinstance(request, Call):
                     steps.reply = await transport.call(request)
+                elif isinstance(request, Parallel):
+                    steps.reply = await _parallel(transport, request.calls)
                 elif isinstance(request, Wait):
                     steps.reply = await transport.wait(request.key, steps.seconds(request))
                 else:
@@ -281,6 +342,8 @@ def run_blocking(
             try:
                 if isinstance(request, Call):
                     steps.reply = transport.call(request)
+                elif isinstance(request, Parallel):
+                    steps.reply = [_sync_call(transport, c) for c in request.calls]
                 elif isinstance(request, Wait):
                     steps.reply = transport.wait(request.key, steps.seconds(request))
                 else:
@@ -290,3 +353,11 @@ def run_blocking(
         return steps.result
     finally:
         steps.end()
+
+
+def _sync_call(transport: SyncTransport, call: Call) -> Any:
+    """One call of a ``Parallel`` on a thread: its reply, or the exception it raised."""
+    try:
+        return transport.call(call)
+    except Exception as exc:  # (reported in its place: the op decides)
+        return exc

@@ -13,8 +13,12 @@ file                   what it holds
 ``_ops.py``            the table's own operations, sans I/O: InsertOp, SampleOp (with
                        their undo, the ``rt_leave`` call), update, delete, the record of
                        its statistics
+``_sharded.py``        TableOps: the table's operations over its shards (one shard:
+                       the ops above); the exact sharded sample (probe, hold, commit)
 ``_table.py``          RedisReplayTable: each operation checks its arguments (the
                        in-process checks), checkpoints and runs its op with ``run``
+``_tables.py``         ReplayTables: ``server.replay_table`` and ``delete_table`` (a
+                       base of RedisServer)
 ``_blocking.py``       BlockingRedisReplayTable (``table.blocking()``): the same ops
                        with ``run_blocking`` and a timeout; BlockingRedisSampling, its
                        sampling side, which the trajectory tables' view shares

@@ -27,13 +27,12 @@ import aqueue
 from aqueue._replay._checks import timeout_arg
 from aqueue._replay._results import ReplaySample, ReplayStatistics
 
-from .._core import _shared
-from .._core._transport import Deadline, SyncTransport, refuse_event_loop, run_blocking
+from .._core._transport import Deadline, Op, SyncTransport, refuse_event_loop, run_blocking
 from . import _ops as ops
-from ._handle import TableHandle
-from ._ops import InsertOp, SampleOp
+from ._ops import SampleOp
 
 if TYPE_CHECKING:
+    from ._sharded import TableOps
     from ._table import RedisReplayTable
 
 __all__ = ["BlockingRedisReplayTable", "BlockingRedisSampling"]
@@ -45,18 +44,20 @@ class BlockingRedisSampling(Generic[T]):
     """The sampling side of a Redis table's thread view: ``sample``, ``samples``,
     ``update_priorities``, ``delete``, ``close``, ``size`` and ``statistics``."""
 
-    __slots__ = ("_h", "_t", "_table")
+    __slots__ = ("_h", "_ops", "_t", "_table")
 
     # What a subclass names: the in-process view's class and the table's kind (the
-    # messages are the in-process view's, word for word), and the op of a sample.
+    # messages are the in-process view's, word for word), and the op of a sample (None:
+    # the table's own, over its shards).
     _view: ClassVar[str] = "BlockingReplayTable"
     _kind: ClassVar[str] = "replay table"
-    _sample_op: ClassVar[type[SampleOp]] = SampleOp
+    _sample_op: ClassVar[type[SampleOp] | None] = None
 
     def __init__(
-        self, handle: TableHandle, transport: SyncTransport, table: RedisReplayTable[T]
+        self, table_ops: TableOps, transport: SyncTransport, table: RedisReplayTable[T]
     ) -> None:
-        self._h = handle
+        self._ops = table_ops
+        self._h = table_ops.h
         self._t = transport
         self._table = table
 
@@ -73,7 +74,7 @@ class BlockingRedisSampling(Generic[T]):
             RuntimeError: Called on an event loop's thread.
         """
         self._check("sample")
-        count = self._h.args.sample_count(n)
+        count = self._ops.sample_count(n)
         deadline = self._deadline(timeout, "sample")
         return self._sample(count, deadline)
 
@@ -86,7 +87,7 @@ class BlockingRedisSampling(Generic[T]):
             RuntimeError: Called on an event loop's thread, at once.
         """
         self._check("samples")
-        count = self._h.args.sample_count(n)
+        count = self._ops.sample_count(n)
         timeout_arg(timeout, f"{self._h.settings.owner}.samples")
         return self._samples(count, timeout)
 
@@ -99,8 +100,10 @@ class BlockingRedisSampling(Generic[T]):
             yield sample
 
     def _sample(self, n: int, deadline: Deadline | None) -> ReplaySample[T]:
-        op = self._sample_op(self._h, n)
-        sample: ReplaySample[T] = run_blocking(op.run(), self._t, None, deadline)
+        op: Op[ReplaySample[T]] = (
+            self._ops.sample(n) if self._sample_op is None else self._sample_op(self._h, n).run()
+        )
+        sample: ReplaySample[T] = run_blocking(op, self._t, None, deadline)
         return sample
 
     def update_priorities(
@@ -109,13 +112,13 @@ class BlockingRedisSampling(Generic[T]):
         """Set priorities (see ``RedisReplayTable.update_priorities``)."""
         k, p = self._h.args.keys_and_priorities(keys, priorities)
         timeout_arg(timeout, f"{self._h.settings.owner}.update_priorities")
-        return run_blocking(ops.update(self._h, k, p), self._t)
+        return run_blocking(self._ops.update(k, p), self._t)
 
     def delete(self, keys: Any, timeout: float | None = None) -> npt.NDArray[np.bool_]:
         """Remove items (see ``RedisReplayTable.delete``)."""
         k = self._h.args.keys(keys)
         timeout_arg(timeout, f"{self._h.settings.owner}.delete")
-        return run_blocking(ops.delete(self._h, k), self._t)
+        return run_blocking(self._ops.delete(k), self._t)
 
     def close(self) -> None:
         """Close the table for every process (see ``RedisReplayTable.close``)."""
@@ -123,11 +126,11 @@ class BlockingRedisSampling(Generic[T]):
 
     def size(self) -> int:
         """Items held now (one server call)."""
-        return run_blocking(_shared.stats(self._h), self._t)[0]
+        return run_blocking(self._ops.stats(), self._t)[0]
 
     def statistics(self) -> ReplayStatistics:
         """The table's counters now (one server call)."""
-        return ops.statistics(self._h, run_blocking(_shared.stats(self._h), self._t))
+        return ops.statistics(self._h, run_blocking(self._ops.stats(), self._t))
 
     # -- driving ops ------------------------------------------------------------------------
 
@@ -162,7 +165,7 @@ class BlockingRedisReplayTable(BlockingRedisSampling[T]):
         self._check("insert")
         comps, prio = self._h.args.element(element, priority)
         deadline = self._deadline(timeout, "insert")
-        keys = run_blocking(InsertOp(self._h, comps, 1, prio).run(), self._t, None, deadline)
+        keys = run_blocking(self._ops.insert(comps, 1, prio), self._t, None, deadline)
         return int(keys[0])
 
     def insert_many(
@@ -171,10 +174,11 @@ class BlockingRedisReplayTable(BlockingRedisSampling[T]):
         """Insert a batch, all or nothing (see ``RedisReplayTable.insert_many``)."""
         self._check("insert_many")
         comps, k, prios = self._h.args.batch(batch, priorities)
+        self._ops.batch_count(k)
         deadline = self._deadline(timeout, "insert_many")
         if k == 0:
             return np.empty(0, dtype=np.int64)
-        return run_blocking(InsertOp(self._h, comps, k, prios).run(), self._t, None, deadline)
+        return run_blocking(self._ops.insert(comps, k, prios), self._t, None, deadline)
 
     def enqueue(self, element: Any, timeout: float | None = None) -> None:
         """``insert(element, timeout=timeout)`` with the default priority, its key
@@ -182,8 +186,7 @@ class BlockingRedisReplayTable(BlockingRedisSampling[T]):
         self._check("enqueue")
         comps, prio = self._h.args.element(element, None)
         deadline = self._deadline(timeout, "enqueue")
-        op = InsertOp(self._h, comps, 1, prio, sink=True)
-        run_blocking(op.run(), self._t, None, deadline)
+        run_blocking(self._ops.insert(comps, 1, prio, sink=True), self._t, None, deadline)
 
     def enqueue_many(self, batch: Any, timeout: float | None = None) -> None:
         """Insert ``batch`` with the default priority: progressively without a timeout
@@ -194,11 +197,11 @@ class BlockingRedisReplayTable(BlockingRedisSampling[T]):
         if timeout is None:
             comps, k = self._h.spec.batch(batch)
             if k:
-                op = InsertOp(self._h, comps, k, None, progressive=True, sink=True)
-                run_blocking(op.run(), self._t)
+                op = self._ops.insert(comps, k, None, progressive=True, sink=True)
+                run_blocking(op, self._t)
             return
         comps, k, prios = self._h.args.batch(batch, None)
+        self._ops.batch_count(k)
         deadline = self._deadline(timeout, "enqueue_many")
         if k:
-            op = InsertOp(self._h, comps, k, prios, sink=True)
-            run_blocking(op.run(), self._t, None, deadline)
+            run_blocking(self._ops.insert(comps, k, prios, sink=True), self._t, None, deadline)

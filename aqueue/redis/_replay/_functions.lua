@@ -35,6 +35,9 @@
 --            oldest first; wi:dl, ws:dl the same members -> deadline (ms)
 --   wk:<wid> a waiter's wake-up list (BLPOP), short TTL
 --   producers zset producer id -> deadline (refreshed by its process's heartbeat)
+--   hold     hash wid -> the keys drawn by a sharded sample's rt_hold (struct '<d' each),
+--            not counted yet: rt_commit counts them, rt_release (or the lease's end,
+--            hold:dl: wid -> deadline ms) forgets them; meta 'held' is their number
 -- Invariants: size = inserts - deletes = HLEN it = HLEN dense; every held key has one
 -- record, one dense pos (record.pos), one pz member (its seq), one ko/pzn member when
 -- kept, and its payload (d:<key> or pl[key]); nothing else holds a payload key but a
@@ -50,7 +53,7 @@
 local RT_REC = '<ddddB'
 local RT_FIELDS = {'gen', 'kind', 'max_size', 'mts', 'closed', 'spi', 'min_size', 'lo', 'hi',
   'skind', 'sexp', 'rkind', 'rexp', 'fanout', 'next_key', 'inserts', 'samples', 'deletes',
-  'evictions', 'sl', 'seq', 'arr', 'order', 'maxheap'}
+  'evictions', 'sl', 'seq', 'arr', 'order', 'maxheap', 'held'}
 -- A trajectory table (kind 'traj', trajectory/_functions.lua) is a replay table whose items are
 -- windows of steps: its part fills these hooks, which see every item leave (left) and
 -- the table dropped (drop).
@@ -105,6 +108,7 @@ local function rt_load(keys, gen)
     inserts = tonumber(m[16]), samples = tonumber(m[17]), deletes = tonumber(m[18]),
     evictions = tonumber(m[19]), sl = tonumber(m[20]), seq = tonumber(m[21]),
     arr = tonumber(m[22]), order = m[23] == '1', maxheap = m[24] == '1', cache = {},
+    held = tonumber(m[25] or '0'),
     traj = m[2] == 'traj'}
   t.size = t.inserts - t.deletes
   t.s = {kind = m[10], exp = tonumber(m[11]), tree = 's'}
@@ -124,7 +128,7 @@ end
 local function rt_save(t)
   redis.call('HSET', t.meta, 'next_key', istr(t.next_key), 'inserts', istr(t.inserts),
     'samples', istr(t.samples), 'deletes', istr(t.deletes), 'evictions', istr(t.evictions),
-    'sl', istr(t.sl), 'seq', istr(t.seq), 'arr', istr(t.arr))
+    'sl', istr(t.sl), 'seq', istr(t.seq), 'arr', istr(t.arr), 'held', istr(t.held))
   if t.c then RT_HOOKS.save(t) end  -- (a trajectory table's steps and writers)
 end
 
@@ -136,10 +140,12 @@ local function can_insert(t, k)
 end
 
 local function can_sample(t, n)
-  if t.inserts - t.deletes < t.min_size or t.inserts * t.spi - t.samples - n < t.lo then
+  -- (held: the draws of sharded samples not committed yet count as samples already)
+  local samples = t.samples + t.held
+  if t.inserts - t.deletes < t.min_size or t.inserts * t.spi - samples - n < t.lo then
     return false
   end
-  if t.mts > 0 then return t.size * t.mts - t.sl >= n end
+  if t.mts > 0 then return t.size * t.mts - t.sl - t.held >= n end
   return t.size > 0
 end
 
@@ -594,7 +600,19 @@ local function rt_shut(t)
   notify(t)
 end
 
--- Drop expired waiter registrations (a crashed waiter's) and expired producers: when the
+-- Forget the hold of sharded sample `wid` (its draws were never counted): true if held.
+local function hold_drop(t, wid)
+  local got = redis.call('HGET', t.P .. 'hold', wid)
+  if not got then return false end
+  t.held = t.held - math.floor(#got / 8)
+  redis.call('HDEL', t.P .. 'hold', wid)
+  redis.call('ZREM', t.P .. 'hold:dl', wid)
+  redis.call('HSET', t.meta, 'held', istr(t.held))
+  return true
+end
+
+-- Drop expired waiter registrations (a crashed waiter's), expired holds (a crashed
+-- sharded sampler's) and expired producers: when the
 -- last registered producer's process died without ending it, the table closes.
 local function rt_reap(t, now)
   local any = false
@@ -604,6 +622,10 @@ local function rt_reap(t, now)
       reg_del(t, dir, m, now)
       any = true
     end
+  end
+  for _, w in ipairs(redis.call('ZRANGE', t.P .. 'hold:dl', '-inf', now, 'BYSCORE', 'LIMIT', 0, 64)) do
+    hold_drop(t, w)
+    any = true
   end
   local producers = t.P .. 'producers'
   if redis.call('ZREMRANGEBYSCORE', producers, '-inf', now) > 0
@@ -724,6 +746,24 @@ local function rt_insert(keys, args)
   return {'ok', base, k}
 end
 
+-- Whether sample `member` of n may draw now (the oldest waiting sample, and admitted):
+-- nil, or the reply saying why not, having registered it as a waiting sample (or, on a
+-- closed table that cannot serve it, deregistered it: OutOfRange).
+local function sample_gate(t, member, n, now, wait_ms)
+  local head = redis.call('ZRANGE', t.P .. 'ws', 0, 0)[1]
+  if (head and head ~= member) or not can_sample(t, n) then
+    if t.closed and not (head and head ~= member) then
+      reg_del(t, 's', member, now)
+      notify(t)
+      return {'oor', t.size}
+    end
+    reg_add(t, 's', member, now, wait_ms)
+    rt_save(t)
+    return {'wait'}
+  end
+  return nil
+end
+
 -- rt_sample: ARGV gen wid n wait_ms keep_ms rand*...  (n random numbers for a random
 -- sampler). Copies the j-th draw's payload of 1 KiB or more to o:<wid>.<j> (the caller's
 -- MGET and DEL follow in the same transaction); smaller payloads come in the reply. With
@@ -738,22 +778,8 @@ local function rt_sample(keys, args, defer)
   t.defer = defer  -- (a trajectory table's sample: steps freed here are deleted after)
   local wid, n, wait_ms, keep_ms = args[2], tonumber(args[3]), tonumber(args[4]), args[5]
   local member = istr(n) .. ':' .. wid
-  local head = redis.call('ZRANGE', t.P .. 'ws', 0, 0)[1]
-  if head and head ~= member then
-    reg_add(t, 's', member, now, wait_ms)
-    rt_save(t)
-    return {'wait'}
-  end
-  if not can_sample(t, n) then
-    if t.closed then
-      reg_del(t, 's', member, now)
-      notify(t)
-      return {'oor', t.size}
-    end
-    reg_add(t, 's', member, now, wait_ms)
-    rt_save(t)
-    return {'wait'}
-  end
+  local refused = sample_gate(t, member, n, now, wait_ms)
+  if refused then return refused end
   local P, size0, mts = t.P, t.size, t.mts
   local out = P .. 'o:' .. wid .. '.'
   local dkeys, prios, probs, times, small = {}, {}, {}, {}, {}
@@ -858,6 +884,118 @@ local function rt_sample(keys, args, defer)
   rt_save(t)
   notify(t)
   return {'ok', size0, table.concat(packed), small}
+end
+
+-- -- a sharded sample: probe, hold, commit or release --------------------------------
+-- A sample over several shards draws in each shard with rt_hold, which counts nothing
+-- but reserves its draws against the limiter (meta 'held'), and counts them with
+-- rt_commit once every shard has drawn; rt_release (or the hold's lease running out)
+-- forgets them. So a sharded sample that ends early sampled nothing on any shard.
+
+-- rt_probe: ARGV gen -> {'ok', size, total weight (the sampler's: the sum tree's total
+-- for Prioritized, else the size), closed} | {'gone'}. It reaps (expired holds and
+-- waiters come back here too).
+local function rt_probe(keys, args)
+  local t = rt_begin(keys, args[1])
+  if not t then return {'gone'} end
+  local w = t.size
+  if t.s.kind == 'prioritized' then w = tree_total(t, t.s) end
+  return {'ok', t.size, fstr(w), t.closed and 1 or 0}
+end
+
+-- rt_hold: ARGV gen wid n wait_ms lease_ms rand*n -> as rt_sample's reply (times
+-- sampled as the commit will make them), the draws held, not counted: copies of large
+-- payloads at o:<wid>.<j> expire after lease_ms, as does the hold.
+local function rt_hold(keys, args)
+  local t, now = rt_begin(keys, args[1])
+  if not t then return {'gone'} end
+  local wid, n, wait_ms, lease_ms = args[2], tonumber(args[3]), tonumber(args[4]), args[5]
+  local member = istr(n) .. ':' .. wid
+  hold_drop(t, wid)  -- (an earlier round's, should it be left: one hold per sample)
+  local refused = sample_gate(t, member, n, now, wait_ms)
+  if refused then return refused end
+  local P, out = t.P, t.P .. 'o:' .. wid .. '.'
+  local posf, pr = {}, {}
+  for j = 1, n do
+    local pos, prob = pick(t, t.s, tonumber(args[5 + j]))
+    posf[j], pr[j] = istr(pos), prob
+  end
+  local ks = hmget_all(P .. 'dense', posf)
+  local recs = hmget_all(P .. 'it', ks)
+  local packed, small, held, times = {}, {}, {}, {}
+  local smallf, smallj = {}, {}
+  for j = 1, n do
+    local key = tonumber(ks[j])
+    local p, tm, _, _, inl = rec_unpack(recs[j])
+    times[key] = (times[key] or tm) + 1
+    packed[j] = struct.pack('<dddd', key, p, pr[j], times[key])
+    held[j] = struct.pack('<d', key)
+    small[j] = false
+    if inl == 1 then
+      smallf[#smallf + 1] = ks[j]
+      smallj[#smallj + 1] = j
+    else
+      redis.call('COPY', P .. 'd:' .. ks[j], out .. j, 'REPLACE')
+      redis.call('PEXPIRE', out .. j, lease_ms)
+    end
+  end
+  if #smallf > 0 then
+    local got = hmget_all(P .. 'pl', smallf)
+    for i, j in ipairs(smallj) do small[j] = got[i] or '' end
+  end
+  redis.call('HSET', P .. 'hold', wid, table.concat(held))
+  redis.call('ZADD', P .. 'hold:dl', istr(now + tonumber(lease_ms)), wid)
+  t.held = t.held + n
+  reg_del(t, 's', member, now)
+  rt_save(t)
+  notify(t)
+  return {'ok', t.size, table.concat(packed), small}
+end
+
+-- rt_commit: ARGV gen wid -> {'ok'} (the held draws counted: times sampled of the
+-- items still held, the samples) | {'lost'} (no such hold: its lease ran out) | {'gone'}
+local function rt_commit(keys, args)
+  local t = rt_begin(keys, args[1])
+  if not t then return {'gone'} end
+  local got = redis.call('HGET', t.P .. 'hold', args[2])
+  if not got then return {'lost'} end
+  local n = math.floor(#got / 8)
+  local count, order = {}, {}
+  for j = 1, n do
+    local key = istr(struct.unpack('<d', got, 8 * (j - 1) + 1))
+    if not count[key] then
+      order[#order + 1] = key
+      count[key] = 0
+    end
+    count[key] = count[key] + 1
+  end
+  hold_drop(t, args[2])
+  local recs = hmget_all(t.P .. 'it', order)
+  local upd = {}
+  for i, key in ipairs(order) do
+    if recs[i] then
+      local p, tm, seq, pos, inl = rec_unpack(recs[i])
+      upd[#upd + 1] = key
+      upd[#upd + 1] = rec_pack(p, tm + count[key], seq, pos, inl)
+    end
+  end
+  call_pairs('HSET', t.P .. 'it', upd)
+  t.samples = t.samples + n
+  rt_save(t)
+  notify(t)
+  return {'ok'}
+end
+
+-- rt_release: ARGV gen wid member: a sharded sample ends early: its hold (if any) is
+-- forgotten, its registration (if any) dropped, the wake-up passed on. -> 1 | 0
+local function rt_release(keys, args)
+  local t = rt_load(keys, args[1])
+  redis.call('DEL', prefix(keys[1]) .. 'wk:' .. args[2])
+  if not t then return 0 end
+  local was = hold_drop(t, args[2])
+  reg_del(t, 's', args[3], now_ms())
+  notify(t)
+  return was and 1 or 0
 end
 
 -- rt_leave: ARGV gen dir(i|s) member wid: a waiter leaves early (cancelled, timed out,
@@ -973,7 +1111,7 @@ end
 -- -> {'created', gen} | {'exists', gen, kind, max_size, dtypes, shapes, names, sampler,
 -- remover, mts, limiter, format}
 local RT_SETTINGS = {'kind', 'max_size', 'dtypes', 'shapes', 'names', 'sampler', 'remover',
-  'mts', 'limiter', 'format'}
+  'mts', 'limiter', 'format', 'shards', 'tags'}
 local RT_DERIVED = {'spi', 'min_size', 'lo', 'hi', 'skind', 'sexp', 'rkind', 'rexp', 'fanout',
   'order', 'maxheap'}
 local TT_SETTINGS = {'kind', 'max_steps', 'dtypes', 'shapes', 'names', 'length', 'stride',
@@ -1015,12 +1153,14 @@ local function rt_open(keys, args)
 end
 
 -- rt_drop: delete table KEYS[1] with every key and payload; its waiters wake and find
--- it gone. -> 1 | 0 (no such table) | -1 (the name holds a queue)
+-- it gone. -> 1 | 0 (no such table) | -1 (the name holds a queue); with ARGV 'tags':
+-- delete nothing, {1, its stored tags (false before shards existed)} | 0 | -1
 local function rt_drop(keys, args)
   local meta = keys[1]
   local kind = redis.call('HGET', meta, 'kind')
   if not kind then return 0 end
   if kind ~= 'table' and kind ~= 'traj' then return -1 end
+  if args[1] == 'tags' then return {1, redis.call('HGET', meta, 'tags')} end
   local P = prefix(meta)
   if kind == 'traj' then RT_HOOKS.drop(P) end
   for _, dir in ipairs({'i', 's'}) do
@@ -1036,7 +1176,8 @@ local function rt_drop(keys, args)
   local fanout = tonumber(redis.call('HGET', meta, 'fanout'))
   local size = tonumber(redis.call('HGET', meta, 'max_size'))
   local levels = {P .. 'it', P .. 'pl', P .. 'dense', P .. 'pz', P .. 'pzn', P .. 'ko', P .. 'wi',
-                  P .. 'ws', P .. 'wi:dl', P .. 'ws:dl', P .. 'producers'}
+                  P .. 'ws', P .. 'wi:dl', P .. 'ws:dl', P .. 'producers', P .. 'hold',
+                  P .. 'hold:dl'}
   local j = 0
   while true do
     levels[#levels + 1] = P .. 't:s:' .. j
@@ -1056,6 +1197,10 @@ redis.register_function('rt_insert', rt_insert)
 -- Calls that free memory or only take must work when the server is full.
 redis.register_function{function_name = 'rt_sample', callback = rt_sample, flags = {'allow-oom'}}
 redis.register_function{function_name = 'rt_leave', callback = rt_leave, flags = {'allow-oom'}}
+redis.register_function{function_name = 'rt_probe', callback = rt_probe, flags = {'allow-oom'}}
+redis.register_function{function_name = 'rt_hold', callback = rt_hold, flags = {'allow-oom'}}
+redis.register_function{function_name = 'rt_commit', callback = rt_commit, flags = {'allow-oom'}}
+redis.register_function{function_name = 'rt_release', callback = rt_release, flags = {'allow-oom'}}
 redis.register_function{function_name = 'rt_update', callback = rt_update, flags = {'allow-oom'}}
 redis.register_function{function_name = 'rt_remove_keys', callback = rt_remove_keys,
                         flags = {'allow-oom'}}

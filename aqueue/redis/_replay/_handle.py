@@ -5,22 +5,26 @@ this client's random numbers, and two process-local things: a hint
 this object registered and has not ended.
 
 Invariant (besides the core Handle's): the settings are the ones stored on the server
-(``_open`` checked them).
+(``_open`` checked them). A shard of a sharded table has a handle of its own, with the
+table's name and settings and its own tag (``prefix``, ``key``) and ``gen``.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
 from aqueue._replay._checks import TableArgs, TableSettings
 from aqueue._replay._selectors import Prioritized, Uniform
 
-from .._core._handle import Handle, Product
+from .._core._handle import Handle, Product, key_prefix
 
 __all__ = ["TABLES", "TableHandle"]
+
+T = TypeVar("T")
 
 TABLES = Product(functions="rt_", noun="replay table", short="table", format="1")
 """The replay tables on the server: their functions (``rt_*``) and their key layout's
@@ -38,6 +42,7 @@ class TableHandle(Handle):
         settings: TableSettings,
         wait_timeout: float,
         lease_time: float,
+        tag: str | None = None,
     ) -> None:
         super().__init__(
             product=TABLES,
@@ -47,6 +52,9 @@ class TableHandle(Handle):
             lease_time=lease_time,
             wait_timeout=wait_timeout,
         )
+        if tag is not None:  # a shard's keys: under its own tag (``_core/_shards.py``)
+            self.prefix = key_prefix(tag)
+            self.key = self.prefix + "meta"
         self.settings = settings
         self.args = TableArgs(settings)
         self.sample_rands = isinstance(settings.sampler, (Uniform, Prioritized))
@@ -64,6 +72,15 @@ class TableHandle(Handle):
             values = self._rng.random(n)
             after = self._rng.bit_generator.state
         return [repr(float(v)) for v in values], (before, after)
+
+    def drawn(self, fn: Callable[[np.random.Generator], T]) -> tuple[T, tuple[Any, Any]]:
+        """``fn(generator)`` under the generator's lock, and the token that gives back
+        what it drew (``undraw``)."""
+        with self._rng_lock:
+            before = self._rng.bit_generator.state
+            out = fn(self._rng)
+            after = self._rng.bit_generator.state
+        return out, (before, after)
 
     def undraw(self, token: tuple[Any, Any] | None) -> None:
         """Give back the numbers of ``token`` if nothing was drawn since (the op that

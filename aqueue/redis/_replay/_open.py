@@ -12,17 +12,18 @@ same ones.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import aqueue
 from aqueue._queues._spec import ElementSpec
 from aqueue._replay._checks import TableSettings, table_settings
-from aqueue._replay._limiter import limiter_config, limiter_from_config
+from aqueue._replay._limiter import RateLimiter, limiter_config, limiter_from_config
 from aqueue._replay._selectors import (
     Fifo,
     Lifo,
     MaxHeap,
+    MinHeap,
     Prioritized,
     Selector,
     selector_config,
@@ -30,7 +31,8 @@ from aqueue._replay._selectors import (
 )
 
 from .._core._handle import key_prefix
-from .._core._shared import open_shared
+from .._core._shards import check_stored, choose_tags, shards_arg, split
+from .._core._shared import compare_stored, open_stored, text
 from .._core._spec import make_spec, name_arg
 from .._core._transport import Call, Op
 from ._handle import TABLES, TableHandle
@@ -41,6 +43,8 @@ __all__ = [
     "delete_table",
     "derived",
     "open_table",
+    "shard_limiter",
+    "unshardable",
     "stored_fields",
     "stored_selection",
 ]
@@ -65,14 +69,17 @@ def _kind(selector: Selector) -> str:
     return type(selector).__name__.lower()
 
 
-def _stored(settings: TableSettings) -> dict[str, str]:
-    """The settings as the server stores them (compared on reopen), in JSON, in the
-    order ``rt_open`` takes them."""
+def _stored(settings: TableSettings, k: int = 1, s: int = 0, tags: str = "") -> dict[str, str]:
+    """The settings of shard ``s`` of ``k`` as the server stores them (compared on
+    reopen), in JSON, in the order ``rt_open`` takes them: its part of ``max_size``,
+    the shard count and ``tags`` (the root's: the JSON list of the shards' tags)."""
     return {
         "kind": "table",
-        "max_size": str(settings.max_size),
+        "max_size": str(split(settings.max_size, k)[s]),
         **stored_fields(settings.spec, settings.shapes),
         **stored_selection(settings),
+        "shards": str(k),
+        "tags": tags,
     }
 
 
@@ -97,14 +104,31 @@ def stored_selection(settings: TableSettings) -> dict[str, str]:
     }
 
 
-def derived(settings: TableSettings) -> list[str]:
-    """What the Lua functions read: the limiter's numbers, the selectors' kinds and
-    exponents, the tree fanout, and which ordered sets to keep."""
-    lim = settings.rate_limiter
+def shard_limiter(limiter: RateLimiter, k: int, s: int) -> RateLimiter:
+    """Shard ``s`` of ``k``'s rate limiter: ``samples_per_insert`` as given,
+    ``min_size_to_sample`` split among the shards, ``min_diff`` and ``max_diff``
+    divided by ``k`` (the shards' numbers sum to the table's). A part of 0 is stored as
+    0 (a shard draws only once it holds an item anyway); this object, which checks a
+    call's counts, says 1 there (RateLimiter's least)."""
+    if k == 1:
+        return limiter
+    return RateLimiter(
+        limiter.samples_per_insert,
+        max(1, split(limiter.min_size_to_sample, k)[s]),
+        limiter.min_diff / k,
+        limiter.max_diff / k,
+    )
+
+
+def derived(settings: TableSettings, k: int = 1, shard: int = 0) -> list[str]:
+    """What the Lua functions read: the limiter's numbers (shard ``shard`` of ``k``'s),
+    the selectors' kinds and exponents, the tree fanout, and which ordered sets to
+    keep."""
+    lim = shard_limiter(settings.rate_limiter, k, shard)
     s, r = settings.sampler, settings.remover
     return [
         repr(lim.samples_per_insert),
-        str(lim.min_size_to_sample),
+        str(split(settings.rate_limiter.min_size_to_sample, k)[shard]),  # (0 allowed here)
         repr(lim.min_diff),
         repr(lim.max_diff),
         _kind(s),
@@ -115,6 +139,27 @@ def derived(settings: TableSettings) -> list[str]:
         "1" if isinstance(s, (Fifo, Lifo)) or isinstance(r, (Fifo, Lifo)) else "0",
         "1" if isinstance(s, MaxHeap) or isinstance(r, MaxHeap) else "0",
     ]
+
+
+def unshardable(settings: TableSettings) -> str | None:
+    """Why a table with these settings keeps one shard, or None."""
+    sampler = settings.sampler
+    if isinstance(sampler, (Fifo, Lifo)):
+        return (
+            f"a {type(sampler).__name__} sampler needs one insertion order, and each shard "
+            "keeps its own"
+        )
+    if isinstance(sampler, (MinHeap, MaxHeap)):
+        return (
+            f"a {type(sampler).__name__} sampler needs the one extreme priority of the "
+            "whole table, and each shard knows only its own"
+        )
+    if settings.max_times_sampled:
+        return (
+            "a sharded sample holds its draws until every shard has drawn, while "
+            "max_times_sampled retires an item between two draws of one sample"
+        )
+    return None
 
 
 def open_table(
@@ -131,14 +176,22 @@ def open_table(
     seed: Any,
     wait_timeout: float,
     lease_time: float,
-) -> Op[TableHandle]:
-    """``rt_open``: create the table ``name`` (arguments as ``aqueue.ReplayTable``'s),
-    or check that the one stored has these settings.
+    shards: Any = None,
+    default_shards: int = 1,
+    owner_of: Callable[[int], str] | None = None,
+) -> Op[list[TableHandle]]:
+    """``rt_open``: create the table ``name`` (arguments as ``aqueue.ReplayTable``'s)
+    over ``shards`` shards (None: as stored, or ``default_shards`` for a new table, 1
+    where its settings need one), or check that the one stored has these settings; a
+    handle per shard (``owner_of`` names a slot's primary, where the shards' tags are
+    chosen: ``_core/_shards.py``).
 
     Raises:
-        ElementSpecError: A bad argument (as in process), a dtype AQ1 cannot carry, or a
-            table (or queue) of that name exists with other settings (the message names
-            the first field that differs, the stored and the given value).
+        ElementSpecError: A bad argument (as in process), a dtype AQ1 cannot carry, a
+            ``shards`` that is not None or an int in 1..max_size, ``shards > 1`` with
+            settings that need one shard (the message says why), or a table (or queue)
+            of that name exists with other settings (the message names the first
+            field that differs, ``shards`` among them, the stored and the given value).
     """
     name = name_arg(name, "RedisReplayTable", "table name")
     owner = f"RedisReplayTable '{name}'"
@@ -155,13 +208,64 @@ def open_table(
         seed=seed,
     )
     make_spec(owner, dtypes, shapes, names)  # (refuses what AQ1 cannot carry)
-    given = _stored(settings)
-    gen = yield from open_shared(
-        TABLES, name, settings.owner, given, derived(settings), same=_SAME, render=RENDER
+    given = shards_arg(shards, owner, settings.max_size, "max_size")
+    why = unshardable(settings)
+    if given is not None and given > 1 and why is not None:
+        raise aqueue.ElementSpecError(
+            f"{owner}: shards={given} is not possible: {why}; use shards=1, or a Uniform "
+            "or Prioritized sampler without max_times_sampled"
+        )
+    k = given if given is not None else 1 if why else min(default_shards, settings.max_size)
+    tags = choose_tags(name, k, owner_of)
+    gen, stored = yield from open_stored(
+        TABLES, name, _stored(settings, k, 0, json.dumps(tags)), derived(settings, k)
     )
-    return TableHandle(
-        name=name, gen=gen, settings=settings, wait_timeout=wait_timeout, lease_time=lease_time
-    )
+    if stored is not None:
+        tags = _stored_tags(owner, name, stored.get("tags"))
+        check_stored(owner, "table", tags, given)
+        k = len(tags)
+        mine = _stored(settings, k, 0, json.dumps(tags))
+        compare_stored(
+            TABLES, owner, mine, stored, same=_SAME, render=RENDER, skip=("shards", "tags")
+        )
+
+    def handle(gen: str, tag: str | None = None) -> TableHandle:
+        return TableHandle(
+            name=name,
+            gen=gen,
+            settings=settings,
+            wait_timeout=wait_timeout,
+            lease_time=lease_time,
+            tag=tag,
+        )
+
+    handles = [handle(gen)]
+    for s in range(1, k):
+        mine = _stored(settings, k, s, json.dumps({"shard": s, "of": name}))
+        meta = key_prefix(tags[s]) + "meta"
+        gen_s, stored = yield from open_stored(TABLES, name, mine, derived(settings, k, s), meta)
+        if stored is not None:
+            compare_stored(TABLES, owner, mine, stored, same=_SAME, render=RENDER)
+        handles.append(handle(gen_s, tags[s]))
+    return handles
+
+
+def _stored_tags(owner: str, name: str, stored: str | None) -> list[str]:
+    """The shards' tags a table's root stores (a table created before shards existed
+    has one shard).
+
+    Raises:
+        ElementSpecError: ``name`` is a shard of another table.
+    """
+    if stored is None:
+        return [name]
+    value = json.loads(stored)
+    if isinstance(value, dict):
+        raise aqueue.ElementSpecError(
+            f"{owner}: '{name}' holds shard {value.get('shard')} of the replay table "
+            f"{value.get('of')!r}; open that table instead"
+        )
+    return [str(t) for t in value]
 
 
 def delete_table(name: Any) -> Op[bool]:
@@ -171,7 +275,12 @@ def delete_table(name: Any) -> Op[bool]:
         ElementSpecError: ``name`` holds a queue.
     """
     name = name_arg(name, "RedisServer.delete_table", "table name")
-    r = yield Call("rt_drop", key_prefix(name) + "meta", [])
+    meta = key_prefix(name) + "meta"
+    r = yield Call("rt_drop", meta, ["tags"])
+    if isinstance(r, list) and r[1]:  # (the shards first: the root names them)
+        for tag_ in _stored_tags("RedisServer.delete_table", name, text(r[1]))[1:]:
+            yield Call("rt_drop", key_prefix(tag_) + "meta", [])
+    r = yield Call("rt_drop", meta, [])
     if int(r) < 0:
         raise aqueue.ElementSpecError(
             f"RedisServer.delete_table: '{name}' is a queue; use delete_queue"

@@ -51,7 +51,7 @@ from .._core._shared import text, undoing
 from .._core._transport import Call, Op, Wait
 from ._handle import TableHandle
 
-__all__ = ["InsertOp", "SampleOp", "delete", "sample_of", "statistics", "update"]
+__all__ = ["InsertOp", "SampleOp", "delete", "found_of", "sample_of", "statistics", "update"]
 
 
 class InsertOp:
@@ -275,7 +275,8 @@ def sample_of(data: Any, reply: list[Any], n: int) -> ReplaySample[Any]:
     )
 
 
-def _found(h: TableHandle, reply: Any) -> npt.NDArray[np.bool_]:
+def found_of(h: TableHandle, reply: Any) -> npt.NDArray[np.bool_]:
+    """Which keys an ``rt_update`` or ``rt_remove_keys`` reply found."""
     if reply is None:
         raise h.gone()
     found: npt.NDArray[np.bool_] = np.frombuffer(
@@ -289,12 +290,12 @@ def update(
 ) -> Op[npt.NDArray[np.bool_]]:
     """``rt_update``: which keys the table held (their priorities are set)."""
     args = [h.gen, len(keys), *keys.tolist(), *(repr(float(p)) for p in priorities)]
-    return _found(h, (yield Call("rt_update", h.key, args, keep=True)))
+    return found_of(h, (yield Call("rt_update", h.key, args, keep=True)))
 
 
 def delete(h: TableHandle, keys: npt.NDArray[np.int64]) -> Op[npt.NDArray[np.bool_]]:
     """``rt_remove_keys``: which keys the table held (those items are removed)."""
-    return _found(h, (yield Call("rt_remove_keys", h.key, [h.gen, *keys.tolist()], keep=True)))
+    return found_of(h, (yield Call("rt_remove_keys", h.key, [h.gen, *keys.tolist()], keep=True)))
 
 
 def statistics(h: TableHandle, v: list[int]) -> ReplayStatistics:

@@ -37,8 +37,7 @@ from .._core._shared import Producers
 from .._core._transport import AsyncTransport, SyncTransport, run, run_blocking
 from . import _ops as ops
 from ._blocking import BlockingRedisReplayTable
-from ._handle import TableHandle
-from ._ops import InsertOp, SampleOp
+from ._sharded import TableOps
 
 __all__ = ["RedisReplayTable"]
 
@@ -53,12 +52,13 @@ class RedisReplayTable(Generic[T]):
 
     def __init__(
         self,
-        handle: TableHandle,
+        table_ops: TableOps,
         transport: AsyncTransport,
         sync: SyncTransport,
         producers: Producers,
     ) -> None:
-        self._h = handle
+        self._ops = table_ops
+        self._h = table_ops.h
         self._t = transport
         self._sync = sync
         self._producers = producers
@@ -111,6 +111,39 @@ class RedisReplayTable(Generic[T]):
         return self._h.settings.rate_limiter
 
     @property
+    def shards(self) -> int:
+        """How many shards hold the table, each a whole table under a hash tag
+        of its own, so that on a Redis Cluster a table spreads over the primaries.
+        None: as stored when the table exists; for a new one the number of primaries
+        on a cluster (1 on one server, and 1 where the settings need one shard, below).
+        Any ``1 <= shards <= max_size`` works on both; the count is stored, and an
+        explicit other count on reopen is refused. With ``shards > 1``:
+
+        - Uniform and Prioritized sampling stay exact over the whole table: each draw's
+          shard is chosen in proportion to the shards' sizes (priority totals) read in
+          the same round, then the draw is made within it; the probabilities and
+          ``weights()`` are the whole table's. A sample waits while any shard it draws
+          from is held back by its limiter (it never draws elsewhere instead);
+        - keys name their shard (``key % shards``), and ``update_priorities``/``delete``
+          route each key there; keys still increase per shard, not across the table;
+        - an insert goes whole to one shard whose limiter admits it, rotating among
+          them; it waits only while none admits it;
+        - ``max_size`` is split evenly among the shards, and the remover evicts within
+          the shard that is full;
+        - the rate limiter acts per shard (Reverb's rule per server):
+          ``samples_per_insert`` as given, ``min_size_to_sample``,
+          ``min_diff`` and ``max_diff`` divided among the shards (their sum is the
+          table's numbers). With balanced inserts the table behaves as one; with
+          uneven ones the global samples/inserts ratio can drift by up to the sum of
+          the shards' buffers, and a sample that draws from a shard holding fewer
+          items than its part of ``min_size_to_sample`` waits for it to fill;
+        - Fifo, Lifo, MinHeap and MaxHeap samplers and ``max_times_sampled`` need one
+          shard (a global order or extreme, or an item retired between two draws of a
+          sample) and are refused.
+        """
+        return self._ops.k
+
+    @property
     def seed(self) -> int | None:
         """The seed of this client's random numbers (the draws it asks for), or None."""
         return self._h.settings.seed
@@ -119,7 +152,7 @@ class RedisReplayTable(Generic[T]):
         s = self._h.settings
         return (
             f"<RedisReplayTable '{self._h.name}' max_size={s.max_size} sampler={s.sampler!r} "
-            f"remover={s.remover!r} (Redis)>"
+            f"remover={s.remover!r}{f' shards={self._ops.k}' if self._ops.k > 1 else ''} (Redis)>"
         )
 
     # -- operations ---------------------------------------------------------------------
@@ -136,19 +169,20 @@ class RedisReplayTable(Generic[T]):
         If cancelled, nothing was inserted, evicted or counted (see the module docstring).
         """
         comps, prio = self._h.args.element(element, priority)
-        op = InsertOp(self._h, comps, 1, prio)
+        op = self._ops.insert(comps, 1, prio)
         await anyio.lowlevel.checkpoint()
-        keys = await run(op.run(), self._t)
+        keys = await run(op, self._t)
         return int(keys[0])
 
     async def insert_many(self, batch: Any, priorities: Any = None) -> Keys:
         """Insert a batch of items, all or nothing: their keys (see
         ``aqueue.ReplayTable.insert_many``). The batch goes in one server call."""
         comps, k, prios = self._h.args.batch(batch, priorities)
+        self._ops.batch_count(k)
         await anyio.lowlevel.checkpoint()
         if k == 0:
             return np.empty(0, dtype=np.int64)
-        return await run(InsertOp(self._h, comps, k, prios).run(), self._t)
+        return await run(self._ops.insert(comps, k, prios), self._t)
 
     async def sample(self, n: int) -> ReplaySample[T]:
         """Draw ``n`` items (see ``aqueue.ReplayTable.sample``): waits until the limiter
@@ -162,9 +196,9 @@ class RedisReplayTable(Generic[T]):
 
         If cancelled, nothing was sampled: no counter, no ``times_sampled`` changed.
         """
-        n = self._h.args.sample_count(n)
+        n = self._ops.sample_count(n)
         await anyio.lowlevel.checkpoint()
-        sample: ReplaySample[T] = await run(SampleOp(self._h, n).run(), self._t)
+        sample: ReplaySample[T] = await run(self._ops.sample(n), self._t)
         return sample
 
     async def update_priorities(self, keys: Any, priorities: Any) -> Found:
@@ -172,19 +206,19 @@ class RedisReplayTable(Generic[T]):
         held it (False for keys no longer held: never silently ignored)."""
         k, p = self._h.args.keys_and_priorities(keys, priorities)
         await anyio.lowlevel.checkpoint()
-        return await run(ops.update(self._h, k, p), self._t)
+        return await run(self._ops.update(k, p), self._t)
 
     async def delete(self, keys: Any) -> Found:
         """Remove the items of ``keys``: for each key, whether the table held it. Each
         removal counts as a delete for the rate limiter."""
         k = self._h.args.keys(keys)
         await anyio.lowlevel.checkpoint()
-        return await run(ops.delete(self._h, k), self._t)
+        return await run(self._ops.delete(k), self._t)
 
     def samples(self, n: int) -> SampleIterator[T]:
         """An async iterator of ``sample(n)`` results; it ends when the table is closed
         and cannot serve another."""
-        return SampleIterator(self, self._h.args.sample_count(n))
+        return SampleIterator(self, self._ops.sample_count(n))
 
     # -- state --------------------------------------------------------------------------
 
@@ -200,7 +234,7 @@ class RedisReplayTable(Generic[T]):
         """The table's counters now, read in one server call: counts of every process
         since the table was created; the wait times are the seconds during which at
         least one insert (sample) of any process was registered as waiting."""
-        return ops.statistics(self._h, await run(_shared.stats(self._h), self._t))
+        return ops.statistics(self._h, await run(self._ops.stats(), self._t))
 
     # -- as a sink: what runners and pipelines fill --------------------------------------
 
@@ -214,9 +248,9 @@ class RedisReplayTable(Generic[T]):
                 this object's producers were released (``release_producers``).
         """
         comps, prio = self._h.args.element(element, None)
-        op = InsertOp(self._h, comps, 1, prio, sink=True)
+        op = self._ops.insert(comps, 1, prio, sink=True)
         await anyio.lowlevel.checkpoint()
-        await run(op.run(), self._t)
+        await run(op, self._t)
 
     async def enqueue_many(self, batch: Any) -> None:
         """Insert the items of ``batch`` in order with the default priority,
@@ -232,8 +266,7 @@ class RedisReplayTable(Generic[T]):
         comps, k = self._h.spec.batch(batch)
         await anyio.lowlevel.checkpoint()
         if k:
-            op = InsertOp(self._h, comps, k, None, progressive=True, sink=True)
-            await run(op.run(), self._t)
+            await run(self._ops.insert(comps, k, None, progressive=True, sink=True), self._t)
 
     async def register_producer(self) -> str:
         """Register one producer of this table (counted on the server, with every
@@ -267,7 +300,7 @@ class RedisReplayTable(Generic[T]):
             )
         h.producers.discard(producer_id)
         self._producers.remove_producer(h, producer_id)
-        await run(_shared.producer_done(h, producer_id, clean), self._t)
+        await run(self._ops.producer_done(producer_id, clean), self._t)
 
     def release_producers(self) -> None:
         """A coordinator's stop: this object's sink inserts (``enqueue``,
@@ -284,13 +317,13 @@ class RedisReplayTable(Generic[T]):
         prefer ``await table.aclose()``). Later and waiting inserts raise
         QueueClosedError; a sample that can be served still is, one that would wait
         raises OutOfRangeError. ``update_priorities`` and ``delete`` still work."""
-        run_blocking(_shared.close(self._h), self._sync)
+        run_blocking(self._ops.close(), self._sync)
 
     async def aclose(self) -> None:
         """Close the table for every process (as ``close()``), awaited."""
-        await run(_shared.close(self._h), self._t)
+        await run(self._ops.close(), self._t)
 
     def blocking(self) -> BlockingRedisReplayTable[T]:
         """A view whose blocking methods threads may call (they use the synchronous
         client), each with ``timeout=``."""
-        return BlockingRedisReplayTable(self._h, self._sync, self)
+        return BlockingRedisReplayTable(self._ops, self._sync, self)

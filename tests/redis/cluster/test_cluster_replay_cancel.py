@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from redis_cluster_util import AllNodes, ClusterProc, cluster_server
+from redis_cluster_util import AllNodes, ClusterProc, OneShard, cluster_server
 from test_redis_replay_cancel import (
     test_cancelled_or_timed_out_while_waiting_changes_nothing,
     test_native_asyncio_cancellation_changes_nothing,
@@ -27,7 +27,7 @@ __all__ = [
 @pytest.fixture
 async def srv(redis_cluster: ClusterProc) -> AsyncIterator[Any]:
     async with cluster_server(redis_cluster.url, lease_time=2.0, wait_timeout=0.1) as server:
-        yield server
+        yield OneShard(server)
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from aqueue._replay._trajectory._results import TrajectoryStatistics
 
 from ..._core._connection import Connection
 from ..._core._transport import AsyncTransport, Op, SyncTransport, run, run_blocking
+from .._sharded import TableOps
 from .._table import RedisReplayTable
 from ._blocking import BlockingRedisTrajectoryTable, BlockingRedisTrajectoryWriter
 from ._open import TrajHandle, open_trajectory
@@ -145,7 +146,7 @@ class RedisTrajectoryTable(RedisReplayTable[T]):
         client): ``sample``, ``samples``, ``update_priorities``, ``delete``,
         ``statistics``, ``size`` and ``close``, the waiting ones with ``timeout=``.
         Writers have their own (``writer.blocking()``)."""
-        return BlockingRedisTrajectoryTable(self._h, self._sync, self)
+        return BlockingRedisTrajectoryTable(self._ops, self._sync, self)
 
 
 class RedisTrajectoryWriter:
@@ -327,4 +328,4 @@ class TrajectoryTables:
         op = open_trajectory(
             name, *args, wait_timeout=c.wait_timeout, lease_time=c.lease_time, **kw
         )
-        return RedisTrajectoryTable(await run(op, c.live()), c.live(), c.sync, c)
+        return RedisTrajectoryTable(TableOps([await run(op, c.live())]), c.live(), c.sync, c)
