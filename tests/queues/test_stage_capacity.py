@@ -184,7 +184,7 @@ async def test_native_cancellation_of_a_waiting_enqueue_during_a_shrink(how: str
             await task
     else:
         shrink = asyncio.get_running_loop().call_later(0.005, q.set_capacity, 1)
-        with pytest.raises(TimeoutError):
+        with pytest.raises(asyncio.TimeoutError):  # (the built-in TimeoutError from 3.11 on)
             await asyncio.wait_for(q.enqueue_many(["v1", "v2"]), 0.05)
         shrink.cancel()
         q.dequeue_nowait()
