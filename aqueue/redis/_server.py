@@ -2,6 +2,7 @@
 connection block (``_core/_connection.py``) and the products opened over it (each
 product's ``_open.py`` checks, stores or compares, and returns the handle its object
 uses). A new product adds its opener here (or as a base class), typed by overloads.
+One concept, the public openers: its length past 450 lines is their typed overloads.
 
 Invariants:
 - a queue or table is identified by its name alone; its settings are stored in
@@ -176,21 +177,34 @@ class RedisServer(ReplayTables, TrajectoryTables):
         dtypes: Any,
         shapes: Any = ...,
         names: Any = ...,
-    ) -> RedisFIFOQueue[Any]: ...
+        *, shards: int | None = ...,
+    ) -> RedisFIFOQueue[Any]: ...  # fmt: skip
     async def fifo_queue(
-        self, name: str, capacity: int, dtypes: Any, shapes: Any = None, names: Any = None
+        self,
+        name: str,
+        capacity: int,
+        dtypes: Any,
+        shapes: Any = None,
+        names: Any = None,
+        *,
+        shards: int | None = None,
     ) -> RedisFIFOQueue[Any]:
         """Open (creating if needed) the FIFO queue ``name``; arguments as ``FIFOQueue``
         (its element type is inferred as theirs: one array, a tuple, or a dict with
         ``names``).
 
+        ``shards``: None (as stored, else 1) or a count (see ``aqueue.redis``).
         Raises:
-            ElementSpecError: A bad argument (as in process), a dtype AQ1 cannot carry,
-                or a queue (or table) of that name exists with other settings.
+            ElementSpecError: A bad argument (as in process, or ``shards``), a dtype AQ1
+                cannot carry, or a queue of that name exists with other settings.
         """
         c = self._conn
-        op = open_queue("fifo", name, capacity, 0, dtypes, shapes, names, None, **self._timings())
-        return RedisFIFOQueue(await run(op, c.live()), c.live(), c.sync, c)
+        default, owner_of = c.shard_layout()
+        kw = {**self._timings(), "shards": shards, "default_shards": default, "owner_of": owner_of}
+        hs = await run(
+            open_queue("fifo", name, capacity, 0, dtypes, shapes, names, None, **kw), c.live()
+        )
+        return RedisFIFOQueue(hs[0], c.live(), c.sync, c, hs)
 
     @overload
     async def random_shuffle_queue(
@@ -286,7 +300,8 @@ class RedisServer(ReplayTables, TrajectoryTables):
             "shuffle", name, capacity, min_after_dequeue, dtypes, shapes, names, seed,
             **self._timings(),
         )  # fmt: skip
-        return RedisRandomShuffleQueue(await run(op, c.live()), c.live(), c.sync, c)
+        hs = await run(op, c.live())
+        return RedisRandomShuffleQueue(hs[0], c.live(), c.sync, c, hs)
 
     async def delete_queue(self, name: str) -> bool:
         """Delete queue ``name`` and all its keys; True if it existed. Its waiters wake

@@ -155,17 +155,22 @@ def open_shared(
     *,
     same: str,
     render: Mapping[str, Callable[[Any], str]] | None = None,
+    tail: list[str | None] | None = None,
 ) -> Op[str]:
     """``<prefix>open``: create ``name`` with the settings ``given`` (field -> stored
     text, in the order the function takes them, ``derived`` after them: what the Lua
     reads), or check that the stored ones are the same; the object's generation.
+
+    When the object exists and ``tail`` is a list, the stored values the function
+    returns after the compared settings (a product's own, e.g. a queue's layout) are
+    appended to it.
 
     Raises:
         ElementSpecError: A stored setting differs from the given one (the message
             names the field, both values as users write them, and ``same``: which
             settings processes sharing it must agree on).
     """
-    gen, stored = yield from open_stored(product, name, given, derived)
+    gen, stored = yield from open_stored(product, name, given, derived, tail=tail)
     if stored is not None:
         compare_stored(product, owner, given, stored, same=same, render=render)
     return gen
@@ -177,11 +182,12 @@ def open_stored(
     given: Mapping[str, str],
     derived: Sequence[str] = (),
     meta: str | None = None,
+    tail: list[str | None] | None = None,
 ) -> Op[tuple[str, dict[str, str | None] | None]]:
     """``<prefix>open`` of ``name`` (at ``meta``, its tag's meta key by default) with
     ``given`` and ``derived`` as ``open_shared`` sends them: its generation, and None
     if this call created it, else the stored settings (field -> text, None where a
-    field is not stored)."""
+    field is not stored); ``tail`` as ``open_shared``'s."""
     order = list(given)
     args = [uuid.uuid4().hex, *(given[f] for f in order), *derived]
     key = meta if meta is not None else key_prefix(name) + "meta"
@@ -191,6 +197,8 @@ def open_stored(
     assert gen is not None
     if texts[0] != "exists":
         return gen, None
+    if tail is not None:
+        tail.extend(texts[2 + len(order) :])
     return gen, dict(zip(order, texts[2:]))
 
 

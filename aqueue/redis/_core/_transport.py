@@ -26,6 +26,12 @@ and returns its result (``Op[T]``). It does no I/O of its own. Three requests:
   op at that yield (so it undoes), except a native asyncio cancellation of a round of
   ``keep`` calls that all succeeded: the round returns its replies and the
   cancellation comes at the caller's next await, as for one ``keep`` call.
+- ``WaitAny``: ``Wait`` on several keys at once (the shards of a sharded queue, whose
+  keys may live on different nodes), one ``BLPOP`` each; the reply is ``(index,
+  token)`` of the first that pops, or None on timeout. The other waits are cancelled:
+  a token they popped meanwhile is lost, which costs its waiter at most one
+  ``seconds`` (as an abandoned wait does). The thread driver refuses it (the thread
+  views of sharded queues are refused before they get here).
 
 A transport performs them: ``AsyncTransport`` for the event loop (``RedisAsyncio`` on
 asyncio, ``RedisThreads`` elsewhere), ``SyncTransport`` for threads (``RedisSync``).
@@ -70,6 +76,7 @@ __all__ = [
     "Steps",
     "SyncTransport",
     "Wait",
+    "WaitAny",
     "WaitClock",
     "Waits",
     "redeliver",
@@ -118,7 +125,15 @@ class Parallel:
     calls: Sequence[Call]
 
 
-Request: TypeAlias = Call | Read | Wait | Parallel
+@dataclass(frozen=True)
+class WaitAny:
+    """``BLPOP`` on each of ``keys`` (see the module docstring)."""
+
+    keys: Sequence[str]
+    seconds: float
+
+
+Request: TypeAlias = Call | Read | Wait | Parallel | WaitAny
 Op: TypeAlias = Generator[Request, Any, T]
 """An operation: yields requests, receives their replies, returns its result."""
 
@@ -253,12 +268,13 @@ class Steps(Generic[T]):
             self.result = stop.value
             return None
         self.reply = self.error = None
-        if isinstance(request, Wait) and not self._waiting and self._waits is not None:
+        waits = isinstance(request, (Wait, WaitAny))
+        if waits and not self._waiting and self._waits is not None:
             self._waiting = True
             self._waits.enter()
         return request
 
-    def seconds(self, wait: Wait) -> float:
+    def seconds(self, wait: Wait | WaitAny) -> float:
         """How long ``wait`` may block: shortened to the deadline (TimeoutError past it)."""
         return wait.seconds if self._deadline is None else self._deadline.clip(wait.seconds)
 
@@ -320,6 +336,8 @@ async def run(op: Op[T], transport: AsyncTransport, waits: Waits | None = None) 
                     steps.reply = await _parallel(transport, request.calls)
                 elif isinstance(request, Wait):
                     steps.reply = await transport.wait(request.key, steps.seconds(request))
+                elif isinstance(request, WaitAny):
+                    steps.reply = await _wait_any(transport, request.keys, request.seconds)
                 else:
                     steps.reply = await transport.read(request.keys)
             except BaseException as exc:  # thrown into the op at its yield
@@ -346,6 +364,8 @@ def run_blocking(
                     steps.reply = [_sync_call(transport, c) for c in request.calls]
                 elif isinstance(request, Wait):
                     steps.reply = transport.wait(request.key, steps.seconds(request))
+                elif isinstance(request, WaitAny):
+                    raise RuntimeError("a thread cannot wait on several keys at once")
                 else:
                     steps.reply = transport.read(request.keys)
             except BaseException as exc:  # thrown into the op at its yield
@@ -361,3 +381,24 @@ def _sync_call(transport: SyncTransport, call: Call) -> Any:
         return transport.call(call)
     except Exception as exc:  # (reported in its place: the op decides)
         return exc
+
+
+async def _wait_any(
+    transport: AsyncTransport, keys: Sequence[str], seconds: float
+) -> tuple[int, bytes] | None:
+    """``WaitAny``: one wait per key, concurrently; the first token (see above)."""
+    if len(keys) == 1:
+        token = await transport.wait(keys[0], seconds)
+        return None if token is None else (0, token)
+    first: list[tuple[int, bytes]] = []
+
+    async def one(index: int, key: str, scope: anyio.CancelScope) -> None:
+        token = await transport.wait(key, seconds)
+        if token is not None and not first:
+            first.append((index, token))
+            scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        for i, key in enumerate(keys):
+            tg.start_soon(one, i, key, tg.cancel_scope)
+    return first[0] if first else None

@@ -30,6 +30,9 @@
 --   pending     zset wid -> deadline: enqueues in progress (they may finish after a
 --               plain close; the queue is final once closed and this is empty)
 --   producers   zset producer id -> deadline (heartbeat)
+--   layout      a sharded queue's shards (JSON; see _queues/_shards.py): on its first
+--               shard the shard count and every shard's name, on the others the
+--               first shard's name; absent on a queue of one shard
 -- Why payloads stay out of Lua: every Lua string is interned, and the Lua of the
 -- server measured (Debian's Redis 7.0.15) hashes every byte of it, so a 28 KB payload
 -- passed in ARGV or read with redis.call cost more server CPU than all the rest of
@@ -447,20 +450,26 @@ local function aq_producer(keys, args)
   return {'ok', removed}
 end
 
--- aq_open: ARGV gen kind capacity mad dtypes shapes names format
--- -> {'created', gen} | {'exists', gen, kind, capacity, mad, dtypes, shapes, names, format}
+-- aq_open: ARGV gen kind capacity mad dtypes shapes names format [layout]
+-- (layout: the JSON of a sharded queue's shards, stored in P..'layout' where MGET
+-- reads it; none for a queue of one shard, whose keys stay exactly those above)
+-- -> {'created', gen} | {'exists', gen, kind, capacity, mad, dtypes, shapes, names,
+-- format, layout}
 local function aq_open(keys, args)
   local meta = keys[1]
+  local layout = prefix(meta) .. 'layout'
   if redis.call('EXISTS', meta) == 1 then
     local m = redis.call('HMGET', meta, 'gen', 'kind', 'capacity', 'mad', 'dtypes',
                          'shapes', 'names', 'format')
     table.insert(m, 1, 'exists')
+    m[#m + 1] = redis.call('GET', layout)
     return m
   end
   redis.call('HSET', meta, 'gen', args[1], 'kind', args[2], 'capacity', args[3],
              'mad', args[4], 'dtypes', args[5], 'shapes', args[6], 'names', args[7],
              'format', args[8], 'closed', '0', 'cancel', '0', 'enq', 0, 'deq', 0,
              'peak', 0)
+  if args[9] and args[9] ~= '' then redis.call('SET', layout, args[9]) end
   return {'created', args[1]}
 end
 
@@ -512,7 +521,7 @@ local function aq_delete(keys, args)
   for _, L in ipairs(redis.call('ZRANGE', P .. 'voids', 0, -1)) do ks[#ks + 1] = P .. 'void:' .. L end
   del_all(ks)
   redis.call('DEL', meta, P .. 'items', P .. 'slots', P .. 'leases', P .. 'ev:data',
-             P .. 'ev:space', P .. 'pending', P .. 'producers', P .. 'voids')
+             P .. 'ev:space', P .. 'pending', P .. 'producers', P .. 'voids', P .. 'layout')
   return 1
 end
 

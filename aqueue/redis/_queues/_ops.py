@@ -94,11 +94,13 @@ class TakeOp:
         "stage",
     )
 
-    def __init__(self, h: QueueHandle, mode: str, n: int) -> None:
+    def __init__(self, h: QueueHandle, mode: str, n: int, progressive: bool | None = None) -> None:
         self.h = h
         self.mode = mode
         self.n = n
-        self.progressive = mode in ("many", "upto") and n > h.capacity - h.min_after_dequeue
+        if progressive is None:  # (a sharded take may register for more than fits)
+            progressive = mode in ("many", "upto") and n > h.capacity - h.min_after_dequeue
+        self.progressive = progressive
         self.rands = h.rands(n)
         self.payloads: list[bytes] = []
         self.stage = "take"

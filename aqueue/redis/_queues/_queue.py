@@ -20,6 +20,9 @@ Invariants (besides those of ``_ops``):
 
 from __future__ import annotations
 
+import itertools
+import random
+from collections.abc import Sequence
 from typing import Any, Generic
 
 import anyio.lowlevel
@@ -34,6 +37,8 @@ from .._core._transport import AsyncTransport, Op, SyncTransport, WaitClock, run
 from ._blocking import BlockingRedisQueue
 from ._handle import QueueHandle
 from ._ops import PutOp, TakeOp
+from ._sharded_ops import ShardedPutOp, ShardedTakeOp
+from ._shards import close_all, total_stats
 
 __all__ = ["RedisFIFOQueue", "RedisQueue", "RedisRandomShuffleQueue"]
 
@@ -49,8 +54,14 @@ class RedisQueue(Generic[T]):
         transport: AsyncTransport,
         sync: SyncTransport,
         producers: Producers,
+        shards: Sequence[QueueHandle] = (),
     ) -> None:
         self._h = handle
+        # Over several shards (``_shards``): every shard's handle, shard 0 (``handle``)
+        # first, and where this object's next call starts (its home shard rotates).
+        self._hs = list(shards) if len(shards) > 1 else []
+        self._turn = itertools.count(random.randrange(max(1, len(self._hs))))
+        self._capacity = sum(h.capacity for h in self._hs) if self._hs else handle.capacity
         self._t = transport
         self._sync = sync
         self._producers = producers
@@ -66,8 +77,14 @@ class RedisQueue(Generic[T]):
 
     @property
     def capacity(self) -> int:
-        """Maximum number of elements the queue holds (enqueuers wait beyond it)."""
-        return self._h.capacity
+        """Maximum number of elements the queue holds (enqueuers wait beyond it); over
+        several shards, the total."""
+        return self._capacity
+
+    @property
+    def shards(self) -> int:
+        """How many shards the queue spreads over (1: a queue without shards)."""
+        return len(self._hs) or 1
 
     @property
     def dtypes(self) -> tuple[np.dtype[Any], ...]:
@@ -91,7 +108,8 @@ class RedisQueue(Generic[T]):
         return self._h.spec.names
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} '{self._h.name}' capacity={self._h.capacity} (Redis)>"
+        shards = f" shards={len(self._hs)}" if self._hs else ""
+        return f"<{type(self).__name__} '{self._h.name}' capacity={self._capacity}{shards} (Redis)>"
 
     # -- enqueue -------------------------------------------------------------------------
 
@@ -106,7 +124,7 @@ class RedisQueue(Generic[T]):
         """
         payload = self._h.codec.encode_one(self._h.spec.element(element))
         await anyio.lowlevel.checkpoint()
-        await run(PutOp(self._h, [payload], atomic=False).run(), self._t, self.full_clock)
+        await run(self._put([payload]), self._t, self.full_clock)
 
     async def enqueue_many(self, batch: Any) -> None:
         """Add the elements of ``batch`` (sliced along axis 0), in order.
@@ -119,7 +137,12 @@ class RedisQueue(Generic[T]):
         payloads = self._h.codec.encode_batch(comps, count)
         await anyio.lowlevel.checkpoint()
         if count:
-            await run(PutOp(self._h, payloads, atomic=False).run(), self._t, self.full_clock)
+            await run(self._put(payloads), self._t, self.full_clock)
+
+    def _put(self, payloads: list[bytes]) -> Op[None]:
+        if self._hs:
+            return ShardedPutOp(self._hs, payloads, next(self._turn)).run()
+        return PutOp(self._h, payloads, atomic=False).run()
 
     # -- dequeue -------------------------------------------------------------------------
 
@@ -131,7 +154,7 @@ class RedisQueue(Generic[T]):
             PayloadError: the element is not valid AQ1 for this queue (it is put back).
         """
         await anyio.lowlevel.checkpoint()
-        element: T = await run(TakeOp(self._h, "one", 1).run(), self._t, self.empty_clock)
+        element: T = await run(self._take("one", 1), self._t, self.empty_clock)
         return element
 
     async def dequeue_many(self, n: int) -> T:
@@ -169,8 +192,13 @@ class RedisQueue(Generic[T]):
         if n == 0:
             empty: T = self._h.spec.empty_batch()
             return empty
-        batch: T = await run(TakeOp(self._h, mode, n).run(), self._t, self.empty_clock)
+        batch: T = await run(self._take(mode, n), self._t, self.empty_clock)
         return batch
+
+    def _take(self, mode: str, n: int) -> Op[Any]:
+        if self._hs:
+            return ShardedTakeOp(self._hs, mode, n, next(self._turn)).run()
+        return TakeOp(self._h, mode, n).run()
 
     # -- state ---------------------------------------------------------------------------
 
@@ -193,10 +221,10 @@ class RedisQueue(Generic[T]):
         ``time_empty_s`` are measured by this process only, for its own waiters.
         """
         h = self._h
-        v = await run(_shared.stats(h), self._t)
+        v = await run(total_stats(self._hs) if self._hs else _shared.stats(h), self._t)
         return aqueue.QueueStatistics(
             size=v[0],
-            capacity=h.capacity,
+            capacity=self._capacity,
             closed=bool(v[1]),
             enqueued_total=v[3],
             dequeued_total=v[4],
@@ -216,11 +244,17 @@ class RedisQueue(Generic[T]):
         had admitted stay). Every waiting dequeue, in every process, is woken and gets
         data or OutOfRangeError.
         """
-        run_blocking(_close(self._h, cancel_pending_enqueues), self._sync)
+        if self._hs:
+            run_blocking(close_all(self._hs, "1" if cancel_pending_enqueues else "0"), self._sync)
+        else:
+            run_blocking(_close(self._h, cancel_pending_enqueues), self._sync)
 
     async def aclose(self, cancel_pending_enqueues: bool = False) -> None:
         """Close the queue for every process (as ``close()``), awaited."""
-        await run(_close(self._h, cancel_pending_enqueues), self._t)
+        if self._hs:
+            await run(close_all(self._hs, "1" if cancel_pending_enqueues else "0"), self._t)
+        else:
+            await run(_close(self._h, cancel_pending_enqueues), self._t)
 
     # -- producers (for the QueueRunner) -------------------------------------------------
 
@@ -241,6 +275,8 @@ class RedisQueue(Generic[T]):
         closes it at once with ``cancel_pending_enqueues=True``."""
         self._producers.remove_producer(self._h, producer_id)
         await run(_shared.producer_done(self._h, producer_id, clean), self._t)
+        if self._hs:  # shard 0 holds the producers: if that closed it, close the rest
+            await run(total_stats(self._hs, end=True), self._t)
 
     def release_producers(self) -> None:
         """A coordinator's stop: this process's enqueues on this queue object fail with
@@ -269,7 +305,17 @@ class RedisQueue(Generic[T]):
 
     def blocking(self) -> BlockingRedisQueue[T]:
         """A view whose blocking methods threads may call; it uses the synchronous
-        client, so threads never need the event loop."""
+        client, so threads never need the event loop.
+
+        Raises:
+            RuntimeError: the queue has several shards (its thread view is not
+                available yet: use the async methods).
+        """
+        if self._hs:
+            raise RuntimeError(
+                f"queue '{self._h.name}' has {len(self._hs)} shards: its thread view "
+                "(blocking()) needs a queue of one shard; use the async methods"
+            )
         return BlockingRedisQueue(self._h, self._sync, self)
 
 

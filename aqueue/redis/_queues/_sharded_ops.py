@@ -1,0 +1,338 @@
+"""The operations of a queue over shards (``_shards``), sans I/O, composed of the
+one-shard steps of ``_ops`` (each shard is a queue of today's engine):
+
+``ShardedPutOp`` (enqueue, enqueue_many): a call's elements go to *one* shard, whole
+and in order. Round 1 offers the whole batch to the shards one by one (all or
+nothing), this call's home shard first (it rotates per call) when its room hint fits,
+then by room hint; a shard whose hint is smaller gets a probe without payloads, which
+reports its room. When none took it whole, round 2 sends it to the shard with the most
+room, which admits what fits, and the rest follows there as on one server (progressive
+admission, waiting for room in that shard). Only when no shard has any room does the op
+wait, registered on every shard at once (``WaitAny``), then deregisters everywhere and
+looks again. So an enqueue waits only when no shard had room when it looked. (While
+it waits for a shard to have room for the whole batch, a shard that frees less than
+that is seen within ``wait_timeout``.)
+
+``ShardedTakeOp`` (dequeue, dequeue_many, dequeue_up_to, dequeue_burst): each round
+reads every shard's size (``aq_stats``), allocates what it takes to the shards with
+data, largest first, and takes exactly that many from each (``aq_take`` "many", one
+lease per shard). When a take comes back short (another consumer was faster), what
+the round took goes back (``aq_leave``) and the round starts over. When the shards hold
+too few, the op registers on every shard for one element more than it saw there, waits
+on all (``WaitAny``), deregisters and starts over; a shard that answers "final" (closed
+and drained of pending enqueues) is counted, and once every shard is final the mode's
+end rule applies (OutOfRange, or what is left for ``dequeue_up_to``). A take larger
+than the whole capacity keeps its leases between rounds (as a progressive take does on
+one server). Once the op holds all it needs it acknowledges shard by shard.
+
+Cancellation-safety: every sub-step that may hold something (a lease, a registration,
+acknowledged payloads) is in ``live`` until it is resolved. When the op leaves early
+(cancellation of either kind, an error) it yields the ``aq_leave`` of each, in turn,
+shielded as every call is: leases go back (at the head of their shard, in order),
+registrations go, and payloads whose ack already ran go back from the op's own copy,
+so nothing is lost or duplicated. One shard's ack and another's undo never race: the
+op yields one request at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import aqueue
+
+from .._core._handle import gone_text
+from .._core._shared import stats, text
+from .._core._transport import Call, Op, Read, WaitAny
+from ._handle import QueueHandle
+from ._ops import DONE, WAIT, PutOp, TakeOp
+from ._shards import ends_all
+
+__all__ = ["ShardedPutOp", "ShardedTakeOp"]
+
+
+def release(live: list[Any]) -> Op[None]:
+    """The ``aq_leave`` of every sub-step in ``live`` (emptied first), the last taken
+    first (each lease goes back to the head of its shard, so a shard's elements keep
+    their order), each run even when an earlier one's wait for its reply was cancelled
+    (the call itself ran)."""
+    todo = list(live)
+    live.clear()
+    error: BaseException | None = None
+    for sub in reversed(todo):
+        call: Call | None = sub.leave_call()
+        if call is None:
+            continue
+        try:
+            yield call
+        except aqueue.QueueError:
+            pass  # unreachable or gone: the server's expiries undo it
+        except BaseException as exc:  # a cancellation: the call ran; undo the rest too
+            error = exc
+    if error is not None:
+        raise error
+
+
+def guarded(steps: Op[Any], live: list[Any]) -> Op[Any]:
+    """``steps``; when it ends with an exception, ``release(live)`` first."""
+    try:
+        return (yield from steps)
+    except GeneratorExit:
+        raise
+    except BaseException:
+        yield from release(live)
+        raise
+
+
+class ShardedTakeOp:
+    """One dequeue of any mode over the shards ``hs`` (see the module docstring)."""
+
+    def __init__(self, hs: Sequence[QueueHandle], mode: str, n: int, start: int) -> None:
+        self.hs = hs
+        self.mode = mode
+        self.n = n
+        self.start = start % len(hs)
+        self.progressive = n > sum(h.capacity for h in hs)
+        self.live: list[Any] = []
+        self.held: list[tuple[TakeOp, list[bytes]]] = []
+
+    def run(self) -> Op[Any]:
+        """The operation: its result is the element or the batch, in user form."""
+        return guarded(self._steps(), self.live)
+
+    def _steps(self) -> Op[Any]:
+        hs, n = self.hs, self.n
+        final = False  # every shard answered "final" in the last registration round
+        while True:
+            sizes = yield from self._probe()
+            total = sum(sizes)
+            have = sum(len(p) for _, p in self.held)
+            need = n - have
+            if self.mode == "some" or (final and self.mode == "upto") or self.progressive:
+                want = min(need, total)
+            else:
+                want = need if total >= need else 0
+            if final and (have + want == 0 or (self.mode in ("one", "many") and want < need)):
+                raise aqueue.OutOfRangeError(  # (the leases held go back on the way out)
+                    queue_name=hs[0].name, requested=n, size=total + have
+                )
+            if want == 0:
+                full = [min(size, need) if size >= h.capacity else 0 for h, size in zip(hs, sizes)]
+                if not final and any(full):
+                    # Full shards hold elements their producers wait to follow (a
+                    # batch continues in its shard): hold these, so the rest comes.
+                    yield from self._take(full)
+                    continue
+                final = yield from self._wait(sizes)
+                continue
+            final = False
+            if (yield from self._take(self._allocate(sizes, want))):
+                done = have + want == n or self.mode == "some" or self.mode == "upto"
+                if done and (yield from self._ack()):
+                    return self._result()
+
+    def _probe(self) -> Op[list[int]]:
+        """Every shard's size; a shard still open once shard 0 closed is closed."""
+        rows = []
+        for h in self.hs:
+            try:
+                rows.append((yield from stats(h)))
+            except aqueue.QueueClosedError:  # gone: as a one-shard take says it
+                raise aqueue.OutOfRangeError(
+                    f"{gone_text('queue', h.name)}: it cannot serve a dequeue of {self.n}",
+                    queue_name=h.name,
+                    requested=self.n,
+                    size=0,
+                ) from None
+        yield from ends_all(list(self.hs), rows)
+        return [row[0] for row in rows]
+
+    def _drop(self, subs: list[Any]) -> Op[None]:
+        """Undo ``subs`` now (and forget them)."""
+        self.live[:] = [s for s in self.live if s not in subs]
+        yield from release(list(subs))
+
+    def _allocate(self, sizes: list[int], want: int) -> list[int]:
+        """How many to take from each shard: from the largest first (ties: from this
+        op's start), what it holds."""
+        k = len(sizes)
+        order = sorted(range(k), key=lambda s: (-sizes[s], (s - self.start) % k))
+        alloc = [0] * k
+        for s in order:
+            alloc[s] = min(sizes[s], want)
+            want -= alloc[s]
+        return alloc
+
+    def _take(self, alloc: list[int]) -> Op[bool]:
+        """Take ``alloc[s]`` from each shard s; False (and this round's takes given
+        back, and every lease held unless progressive) when one came back short."""
+        got: list[tuple[TakeOp, list[bytes]]] = []
+        this_round: list[TakeOp] = []
+        short = False
+        for h, k in zip(self.hs, alloc):
+            if k == 0 or short:
+                continue
+            sub = TakeOp(h, "many", k, progressive=False)
+            self.live.append(sub)
+            this_round.append(sub)
+            reply, values = yield sub.take_call()
+            status = text(reply[0])
+            if status == "oor":
+                sub.stage = "done"  # final there, and fewer than k: nothing held
+            elif status != "wait":
+                sub.on_take(reply)  # "ok" (or raises: the queue is gone)
+            if status != "ok":
+                short = True
+                continue
+            if len(values) < k:  # given-back elements can fill a shard past its capacity
+                values = yield Read(sub.payload_keys(k))
+            got.append((sub, [b"" if v is None else v for v in values[:k]]))
+        if short:
+            yield from self._drop(this_round)
+            return False
+        self.held.extend(got)
+        return True
+
+    def _wait(self, sizes: list[int]) -> Op[bool]:
+        """Register on every shard for one element more than it held, wait for the
+        first wake-up, deregister; True when every shard answered "final" instead.
+        (A shard at its capacity can hold no more: it wakes the op when it ends.)"""
+        regs: list[TakeOp] = []
+        finals = 0
+        raced = False
+        for h, size in zip(self.hs, sizes):
+            sub = TakeOp(h, "many", size + 1, progressive=False)
+            self.live.append(sub)
+            reply, _ = yield sub.take_call()
+            status = text(reply[0])
+            if status == "wait":
+                sub.stage = "wait"
+                regs.append(sub)
+            elif status == "oor":
+                sub.stage = "done"
+                finals += 1
+            else:
+                sub.on_take(reply)  # "ok": more came meanwhile (or raises: gone)
+                regs.append(sub)  # (its lease goes back below)
+                raced = True
+        if regs and not raced:
+            keys = [f"{sub.h.prefix}ev:data:{sub.lease}" for sub in regs]
+            yield WaitAny(keys, self.hs[0].wait_timeout)
+        self.live[:] = [s for s in self.live if s.stage != "done"]
+        yield from self._drop(regs)
+        return finals == len(self.hs)
+
+    def _ack(self) -> Op[bool]:
+        """Acknowledge every held lease; False when one had expired (its elements went
+        back): then the others go back too, and the op starts over."""
+        for sub, payloads in self.held:
+            sub.payloads = payloads
+            if not sub.on_ack((yield sub.ack_call())):
+                self.live.remove(sub)  # (its elements are back already)
+                self.held.clear()
+                yield from release(self.live)
+                return False
+            sub.stage = "ack"  # acknowledged: an early exit puts these payloads back
+        self.live.clear()
+        return True
+
+    def _result(self) -> Any:
+        """The held elements in user form (shard by shard, each in its order)."""
+        payloads = [p for _, ps in self.held for p in ps]
+        self.held.clear()
+        h = self.hs[0]
+        if self.mode == "one":
+            return h.unpack(h.codec.decode_one(payloads[0]))
+        return h.spec.pack(list(h.codec.decode_batch(payloads)))
+
+
+class ShardedPutOp:
+    """One enqueue or enqueue_many over the shards ``hs`` (see the module docstring)."""
+
+    def __init__(self, hs: Sequence[QueueHandle], payloads: list[bytes], start: int) -> None:
+        self.hs = hs
+        self.payloads = payloads
+        self.start = start % len(hs)
+        self.live: list[Any] = []
+        # A batch larger than one call may carry is never sent whole: probes only.
+        self.whole = sum(len(p) for p in payloads) <= hs[0].max_call_bytes
+
+    def run(self) -> Op[None]:
+        """The operation: it returns once every payload was admitted."""
+        return guarded(self._steps(), self.live)
+
+    def _order(self) -> list[int]:
+        """The shards to try: the home shard first if its room hint fits the batch,
+        then by room hint, largest first."""
+        k, count = len(self.hs), len(self.payloads)
+        rest = sorted(range(k), key=lambda s: (-self.hs[s].room, (s - self.start) % k))
+        if self.hs[self.start].room >= count:
+            rest.remove(self.start)
+            return [self.start, *rest]
+        return rest
+
+    def _steps(self) -> Op[None]:
+        root = self.hs[0]
+        while True:
+            # Round 1: the whole batch into one shard (a shard whose room hint is
+            # smaller gets a probe without payloads, which reports its room).
+            regs: list[PutOp] = []
+            for s in self._order():
+                root.check_released()
+                sub = PutOp(self.hs[s], self.payloads, atomic=True)
+                if not self.whole:
+                    sub.hint = 0
+                self.live.append(sub)
+                if sub.on_put((yield sub.put_call())) is DONE:
+                    self.live.remove(sub)
+                    yield from self._drop(regs)
+                    return
+                regs.append(sub)
+            yield from self._drop(regs)  # (before any wait: see below)
+            # Round 2: no shard had room for it all: the shard with the most room
+            # admits what fits, and the rest follows there as room frees.
+            best = max(self.hs, key=lambda h: h.room)
+            if best.room > 0:
+                root.check_released()
+                sub = PutOp(best, self.payloads, atomic=False)
+                self.live.append(sub)
+                status = sub.on_put((yield sub.put_call()))
+                if status is DONE or sub.pos > 0:
+                    yield from self._finish(sub, status)
+                    return
+                yield from self._drop([sub])  # the room went meanwhile: look again
+                continue
+            # No room anywhere: wait on every shard, then look again.
+            regs = []
+            for h in self.hs:
+                sub = PutOp(h, self.payloads, atomic=False)
+                sub.hint = 0  # a probe: registered for one element
+                self.live.append(sub)
+                status = sub.on_put((yield sub.put_call()))
+                if status is DONE or sub.pos > 0:
+                    yield from self._drop(regs)
+                    yield from self._finish(sub, status)
+                    return
+                regs.append(sub)
+            keys = [f"{sub.h.prefix}ev:space:{sub.wid}" for sub in regs]
+            woke = yield WaitAny(keys, root.wait_timeout)
+            if woke is not None:
+                regs[woke[0]].h.room = int(woke[1])
+            yield from self._drop(regs)
+
+    def _drop(self, subs: list[Any]) -> Op[None]:
+        """Deregister ``subs`` now (and forget them)."""
+        self.live[:] = [s for s in self.live if s not in subs]
+        yield from release(list(subs))
+
+    def _finish(self, sub: PutOp, status: Any) -> Op[None]:
+        """The rest of the batch in the shard that admitted its start (as on one
+        server)."""
+        while status is not DONE:
+            if status is WAIT:
+                wait = WaitAny([f"{sub.h.prefix}ev:space:{sub.wid}"], sub.h.wait_timeout)
+                woke = yield wait
+                sub.on_wake(None if woke is None else woke[1])
+            self.hs[0].check_released()
+            status = sub.on_put((yield sub.put_call()))
+        self.live.remove(sub)

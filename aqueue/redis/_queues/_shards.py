@@ -1,0 +1,85 @@
+"""A queue over shards, sans I/O: its layout, opening, deleting, closing and counting.
+
+A queue of K shards is K queues of today's engine on the server, each under a hash tag
+of its own, so every function stays atomic in one slot of a Redis Cluster:
+
+- shard 0 is the queue ``name`` itself (``aq:{name}:``), so a queue of one shard is
+  exactly a queue without shards (the same keys; existing queues open unchanged);
+- shard s >= 1 is ``name#s.<salt>``, chosen as a replay table's are
+  (``_core/_shards.py``: distinct primaries where it can, no round trip); the names
+  are stored, so every process uses the same ones;
+- shard 0's ``layout`` key stores ``{"shards": K, "capacity": C, "tags": [...]}``
+  (written by the same ``aq_open`` that creates it); each other shard's stores
+  ``{"root": name}``, so opening a shard by its name is refused;
+- the capacity ``C`` is the total: shard s holds ``C // K`` (+1 for ``s < C % K``);
+- producers are registered on shard 0 only; ``close`` closes shards K-1..1, then
+  shard 0, so "shard 0 closed" implies that a close reached every shard (a closer that
+  died midway is finished by the next close, or by any consumer that finds shard 0
+  closed and another shard open, ``ends_all``).
+
+Invariants: the shard count and names never change after creation; an explicit
+``shards`` different from the stored count raises ElementSpecError naming ``shards``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .._core._handle import key_prefix
+from .._core._shared import stats
+from .._core._transport import Call, Op, Read
+
+__all__ = [
+    "Layout",
+    "close_all",
+    "ends_all",
+    "parse_layout",
+    "read_layout",
+    "total_stats",
+]
+
+Layout = dict[str, Any]
+"""The stored layout of a sharded queue's shard 0 (see the module docstring)."""
+
+
+def read_layout(name: str) -> Op[Layout | None]:
+    """The stored layout of ``name`` (None: no such queue, or one of one shard)."""
+    value = (yield Read([key_prefix(name) + "layout"]))[0]
+    return None if value is None else parse_layout(value)
+
+
+def parse_layout(value: Any) -> Layout:
+    """A stored layout as a dict (bytes or str JSON)."""
+    layout: Layout = json.loads(value.decode() if isinstance(value, bytes) else value)
+    return layout
+
+
+def close_all(handles: list[Any], cancel: str) -> Op[None]:
+    """``aq_close`` on shards K-1..1, then shard 0 (see the module docstring)."""
+    for h in reversed(handles):
+        yield Call("aq_close", h.key, [h.gen, cancel])
+
+
+def ends_all(handles: list[Any], rows: list[list[int]]) -> Op[None]:
+    """Close the shards still open once shard 0 is closed (its last producer ended or
+    expired there); ``rows`` are the shards' ``aq_stats`` replies, shard 0 first."""
+    if rows[0][1]:
+        for h, row in zip(handles[1:], rows[1:]):
+            if not row[1]:
+                yield Call("aq_close", h.key, [h.gen, str(rows[0][2])])
+
+
+def total_stats(handles: list[Any], end: bool = False) -> Op[list[int]]:
+    """The counters of every shard summed (closed: shard 0's; the peak: the largest of
+    the shards' peaks, since the shards' peaks need not coincide); with ``end``, the
+    shards still open once shard 0 closed are closed (``ends_all``)."""
+    rows = []
+    for h in handles:
+        rows.append((yield from stats(h)))
+    if end:
+        yield from ends_all(handles, rows)
+    total = [sum(col) for col in zip(*rows)]
+    total[1], total[2] = rows[0][1], rows[0][2]
+    total[5] = max(row[5] for row in rows)
+    return total
