@@ -11,6 +11,10 @@ file                   what it holds
 ``_open.py``           opening (settings checked, stored or compared) and deleting
 ``_ops.py``            the queue's own operations, sans I/O: TakeOp, PutOp (with their
                        undo, the ``aq_leave`` call)
+``_shards.py``         a queue over shards, sans I/O: its layout (shard 0 is today's
+                       queue), the capacity split, closing and counting every shard
+``_sharded_ops.py``    ShardedPutOp, ShardedTakeOp: the operations over shards,
+                       composed of the one-shard steps, with their undo
 ``_queue.py``          RedisQueue: each public operation checks its arguments,
                        checkpoints and runs its op with ``run``
 ``_blocking.py``       BlockingRedisQueue (``q.blocking()``): the same ops with
