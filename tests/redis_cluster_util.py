@@ -433,8 +433,9 @@ def cluster_server(
 
 
 class OneShard:
-    """A server whose ``replay_table`` defaults to ``shards=1``: today's one-tag table,
-    for the test bodies written for it (a cluster's default is one shard per primary)."""
+    """A server whose ``replay_table`` and ``fifo_queue`` default to ``shards=1``:
+    today's one-tag object, for the test bodies written for it (a cluster's default is
+    one shard per primary)."""
 
     def __init__(self, server: RedisServer) -> None:
         self._server = server
@@ -445,3 +446,20 @@ class OneShard:
     async def replay_table(self, *args: Any, **kw: Any) -> Any:
         kw.setdefault("shards", 1)
         return await self._server.replay_table(*args, **kw)
+
+    async def fifo_queue(self, *args: Any, **kw: Any) -> Any:
+        kw.setdefault("shards", 1)
+        return await self._server.fifo_queue(*args, **kw)
+
+
+class OneShardBlock:
+    """``async with OneShardBlock(cluster_server(...)) as srv``: ``srv`` a OneShard."""
+
+    def __init__(self, block: Any) -> None:
+        self._block = block
+
+    async def __aenter__(self) -> OneShard:
+        return OneShard(await self._block.__aenter__())
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._block.__aexit__(*exc)

@@ -2,16 +2,18 @@
 one-shard steps of ``_ops`` (each shard is a queue of today's engine):
 
 ``ShardedPutOp`` (enqueue, enqueue_many): a call's elements go to *one* shard, whole
-and in order. Round 1 offers the whole batch to the shards one by one (all or
-nothing), this call's home shard first (it rotates per call) when its room hint fits,
-then by room hint; a shard whose hint is smaller gets a probe without payloads, which
-reports its room. When none took it whole, round 2 sends it to the shard with the most
-room, which admits what fits, and the rest follows there as on one server (progressive
-admission, waiting for room in that shard). Only when no shard has any room does the op
-wait, registered on every shard at once (``WaitAny``), then deregisters everywhere and
-looks again. So an enqueue waits only when no shard had room when it looked. (While
-it waits for a shard to have room for the whole batch, a shard that frees less than
-that is seen within ``wait_timeout``.)
+and in order, whenever one shard has room for them all. Round 1 offers the whole batch
+to the shards one by one (all or nothing), this call's home shard first (it rotates
+per call) when its room hint fits, then by room hint; a shard whose hint is smaller
+gets a probe without payloads, which reports its room. When none took it whole, round
+2 sends it to the shard with the most room, which admits the longest prefix that fits,
+and the rest starts again at round 1: so a batch for which no shard has room whole is
+split into consecutive runs, each in order in one shard, and an enqueue waits only when
+no shard has room for one element (the capacity is the total, as on one server): then
+it waits registered on every shard at once (``WaitAny``) and looks again. The admitted
+part is always a prefix of the batch (``pos``). Between rounds the op keeps one
+registration (the ``anchor``): a plain close lets it finish there, as a pending
+enqueue finishes on one server.
 
 ``ShardedTakeOp`` (dequeue, dequeue_many, dequeue_up_to, dequeue_burst): each round
 reads every shard's size (``aq_stats``), allocates what it takes to the shards with
@@ -45,7 +47,7 @@ from .._core._handle import gone_text
 from .._core._shared import stats, text
 from .._core._transport import Call, Op, Read, WaitAny
 from ._handle import QueueHandle
-from ._ops import DONE, WAIT, PutOp, TakeOp
+from ._ops import DONE, MORE, WAIT, PutOp, TakeOp
 from ._shards import ends_all
 
 __all__ = ["ShardedPutOp", "ShardedTakeOp"]
@@ -104,7 +106,8 @@ class ShardedTakeOp:
         hs, n = self.hs, self.n
         final = False  # every shard answered "final" in the last registration round
         while True:
-            sizes = yield from self._probe()
+            rows = yield from self._probe()
+            sizes = [row[0] for row in rows]
             total = sum(sizes)
             have = sum(len(p) for _, p in self.held)
             need = n - have
@@ -117,7 +120,10 @@ class ShardedTakeOp:
                     queue_name=hs[0].name, requested=n, size=total + have
                 )
             if want == 0:
-                full = [min(size, need) if size >= h.capacity else 0 for h, size in zip(hs, sizes)]
+                full = [
+                    min(row[0], need) if row[0] >= h.capacity and row[6] else 0
+                    for h, row in zip(hs, rows)
+                ]
                 if not final and any(full):
                     # Full shards hold elements their producers wait to follow (a
                     # batch continues in its shard): hold these, so the rest comes.
@@ -131,8 +137,9 @@ class ShardedTakeOp:
                 if done and (yield from self._ack()):
                     return self._result()
 
-    def _probe(self) -> Op[list[int]]:
-        """Every shard's size; a shard still open once shard 0 closed is closed."""
+    def _probe(self) -> Op[list[list[int]]]:
+        """Every shard's counters (``aq_stats``: size first, the waiting enqueues at
+        6); a shard still open once shard 0 closed is closed."""
         rows = []
         for h in self.hs:
             try:
@@ -145,7 +152,7 @@ class ShardedTakeOp:
                     size=0,
                 ) from None
         yield from ends_all(list(self.hs), rows)
-        return [row[0] for row in rows]
+        return rows
 
     def _drop(self, subs: list[Any]) -> Op[None]:
         """Undo ``subs`` now (and forget them)."""
@@ -254,6 +261,8 @@ class ShardedPutOp:
         self.payloads = payloads
         self.start = start % len(hs)
         self.live: list[Any] = []
+        self.pos = 0  # how many of ``payloads`` are admitted (a prefix)
+        self.anchor: PutOp | None = None  # the registration kept between rounds
         # A batch larger than one call may carry is never sent whole: probes only.
         self.whole = sum(len(p) for p in payloads) <= hs[0].max_call_bytes
 
@@ -261,10 +270,10 @@ class ShardedPutOp:
         """The operation: it returns once every payload was admitted."""
         return guarded(self._steps(), self.live)
 
-    def _order(self) -> list[int]:
-        """The shards to try: the home shard first if its room hint fits the batch,
-        then by room hint, largest first."""
-        k, count = len(self.hs), len(self.payloads)
+    def _order(self, count: int) -> list[int]:
+        """The shards to try for ``count`` elements: the home shard first if its room
+        hint fits them, then by room hint, largest first."""
+        k = len(self.hs)
         rest = sorted(range(k), key=lambda s: (-self.hs[s].room, (s - self.start) % k))
         if self.hs[self.start].room >= count:
             rest.remove(self.start)
@@ -274,65 +283,138 @@ class ShardedPutOp:
     def _steps(self) -> Op[None]:
         root = self.hs[0]
         while True:
-            # Round 1: the whole batch into one shard (a shard whose room hint is
+            rest = self.payloads[self.pos :]
+            # Round 1: the whole rest into one shard (a shard whose room hint is
             # smaller gets a probe without payloads, which reports its room).
             regs: list[PutOp] = []
-            for s in self._order():
+            for s in self._order(len(rest)):
                 root.check_released()
-                sub = PutOp(self.hs[s], self.payloads, atomic=True)
+                sub = self._sub(self.hs[s], atomic=True)
                 if not self.whole:
                     sub.hint = 0
-                self.live.append(sub)
-                if sub.on_put((yield sub.put_call())) is DONE:
-                    self.live.remove(sub)
+                status = yield from self._put(sub)
+                if status is DONE:
                     yield from self._drop(regs)
                     return
+                if status is None:  # closed: the rest follows in the anchor's shard
+                    yield from self._drop(regs)
+                    return (yield from self._finish())
                 regs.append(sub)
-            yield from self._drop(regs)  # (before any wait: see below)
+            if self.anchor is None and regs:
+                yield from self._anchor(regs.pop(0))  # pending from now on
+            yield from self._drop(regs)
             # Round 2: no shard had room for it all: the shard with the most room
-            # admits what fits, and the rest follows there as room frees.
+            # admits the longest prefix that fits, and the rest starts again at
+            # round 1. (Waiting for room for the whole batch instead could wait
+            # forever beside a consumer that waits for it: the total has room.)
             best = max(self.hs, key=lambda h: h.room)
             if best.room > 0:
                 root.check_released()
-                sub = PutOp(best, self.payloads, atomic=False)
-                self.live.append(sub)
-                status = sub.on_put((yield sub.put_call()))
-                if status is DONE or sub.pos > 0:
-                    yield from self._finish(sub, status)
+                sub = self._sub(best, atomic=False)
+                status = yield from self._put(sub)
+                while status is MORE:
+                    root.check_released()
+                    status = yield from self._put(sub)
+                if status is None:
+                    return (yield from self._finish())
+                if status is DONE:
                     return
-                yield from self._drop([sub])  # the room went meanwhile: look again
+                if sub.pos > 0 or self.anchor is None:
+                    yield from self._anchor(sub)
+                else:
+                    yield from self._drop([sub])  # (the room went meanwhile)
                 continue
-            # No room anywhere: wait on every shard, then look again.
+            # No room anywhere: wait on every shard (the anchor's shard through the
+            # anchor), then look again.
             regs = []
             for h in self.hs:
-                sub = PutOp(h, self.payloads, atomic=False)
+                if self.anchor is not None and h is self.anchor.h:
+                    continue
+                sub = self._sub(h, atomic=False)
                 sub.hint = 0  # a probe: registered for one element
-                self.live.append(sub)
-                status = sub.on_put((yield sub.put_call()))
-                if status is DONE or sub.pos > 0:
+                status = yield from self._put(sub)
+                if status is None:
                     yield from self._drop(regs)
-                    yield from self._finish(sub, status)
+                    return (yield from self._finish())
+                if status is DONE:
+                    yield from self._drop(regs)
                     return
                 regs.append(sub)
-            keys = [f"{sub.h.prefix}ev:space:{sub.wid}" for sub in regs]
+                if sub.pos > 0:
+                    break
+            if regs and regs[-1].pos > 0:
+                keep = regs.pop()
+                yield from self._drop(regs)
+                yield from self._anchor(keep)
+                continue
+            waits = regs if self.anchor is None else [self.anchor, *regs]
+            keys = [f"{sub.h.prefix}ev:space:{sub.wid}" for sub in waits]
             woke = yield WaitAny(keys, root.wait_timeout)
             if woke is not None:
-                regs[woke[0]].h.room = int(woke[1])
+                waits[woke[0]].h.room = int(woke[1])
+            if self.anchor is None and regs:
+                yield from self._anchor(regs.pop(0))  # stays pending across a close
             yield from self._drop(regs)
+
+    def _sub(self, h: QueueHandle, atomic: bool) -> PutOp:
+        """A one-shard put of what is not admitted yet, in ``live``."""
+        sub = PutOp(h, self.payloads, atomic=atomic)
+        sub.pos = self.pos
+        sub.hint = min(len(self.payloads) - self.pos, h.room)
+        self.live.append(sub)
+        return sub
+
+    def _put(self, sub: PutOp) -> Op[Any]:
+        """One ``aq_put`` of ``sub``: its status (DONE, MORE, WAIT), with ``pos``
+        moved by what it admitted; None when the queue is closed and this op has an
+        anchor (a plain close lets a pending enqueue finish, as on one server)."""
+        before = sub.pos
+        try:
+            status = sub.on_put((yield sub.put_call()))
+        except aqueue.QueueClosedError:
+            self.live.remove(sub)
+            if self.anchor is None:
+                raise
+            return None
+        self.pos += sub.pos - before
+        if status is DONE:
+            self.live.remove(sub)
+            if self.anchor is not None and self.anchor is not sub:
+                yield from self._drop([self.anchor])
+            self.anchor = None
+        return status
+
+    def _anchor(self, sub: PutOp) -> Op[None]:
+        """``sub`` (registered, pending) becomes the anchor: the one registration this
+        op keeps between rounds, so a close finds it pending; the old one goes."""
+        old, self.anchor = self.anchor, sub
+        if old is not None and old is not sub:
+            yield from self._drop([old])
+
+    def _finish(self) -> Op[None]:
+        """The rest of the batch in the anchor's shard, where it is pending (as on
+        one server: progressive, waiting for room there)."""
+        sub = self.anchor
+        assert sub is not None
+        sub.pos = self.pos
+        if sub.atomic:  # progressive there, as a pending enqueue on one server
+            sub.atomic = False
+            sub.member = f"1:{sub.wid}"
+        status = WAIT
+        while True:
+            if status is WAIT:
+                woke = yield WaitAny([f"{sub.h.prefix}ev:space:{sub.wid}"], sub.h.wait_timeout)
+                sub.on_wake(None if woke is None else woke[1])
+            self.hs[0].check_released()
+            before = sub.pos
+            status = sub.on_put((yield sub.put_call()))
+            self.pos += sub.pos - before
+            if status is DONE:
+                self.live.remove(sub)
+                self.anchor = None
+                return
 
     def _drop(self, subs: list[Any]) -> Op[None]:
         """Deregister ``subs`` now (and forget them)."""
         self.live[:] = [s for s in self.live if s not in subs]
         yield from release(list(subs))
-
-    def _finish(self, sub: PutOp, status: Any) -> Op[None]:
-        """The rest of the batch in the shard that admitted its start (as on one
-        server)."""
-        while status is not DONE:
-            if status is WAIT:
-                wait = WaitAny([f"{sub.h.prefix}ev:space:{sub.wid}"], sub.h.wait_timeout)
-                woke = yield wait
-                sub.on_wake(None if woke is None else woke[1])
-            self.hs[0].check_released()
-            status = sub.on_put((yield sub.put_call()))
-        self.live.remove(sub)

@@ -72,7 +72,9 @@ def ends_all(handles: list[Any], rows: list[list[int]]) -> Op[None]:
 
 def total_stats(handles: list[Any], end: bool = False) -> Op[list[int]]:
     """The counters of every shard summed (closed: shard 0's; the peak: the largest of
-    the shards' peaks, since the shards' peaks need not coincide); with ``end``, the
+    the shards' peaks, since the shards' peaks need not coincide; the waiting tasks:
+    the most any shard has, since a sharded op that waits registers on every shard);
+    with ``end``, the
     shards still open once shard 0 closed are closed (``ends_all``)."""
     rows = []
     for h in handles:
@@ -81,5 +83,6 @@ def total_stats(handles: list[Any], end: bool = False) -> Op[list[int]]:
         yield from ends_all(handles, rows)
     total = [sum(col) for col in zip(*rows)]
     total[1], total[2] = rows[0][1], rows[0][2]
-    total[5] = max(row[5] for row in rows)
+    for col in (5, 6, 7):
+        total[col] = max(row[col] for row in rows)
     return total

@@ -7,7 +7,7 @@ so cancellations land during the cluster transports' calls, pipelines and waits.
 from __future__ import annotations
 
 import pytest
-from redis_cluster_util import AllNodes, ClusterProc, cluster_server
+from redis_cluster_util import AllNodes, ClusterProc, OneShardBlock, cluster_server
 from test_redis_cancellation import (
     test_random_native_asyncio_cancellations,
     test_random_scope_cancellations,
@@ -22,7 +22,9 @@ __all__ = ["test_random_native_asyncio_cancellations", "test_random_scope_cancel
 
 @pytest.fixture
 def url(redis_cluster: ClusterProc, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setattr(aqueue.redis, "connect", lambda url, **kw: cluster_server(url, **kw))
+    monkeypatch.setattr(
+        aqueue.redis, "connect", lambda url, **kw: OneShardBlock(cluster_server(url, **kw))
+    )
     return redis_cluster.url
 
 

@@ -23,7 +23,7 @@ import redis.asyncio
 from redis.backoff import NoBackoff
 from redis.exceptions import ClusterDownError, MovedError, TryAgainError
 from redis.retry import Retry
-from redis_cluster_util import SPIN_LIBRARY, ClusterProc, cluster_server
+from redis_cluster_util import SPIN_LIBRARY, ClusterProc, OneShardBlock, cluster_server
 
 import aqueue.redis
 from aqueue.redis._core._cluster import ClusterAsyncio
@@ -195,7 +195,9 @@ async def test_a_killed_primary_then_its_lone_successor(failover_cluster: Cluste
     # the spin holds the victim's thread, so the kill catches them waiting. The spin
     # goes through a server of its own: its lost connection must not be what makes
     # the other server's client read the slot map again.
-    server = cluster_server(cluster.url, failover_timeout=FAILOVER_TIMEOUT, wait_timeout=5.0)
+    server = OneShardBlock(
+        cluster_server(cluster.url, failover_timeout=FAILOVER_TIMEOUT, wait_timeout=5.0)
+    )
     spinner = cluster_server(cluster.url, failover_timeout=FAILOVER_TIMEOUT)
     async with server as srv, spinner as spin_srv:
         qv = await srv.fifo_queue(cluster.name_on(victim, "v"), 4, np.int64, ())
@@ -226,7 +228,7 @@ async def test_a_killed_primary_then_its_lone_successor(failover_cluster: Cluste
 
     # The second kill: no replica left for the victim's slots.
     outcomes.clear()
-    async with cluster_server(cluster.url, failover_timeout=SHORT_TIMEOUT) as srv:
+    async with OneShardBlock(cluster_server(cluster.url, failover_timeout=SHORT_TIMEOUT)) as srv:
         qv = await srv.fifo_queue(qv.name, 4, np.int64, ())
         qh = await srv.fifo_queue(qh.name, 4, np.int64, ())
         async with anyio.create_task_group() as tg:

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from redis_cluster_util import ClusterProc, cluster_server
+from redis_cluster_util import ClusterProc, OneShardBlock, cluster_server
 from test_redis_contract import (
     kind,
     test_cancel_pending_enqueues,
@@ -66,7 +66,9 @@ async def srv(request: pytest.FixtureRequest, redis_cluster: ClusterProc) -> Asy
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_shared, "INLINE_MAX", 0 if request.param == "keys" else 1 << 30)
-        async with cluster_server(redis_cluster.url, lease_time=2.0, wait_timeout=0.1) as server:
+        async with OneShardBlock(
+            cluster_server(redis_cluster.url, lease_time=2.0, wait_timeout=0.1)
+        ) as server:
             yield server
 
 
