@@ -363,3 +363,42 @@ def sharded_actor(url: str, cluster: bool, name: str, actor: int, count: int, ra
             await table.producer_done(pid)
 
     asyncio.run(main())
+
+
+def sharded_producer(url: str, name: str, first: int, count: int) -> None:
+    """Enqueue values first..first+count-1 into a sharded queue on the cluster, in
+    batches of 1..5 rows [v, first of its batch], as a registered producer."""
+
+    async def main() -> None:
+        async with aqueue.redis.connect(
+            url, cluster=True, lease_time=2.0, wait_timeout=0.05
+        ) as srv:
+            q = await srv.fifo_queue(name, 24, np.int64, (2,))
+            pid = await q.register_producer()
+            v = first
+            rng = np.random.default_rng(first)
+            while v < first + count:
+                k = min(int(rng.integers(1, 6)), first + count - v)
+                vals = np.arange(v, v + k)
+                await q.enqueue_many(np.stack([vals, np.full(k, v)], axis=1))
+                v += k
+            await q.producer_done(pid)
+
+    asyncio.run(main())
+
+
+def sharded_consumer(url: str, name: str, out: Any) -> None:
+    """Dequeue batches of 3 from a sharded queue on the cluster until the end of data;
+    send the rows to the parent."""
+
+    async def main() -> None:
+        got: list[tuple[int, int]] = []
+        async with aqueue.redis.connect(
+            url, cluster=True, lease_time=2.0, wait_timeout=0.05
+        ) as srv:
+            q = await srv.fifo_queue(name, 24, np.int64, (2,))
+            async for batch in q.batches(3, allow_smaller_final_batch=True):
+                got.extend((int(r[0]), int(r[1])) for r in batch)
+        out.put(got)
+
+    asyncio.run(main())
