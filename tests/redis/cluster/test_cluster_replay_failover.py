@@ -113,9 +113,17 @@ async def _round(cluster: ClusterProc, victim: int, n: int) -> int:
         )
         assert sorted(_shard_on(cluster, table.name, p) for p in cluster.primaries()) == [0, 1, 2]
         victim_shard = _shard_on(cluster, table.name, victim)
-        # One item: the waiting sample draws from its shard, whose limiter (10 of the
-        # table's 30) holds it back until nine more come there.
-        await starved.insert(np.int64(-1))
+        # One item, in the victim's shard (inserts rotate over the shards; the others
+        # are deleted): the waiting sample draws from that shard, whose limiter (10 of
+        # the table's 30) holds it back, on the victim, until nine more come there.
+        starved_shard = _shard_on(cluster, starved.name, victim)
+        for i in range(30):
+            key = await starved.insert(np.int64(-1 - i))
+            if key % 3 == starved_shard:
+                break
+            assert (await starved.delete([key])).all()
+        assert key % 3 == starved_shard
+        assert await starved.size() == 1
 
         async def inserter(coord: aqueue.Coordinator) -> None:
             v = 0
