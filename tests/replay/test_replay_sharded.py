@@ -54,18 +54,25 @@ def raw_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     stop_redis(server)
 
 
-@pytest.fixture(params=["server", "cluster"])
-async def where(request: pytest.FixtureRequest, raw_redis: Any) -> AsyncIterator[tuple[Any, Any]]:
-    """(an aqueue.redis server, a raw client of its keys): one server, or the cluster."""
+@pytest.fixture(scope="module", params=["server", "cluster"])
+async def where(
+    request: pytest.FixtureRequest, anyio_backend: str, raw_redis: Any
+) -> AsyncIterator[tuple[Any, Any]]:
+    """(an aqueue.redis server, a raw client of its keys): one server, or the cluster.
+    One of each per backend for the module, as the contract modules do (every test
+    names its own tables; a cluster connection discovers the slots and loads the
+    functions on every primary, a tenth of a second per test on a busy machine)."""
     if request.param == "server":
         async with connect(raw_redis.url, lease_time=2.0, wait_timeout=0.1) as s:
-            yield s, raw_redis.client()
+            with raw_redis.client() as raw:
+                yield s, raw
         return
     from redis_cluster_util import AllNodes, cluster_server
 
     cluster = request.getfixturevalue("redis_cluster")
     async with cluster_server(cluster.url, lease_time=2.0, wait_timeout=0.1) as s:
-        yield s, AllNodes(cluster).client()
+        with AllNodes(cluster).client() as raw:
+            yield s, raw
 
 
 @pytest.fixture
