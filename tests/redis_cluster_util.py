@@ -433,7 +433,7 @@ def cluster_server(
 
 
 class OneShard:
-    """A server whose ``replay_table`` and ``fifo_queue`` default to ``shards=1``:
+    """A server whose tables and queues default to ``shards=1``:
     today's one-tag object, for the test bodies written for it (a cluster's default is
     one shard per primary)."""
 
@@ -450,6 +450,10 @@ class OneShard:
     async def fifo_queue(self, *args: Any, **kw: Any) -> Any:
         kw.setdefault("shards", 1)
         return await self._server.fifo_queue(*args, **kw)
+
+    async def random_shuffle_queue(self, *args: Any, **kw: Any) -> Any:
+        kw.setdefault("shards", 1)
+        return await self._server.random_shuffle_queue(*args, **kw)
 
 
 class OneShardBlock:

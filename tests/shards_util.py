@@ -10,10 +10,10 @@ __all__ = ["ShardedServer", "shard_payload_keys"]
 
 
 class ShardedServer:
-    """Stands for a RedisServer: ``fifo_queue`` opens with ``shards`` (at most the
-    capacity); ``random_shuffle_queue`` with ``min_after_dequeue=0`` opens a FIFO queue
-    of ``shards`` too, for the contract bodies whose "shuffle" kind checks elements as
-    a multiset: the guarantee of a sharded queue, which keeps no order across calls."""
+    """Stands for a RedisServer: ``fifo_queue`` and ``random_shuffle_queue`` open with
+    ``shards`` (at most what the capacity allows), so the contract bodies run over
+    shards; the bodies' "shuffle" kind checks elements as a multiset: the guarantee of
+    a sharded queue, which keeps no order across calls."""
 
     def __init__(self, server: Any, shards: int, unordered: bool = False) -> None:
         self._server = server
@@ -27,10 +27,8 @@ class ShardedServer:
     async def random_shuffle_queue(
         self, name: str, capacity: int, min_after: int, *args: Any, **kw: Any
     ) -> Any:
-        if not self._unordered or min_after:
-            return await self._server.random_shuffle_queue(name, capacity, min_after, *args, **kw)
-        kw.pop("seed", None)
-        return await self.fifo_queue(name, capacity, *args, **kw)
+        kw.setdefault("shards", min(self._shards, capacity - min_after))
+        return await self._server.random_shuffle_queue(name, capacity, min_after, *args, **kw)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._server, name)

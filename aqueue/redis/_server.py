@@ -217,6 +217,7 @@ class RedisServer(ReplayTables, TrajectoryTables):
         names: Sequence[str],
         *,
         seed: int | None = ...,
+        shards: int | None = ...,
     ) -> RedisRandomShuffleQueue[dict[str, Array]]: ...
     @overload
     async def random_shuffle_queue(
@@ -229,6 +230,7 @@ class RedisServer(ReplayTables, TrajectoryTables):
         *,
         names: Sequence[str],
         seed: int | None = ...,
+        shards: int | None = ...,
     ) -> RedisRandomShuffleQueue[dict[str, Array]]: ...
     @overload
     async def random_shuffle_queue(
@@ -241,6 +243,7 @@ class RedisServer(ReplayTables, TrajectoryTables):
         names: None = ...,
         *,
         seed: int | None = ...,
+        shards: int | None = ...,
     ) -> RedisRandomShuffleQueue[tuple[Array, Array]]: ...
     @overload
     async def random_shuffle_queue(
@@ -253,6 +256,7 @@ class RedisServer(ReplayTables, TrajectoryTables):
         names: None = ...,
         *,
         seed: int | None = ...,
+        shards: int | None = ...,
     ) -> RedisRandomShuffleQueue[tuple[Array, Array, Array]]: ...
     @overload
     async def random_shuffle_queue(
@@ -265,6 +269,7 @@ class RedisServer(ReplayTables, TrajectoryTables):
         names: None = ...,
         *,
         seed: int | None = ...,
+        shards: int | None = ...,
     ) -> RedisRandomShuffleQueue[Array]: ...
     @overload
     async def random_shuffle_queue(
@@ -277,6 +282,7 @@ class RedisServer(ReplayTables, TrajectoryTables):
         names: Any = ...,
         *,
         seed: int | None = ...,
+        shards: int | None = ...,
     ) -> RedisRandomShuffleQueue[Any]: ...
     async def random_shuffle_queue(
         self,
@@ -288,18 +294,25 @@ class RedisServer(ReplayTables, TrajectoryTables):
         names: Any = None,
         *,
         seed: int | None = None,
+        shards: int | None = None,
     ) -> RedisRandomShuffleQueue[Any]:
         """Open (creating if needed) the shuffle queue ``name``; arguments as
         ``RandomShuffleQueue``. ``seed`` seeds this client's random numbers only.
+
+        ``shards``: as ``fifo_queue``'s, at most ``capacity - min_after_dequeue``:
+        each shard keeps its part of ``min_after_dequeue``, and a dequeue draws each
+        element's shard in proportion to what the shards can give, so it mixes across
+        shards.
 
         Raises:
             ElementSpecError: As ``fifo_queue``.
         """
         c = self._conn
+        default, owner_of = c.shard_layout()
+        kw = {**self._timings(), "shards": shards, "default_shards": default, "owner_of": owner_of}
         op = open_queue(
-            "shuffle", name, capacity, min_after_dequeue, dtypes, shapes, names, seed,
-            **self._timings(),
-        )  # fmt: skip
+            "shuffle", name, capacity, min_after_dequeue, dtypes, shapes, names, seed, **kw
+        )
         hs = await run(op, c.live())
         return RedisRandomShuffleQueue(hs[0], c.live(), c.sync, c, hs)
 

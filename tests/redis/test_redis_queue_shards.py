@@ -114,7 +114,10 @@ def lengths(raw: Any, name: str) -> dict[str, int]:
     """The number of elements stored in each shard of queue ``name`` (by its tag)."""
     with raw.client() as c:
         metas = [k.decode() for k in c.scan_iter(match=f"aq:{{{name}*}}:meta", count=1000)]
-        return {m[4 : m.index("}")]: int(c.llen(m[: -len("meta")] + "items")) for m in metas}
+        return {  # (a FIFO shard keeps a list, a shuffle shard a hash of slots)
+            m[4 : m.index("}")]: int(c.llen(m[:-4] + "items")) + int(c.hlen(m[:-4] + "slots"))
+            for m in metas
+        }
 
 
 # -- the shards argument ----------------------------------------------------------------
@@ -364,3 +367,31 @@ async def test_the_thread_view_needs_one_shard(server: Any, qname: str) -> None:
         q.blocking()
     one = await server.fifo_queue(qname + "1", 6, np.int64, (), shards=1)
     assert one.blocking() is not None
+
+
+async def test_a_shuffle_queue_mixes_across_shards_and_keeps_min_after_dequeue_in_total(
+    server: Any, raw: Any, qname: str
+) -> None:
+    """Three batches of 8, each whole in a shard of its own; min_after_dequeue 6 kept as
+    2 per shard: a dequeue_many(9) draws from every shard (not the fullest first), two
+    of them leave 2 in each; one more waits until close, which releases the rest."""
+    q = await server.random_shuffle_queue(qname, 30, 6, np.int64, (), shards=3, seed=3)
+    assert q.shards == 3
+    for base in (0, 100, 200):
+        await q.enqueue_many(np.arange(base, base + 8))
+    assert sorted(lengths(raw, qname).values()) == [8, 8, 8]
+    with anyio.fail_after(20):
+        first = ints(await q.dequeue_many(9))
+        assert {v // 100 for v in first} == {0, 1, 2}  # each element's shard drawn
+        got = first + ints(await q.dequeue_many(9))
+    assert len(set(got)) == 18
+    assert sorted(lengths(raw, qname).values()) == [2, 2, 2]  # 6 kept, in total
+    with anyio.move_on_after(0.3) as scope:
+        await q.dequeue()
+    assert scope.cancelled_caught
+    assert await q.size() == 6
+    await q.aclose()
+    rest = ints(await q.dequeue_up_to(10))
+    assert sorted(got + rest) == [b + i for b in (0, 100, 200) for i in range(8)]
+    with pytest.raises(aqueue.ElementSpecError, match=r"at most capacity - min_after_dequeue"):
+        await server.random_shuffle_queue(qname + "x", 8, 6, np.int64, (), shards=3)

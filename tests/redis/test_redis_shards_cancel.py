@@ -59,14 +59,6 @@ def redis_server(where: str, request: pytest.FixtureRequest, redis_server: Any) 
     return redis_server
 
 
-@pytest.fixture(autouse=True)
-def _sharded_kind(request: pytest.FixtureRequest) -> None:
-    """The bodies' "shuffle" kind keeps min_after_dequeue: not a sharded queue."""
-    spec = getattr(request.node, "callspec", None)
-    if spec is not None and spec.params.get("kind") != "fifo":
-        pytest.skip("shards > 1 is for FIFO queues (a shuffle queue keeps one shard)")
-
-
 class _Block:
     """``async with connect(...) as srv``, with ``srv`` opening queues of 3 shards."""
 

@@ -68,33 +68,31 @@ def open_queue(
         )
     if seed is not None:
         seed = int_arg(seed, "seed", owner_text, 0)
-    explicit = shards_arg(shards, owner_text, capacity, "capacity")
-    if kind == "shuffle" and explicit is not None and explicit > 1:
-        raise aqueue.ElementSpecError(
-            f"{owner_text}: shards > 1 is not supported for a random-shuffle queue yet, "
-            f"got shards={explicit}; use shards=1 (or a FIFO queue)"
-        )
+    # Every shard keeps its part of min_after_dequeue and must be able to release one
+    # element past it: at most capacity - min_after_dequeue shards.
+    most, most_name = capacity - mad, "capacity - min_after_dequeue" if mad else "capacity"
+    explicit = shards_arg(shards, owner_text, most, most_name)
     spec = make_spec(owner_text, dtypes, shapes, names)
     timings = {"lease_time": lease_time, "wait_timeout": wait_timeout}
 
-    def settings(cap: int) -> dict[str, str]:
+    def settings(cap: int, mad_s: int) -> dict[str, str]:
         return {
             "kind": kind,
             "capacity": str(cap),
-            "min_after_dequeue": str(mad),
+            "min_after_dequeue": str(mad_s),
             "dtypes": json.dumps([dt.str for dt in spec.dtypes]),
             "shapes": json.dumps(None if spec.shapes is None else [list(s) for s in spec.shapes]),
             "names": json.dumps(None if spec.names is None else list(spec.names)),
             "format": QUEUES.format,
         }
 
-    def handle(tag: str, gen: str, cap: int) -> QueueHandle:
+    def handle(tag: str, gen: str, cap: int, mad_s: int) -> QueueHandle:
         h = QueueHandle(
             name=tag,
             kind=kind,
             gen=gen,
             capacity=cap,
-            min_after_dequeue=mad,
+            min_after_dequeue=mad_s,
             spec=spec,
             seed=seed,
             max_call_bytes=max_call_bytes,
@@ -110,17 +108,22 @@ def open_queue(
             _same(owner_text, "capacity", layout["capacity"], capacity)
         if explicit is not None and stored_count is not None and explicit != stored_count:
             _differs(owner_text, stored_count, explicit)
-        fresh = 1 if kind == "shuffle" else default_shards  # (shuffle: one shard yet)
-        count = min(explicit or stored_count or fresh, capacity)
+        count = min(explicit or stored_count or default_shards, most)
         tags = list(layout["tags"]) if layout is not None else choose_tags(name, count, owner_of)
-        caps = split(capacity, count)
+        caps, mads = split(capacity, count), split(mad, count)
         derived = []
         if count > 1:
             derived = [json.dumps({"shards": count, "capacity": capacity, "tags": tags})]
         stored: list[str | None] = []
         try:
             gen = yield from open_shared(
-                QUEUES, name, owner_text, settings(caps[0]), derived, same=_SAME, tail=stored
+                QUEUES,
+                name,
+                owner_text,
+                settings(caps[0], mads[0]),
+                derived,
+                same=_SAME,
+                tail=stored,
             )
         except aqueue.ElementSpecError:
             now = parse_layout(stored[0]) if stored and stored[0] else None
@@ -141,11 +144,13 @@ def open_queue(
             layout = got  # (or created meanwhile with another layout)
             continue
         break
-    handles = [handle(name, gen, caps[0])]
-    for tag, cap in zip(tags[1:], caps[1:]):
+    handles = [handle(name, gen, caps[0], mads[0])]
+    for tag, cap, mad_s in zip(tags[1:], caps[1:], mads[1:]):
         mark = [json.dumps({"root": name})]
-        shard_gen = yield from open_shared(QUEUES, tag, owner_text, settings(cap), mark, same=_SAME)
-        handles.append(handle(tag, shard_gen, cap))
+        shard_gen = yield from open_shared(
+            QUEUES, tag, owner_text, settings(cap, mad_s), mark, same=_SAME
+        )
+        handles.append(handle(tag, shard_gen, cap, mad_s))
     return handles
 
 

@@ -16,16 +16,19 @@ registration (the ``anchor``): a plain close lets it finish there, as a pending
 enqueue finishes on one server.
 
 ``ShardedTakeOp`` (dequeue, dequeue_many, dequeue_up_to, dequeue_burst): each round
-reads every shard's size (``aq_stats``), allocates what it takes to the shards with
-data, largest first, and takes exactly that many from each (``aq_take`` "many", one
-lease per shard). When a take comes back short (another consumer was faster), what
-the round took goes back (``aq_leave``) and the round starts over. When the shards hold
-too few, the op registers on every shard for one element more than it saw there, waits
-on all (``WaitAny``), deregisters and starts over; a shard that answers "final" (closed
-and drained of pending enqueues) is counted, and once every shard is final the mode's
-end rule applies (OutOfRange, or what is left for ``dequeue_up_to``). A take larger
-than the whole capacity keeps its leases between rounds (as a progressive take does on
-one server). Once the op holds all it needs it acknowledges shard by shard.
+reads every shard's size (``aq_stats``; a shuffle shard can give its size less its part
+of ``min_after_dequeue`` while open), allocates what it takes to the shards with data
+(FIFO: largest first; shuffle: each element's shard drawn in proportion to what the
+shards can give, so a take mixes across shards), and takes exactly that many from each
+(``aq_take`` "many", one lease per shard). When a take comes back short (another
+consumer was faster), what the round took goes back (``aq_leave``) and the round starts
+over. When the shards hold too few, the op registers on every shard for one element more
+than it saw there, waits on all (``WaitAny``), deregisters and starts over; a shard that
+answers "final" (closed and drained of pending enqueues) is counted, and once every
+shard is final the mode's end rule applies (OutOfRange, or what is left for
+``dequeue_up_to``). A take larger than the whole capacity keeps its leases between
+rounds (as a progressive take does on one server). Once the op holds all it needs it
+acknowledges shard by shard.
 
 Cancellation-safety: every sub-step that may hold something (a lease, a registration,
 acknowledged payloads) is in ``live`` until it is resolved. When the op leaves early
@@ -107,7 +110,11 @@ class ShardedTakeOp:
         final = False  # every shard answered "final" in the last registration round
         while True:
             rows = yield from self._probe()
-            sizes = [row[0] for row in rows]
+            # What each shard can give: its size less its part of min_after_dequeue
+            # while open (a shuffle queue's; 0 for FIFO).
+            sizes = [
+                max(0, row[0] - (0 if row[1] else h.min_after_dequeue)) for h, row in zip(hs, rows)
+            ]
             total = sum(sizes)
             have = sum(len(p) for _, p in self.held)
             need = n - have
@@ -160,9 +167,23 @@ class ShardedTakeOp:
         yield from release(list(subs))
 
     def _allocate(self, sizes: list[int], want: int) -> list[int]:
-        """How many to take from each shard: from the largest first (ties: from this
-        op's start), what it holds."""
+        """How many to take from each shard: for FIFO from the largest first (ties:
+        from this op's start), what it holds; for a shuffle queue each element's shard
+        drawn in proportion to what the shards hold (without replacement), so the
+        take mixes across shards."""
         k = len(sizes)
+        rands = self.hs[0].rands(want)
+        if rands:
+            left, alloc = list(sizes), [0] * k
+            for u in rands:
+                pick = float(u) * sum(left)
+                s = 0
+                while s < k - 1 and pick >= left[s]:
+                    pick -= left[s]
+                    s += 1
+                alloc[s] += 1
+                left[s] -= 1
+            return alloc
         order = sorted(range(k), key=lambda s: (-sizes[s], (s - self.start) % k))
         alloc = [0] * k
         for s in order:
@@ -359,8 +380,10 @@ class ShardedPutOp:
     def _sub(self, h: QueueHandle, atomic: bool) -> PutOp:
         """A one-shard put of what is not admitted yet, in ``live``."""
         sub = PutOp(h, self.payloads, atomic=atomic)
+        left = len(self.payloads) - self.pos
         sub.pos = self.pos
-        sub.hint = min(len(self.payloads) - self.pos, h.room)
+        sub.hint = min(left, h.room)
+        sub.member = f"{left if atomic else 1}:{sub.wid}"  # (as aq_put registers it)
         self.live.append(sub)
         return sub
 
