@@ -34,8 +34,9 @@ Rows, per workload:
 - floor rows for ``auto``, to say where its gap to the best fixed row goes:
   ``auto from the best`` starts each tuned map at the best fixed row's numbers
   (``Auto(start=N)``): what the tuner costs once it has nothing to find (its ticks, a
-  cut it tries); ``auto, fetch from 4`` starts the fetch at 4 tasks (the default start
-  before it became 16), so the distance from ``auto`` is what the ramp costs;
+  cut it tries; on ``w6b`` it still finds more threads past the grid's 64);
+  ``auto, fetch from 4`` starts the fetch at 4 tasks (the default start before it
+  became 16), so the distance from ``auto`` is what the ramp costs;
   ``auto, threads at most 64`` (``w6b``) holds the thread map to the grid's top (the
   default cap before it became 256): with 35 ms per item, its ramp from 2 threads
   costs more than 5% of a 0.6 s run, which ``auto`` makes up by going past 64;
