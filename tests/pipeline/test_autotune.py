@@ -11,7 +11,9 @@ the items delivered. Every test runs on asyncio and on trio.
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 import threading
 import time
 from typing import Any
@@ -109,6 +111,51 @@ async def test_a_latency_bound_task_map_grows_and_delivers_every_item_once(
     log = [r.getMessage() for r in caplog.records]
     raised = [m for m in log if "pipeline tuner: map(fetch): 1 ->" in m]
     assert raised, "the tuner's first raise is logged at DEBUG on the aqueue logger"
+
+
+class Ramp:
+    """When a map's workers first ran more than ``start`` calls at once: how many
+    calls had finished by then (a raise needs the tuner's decision first)."""
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.done = 0
+        self.done_at_raise: int | None = None
+        self._now = 0
+        self._lock = threading.Lock()
+
+    def call(self, x: int, seconds: float) -> int:
+        with self._lock:
+            self._now += 1
+            if self._now > self.start and self.done_at_raise is None:
+                self.done_at_raise = self.done
+        time.sleep(seconds)
+        with self._lock:
+            self._now -= 1
+            self.done += 1
+        return x
+
+
+async def test_a_slow_stage_is_raised_after_its_first_items(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A thread map of 50 ms calls on its default 2 threads, and a consumer that takes
+    whatever comes: while the consumer waits, the tuner judges the map on a round of a
+    few items instead of sixteen (which these calls take 0.4 s to give), so more than 2
+    calls run at once well before 16 have finished. The decision says what it saw."""
+    ramp = Ramp(start=2)
+    pipe = Pipeline(range(120)).map(
+        functools.partial(ramp.call, seconds=0.05), concurrency="auto", name="slow"
+    )
+    with caplog.at_level(logging.DEBUG, logger="aqueue"):
+        got = await _read(pipe)
+    assert sorted(got) == list(range(120))
+    assert ramp.done_at_raise is not None, "the map was never raised"
+    assert ramp.done_at_raise < 16
+    first = next(m for r in caplog.records if "slow: 2 ->" in (m := r.getMessage()))
+    assert re.search(r"slow: 2 -> \d+, consumer waited \d+%, stage starved \d+%", first)
+    line = next(x for x in pipe.describe().splitlines() if x.startswith("1 slow: concurrency"))
+    assert "(auto 1..256, set by the tuner)" in line
 
 
 @pytest.mark.parametrize("ordered", [True, False])

@@ -118,13 +118,13 @@ def test_bad_budgets_are_refused(kwargs: dict[str, object], message: str) -> Non
 
 def test_default_ranges_per_executor() -> None:
     assert concurrency_range(Auto(), "task", 2.0, None) == (16, 1, 256)
-    assert concurrency_range(Auto(), "thread", 2.0, None) == (2, 1, 64)
+    assert concurrency_range(Auto(), "thread", 2.0, None) == (2, 1, 256)
     assert concurrency_range(Auto(), "process", 2.0, None) == (1, 1, 2)
     assert concurrency_range(Auto(), "process", 8.5, None) == (7, 1, 8)
     # the run's cap lowers the default; the map's own max wins over the run's cap
     assert concurrency_range(Auto(), "task", 2.0, 8) == (8, 1, 8)
     assert concurrency_range(Auto(max=100), "task", 2.0, 8) == (16, 1, 100)
-    assert concurrency_range(Auto(min=8), "thread", 2.0, None) == (8, 8, 64)
+    assert concurrency_range(Auto(min=8), "thread", 2.0, None) == (8, 8, 256)
     assert concurrency_range(Auto(start=3, max=3), "task", 2.0, None) == (3, 1, 3)
 
 

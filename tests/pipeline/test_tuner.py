@@ -23,9 +23,18 @@ from typing import Any
 import pytest
 from tune_sim import Model, Sim, auto, fixed
 
+from aqueue._pipeline.tune._estimates import Estimates
 from aqueue._pipeline.tune._knobs import Decision
+from aqueue._pipeline.tune._readings import Reading, StageInfo, StageReading, Window
 from aqueue._pipeline.tune._settings import Budget
-from aqueue._pipeline.tune._tuner import CUT_TRIAL_S, PROCESS_DWELL_S, PROCESS_SUSTAIN_S, Tuner
+from aqueue._pipeline.tune._tuner import (
+    CUT_TRIAL_S,
+    MIN_ITEMS,
+    PROCESS_DWELL_S,
+    PROCESS_SUSTAIN_S,
+    REGIME,
+    Tuner,
+)
 
 BUDGET = Budget(cpu=2.0, memory=math.inf)
 STEP_S = 0.008
@@ -140,6 +149,48 @@ def test_w6_within_5_percent_of_its_best_fixed_setting(step_s: float) -> None:
     assert sim.rate(1.0, 5.0) >= 0.95 * best
     # the async stage feeds the threads and no more: 1,830 items/s x 25 ms x 1.25 = 57
     assert sim.concurrency(0) <= 64
+
+
+def test_a_slow_stage_is_judged_on_its_first_round() -> None:
+    """W6's thread stage (35 ms per item) on 2 threads, and a consumer that takes
+    whatever comes: it waits, so a window of a few items at each tuned stage is enough;
+    the thread map is raised before it has done 16 items (0.28 s on 2 threads)."""
+    sim = Sim(w6_chain(16, 2), step_s=0.0, seed=1, noise=0.1)
+    sim.run(1.0, Tuner(sim.infos(), [auto(sim, 0), auto(sim, 1)], BUDGET))
+    first = sim.changes(1)[0]
+    assert first.old == 2
+    assert first.new > 2
+    assert sum(1 for t in sim.takes if t <= first.t) < MIN_ITEMS
+    assert first.reason.startswith("map(stage2): 2 -> ")
+
+
+def test_a_consumer_that_mostly_waits_shows_no_new_regime() -> None:
+    """Its own time per item is then the residue of its waits (microseconds, off by
+    any factor from one window to the next): the demand estimate keeps learning
+    instead of restarting, and so skipping, window after window. A consumer that
+    mostly works and slows down by 3x does show one."""
+    info = [StageInfo("map(f)", "map", "task")]
+
+    def reading(t: float, taken: int, waited: float) -> Reading:
+        return Reading(t, (StageReading(taken, taken, 0.0, 0.0, 0.0, 4),), taken, waited)
+
+    est = Estimates(info, REGIME, MIN_ITEMS)
+    own = [2e-4, 1e-3, 3e-4, 2e-3, 2e-4]  # seconds of own time per 50 ms window
+    t, taken, waited = 0.0, 0, 0.0
+    prev = reading(t, taken, waited)
+    for seconds in own:
+        t, taken, waited = t + 0.05, taken + 20, waited + 0.05 - seconds
+        now = reading(t, taken, waited)
+        assert not est.learn(Window.between(prev, now), set()).consumer
+        prev = now
+    assert est.demand() is not None
+    busy = Estimates(info, REGIME, MIN_ITEMS)
+    for step_s in (0.002, 0.002, 0.006):  # a consumer at work 80% of each window
+        t, taken, waited = t + 0.05, taken + round(0.04 / step_s), waited + 0.01
+        now = reading(t, taken, waited)
+        changed = busy.learn(Window.between(prev, now), set()).consumer
+        prev = now
+    assert changed
 
 
 def test_the_reason_names_the_figures() -> None:

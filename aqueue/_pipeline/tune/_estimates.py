@@ -2,7 +2,9 @@
 
 - ``PerItem``: seconds per item over about the last ``span`` items, which starts
   afresh when a window of enough items differs from it by the regime factor (the
-  storage got slower, the training step longer).
+  storage got slower, the training step longer). The consumer's own time, when it is
+  what a window left outside its waits, shows a new regime only in a window it spent
+  mostly at work (``MOSTLY_WAITING``).
 - ``Estimates``: one ``PerItem`` for the consumer (its own time per item: the gaps
   between its calls for items, else the window's time outside its waits) and one per
   stage (seconds of work per item done). ``learn(window, moved)`` takes a window in and
@@ -17,6 +19,7 @@ batch stage's input holds ``batch`` of them per consumer item: ``in_per_out``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -28,6 +31,7 @@ CONSUMER_SPAN = 64  # consumer items the demand is estimated over, about
 STAGE_SPAN = 256  # stage items a time per item is estimated over, about
 CONSUMER_MIN = 4  # consumer items in a window before it may show a new regime
 AS_FAST_AS_IT_COMES_S = 1e-5  # a consumer's own time per item below this: no demand
+MOSTLY_WAITING = 0.5  # a consumer waiting this share of a window shows no new regime
 
 
 class PerItem:
@@ -103,7 +107,10 @@ class Estimates:
         if win.gaps_s is not None:  # measured per item: exact
             out.consumer = self.consumer.add(win.gaps_s, win.gaps, self.regime, CONSUMER_MIN)
         else:  # the window's time outside waits: items at its edges blur it
-            out.consumer = self.consumer.add(win.own_s, win.taken, self.regime, CONSUMER_MIN)
+            # (a consumer that waited most of the window has for its own time the
+            # residue of its waits, microseconds that no regime is read from)
+            regime = self.regime if win.wait < MOSTLY_WAITING else math.inf
+            out.consumer = self.consumer.add(win.own_s, win.taken, regime, CONSUMER_MIN)
         for i, sw in enumerate(win.stages):
             if not sw.worked:
                 continue

@@ -16,8 +16,10 @@ given, and builds nothing on failure.
 
 Defaults, per executor (a tuned map starts at ``start`` and stays within ``min`` and
 ``max``): tasks start at 16 and may reach 256 (a latency-bound stage wants as many
-requests in flight as the consumer's rate times the latency); threads start at 2 and
-may reach 64; worker processes start at one less than the CPU budget (at least 1)
+requests in flight as the consumer's rate times the latency); threads start at 2 (a
+stage that computes holds the GIL) and may reach 256 too (one that waits on a blocking
+call costs a stack and nothing else while it waits; a raise that brings no more items
+is undone); worker processes start at one less than the CPU budget (at least 1)
 and may reach the CPU budget (a spawn costs a fraction of a second, and processes are
 for work that holds a core). A tuned capacity starts at the stage's default capacity,
 never goes below it, and may reach ``CAPACITY_MAX`` items or ``CAPACITY_GROWTH``
@@ -50,7 +52,9 @@ MODES = ("act", "recommend")
 # stage reaches its need one window sooner (from 4, the ramp cost a 2 s run 5%); a
 # stage that needs fewer is cut once the consumer has stopped waiting.
 _START = {"task": 16, "thread": 2}
-_MAX = {"task": 256, "thread": 64}
+# Threads may go as far as tasks: a blocking call of 35 ms wants as many threads in
+# flight as a 35 ms await wants tasks, and the tuner keeps no raise that gives nothing.
+_MAX = {"task": 256, "thread": 256}
 CAPACITY_MAX = 1024  # a tuned capacity's default cap, in items (at least)
 CAPACITY_GROWTH = 16  # ... or this many times its default capacity
 

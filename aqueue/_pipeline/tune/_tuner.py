@@ -72,9 +72,13 @@ the trial (no knee) and the ceiling goes.
 Schedule: every ``TICK_MIN_S`` while it changes things, then each quiet tick a half
 longer, up to ``TICK_MAX_S``; after a change it first waits for a fresh window (the
 queues refill). A window needs ``MIN_ITEMS`` items at every tuned stage or
-``WINDOW_MAX_S`` seconds. (tf.data backs off to a minute between optimizations, which
-cost it a model evaluation each; a tick here costs a few microseconds per stage, so
-it keeps reacting within a few tenths of a second to a regime change.)
+``WINDOW_MAX_S`` seconds; while the consumer waits (each window of delay costs it),
+a *round* is enough: each tuned stage did ``ROUND_ITEMS`` items or more (its time
+per item is measured on them), checked every ``ROUND_TICK_S``. A stage of 35 ms items
+on 2 threads is so judged after its first two items (about 50 ms), not after sixteen
+(0.3 s). (tf.data backs off to a minute between optimizations, which cost it a model
+evaluation each; a tick here costs a few microseconds per stage, so it keeps reacting
+within a few tenths of a second to a regime change.)
 
 In ``recommend`` mode nothing changes: the model's targets are reported, each time
 they move, as decisions with ``applied=False`` (no slow start and no verification,
@@ -101,6 +105,8 @@ TICK_MAX_S = 0.25
 SETTLE_S = 0.02  # after a change, the next window opens this much later
 WINDOW_MAX_S = 0.5
 MIN_ITEMS = 16
+ROUND_ITEMS = 2  # items per tuned stage in a round (see the schedule)
+ROUND_TICK_S = 0.01  # while a round is not done, look again this often (tf.data's 10 ms)
 WAIT_HIGH = 0.03
 WAIT_LOW = 0.005
 HEADROOM = 1.25
@@ -186,7 +192,8 @@ class Tuner:
             return []
         win = Window.between(self._base, reading)
         if not self._enough(win):
-            self.next_at = reading.t + TICK_MIN_S
+            soon = win.wait > WAIT_HIGH and win.seconds >= TICK_MIN_S * 0.9
+            self.next_at = reading.t + (ROUND_TICK_S if soon else TICK_MIN_S)
             return []
         # A new regime began inside this window, which mixes the old and the new: decide
         # on the next one, all of the new.
@@ -212,7 +219,11 @@ class Tuner:
             return True
         if win.seconds < TICK_MIN_S * 0.9:
             return False
-        return all(win.stages[k.stage].items >= MIN_ITEMS for k in self._concurrency())
+        stages = [k.stage for k in self._concurrency()]
+        if all(win.stages[i].items >= MIN_ITEMS for i in stages):
+            return True
+        # The consumer waits: a round (each stage did a few items) is evidence enough.
+        return win.wait > WAIT_HIGH and all(win.stages[i].items >= ROUND_ITEMS for i in stages)
 
     def _learn(self, win: Window) -> bool:
         """Update the estimates; True on a new regime (whose knobs forget what they
