@@ -22,8 +22,13 @@ count, and a least-squares line through them, server = D + f * shards and client
 a + b * shards (D: the draws' own work, f: what each shard's rounds cost a node, a and
 b the same for the client). benchmarks/README.md projects 8 and 32 nodes from them.
 
+First of all, a FIFO queue: 4 producer tasks ``enqueue_many(32)`` of the same 28 KB
+frames and one consumer task ``dequeue_many(32)``, capacity 2,000, in one asyncio
+client, MB/s through a queue of 3 shards on the 3-node cluster against one shard on one
+server (target >= 0.9), with each node's server CPU and the max/mean ratio as above.
+
     python benchmarks/bench_shards.py [--items 3000] [--samples 60] [--repeats 3]
-        [--more-shards 6,12,24]
+        [--more-shards 6,12,24] [--queue-batches 40]
 """
 
 from __future__ import annotations
@@ -97,12 +102,63 @@ async def _rate(
         return rate, [b - a for a, b in zip(cpu0, _cpu(nodes))], client
 
 
+async def _queue_rate(
+    url: str, cluster: bool, shards: int, batches: int, nodes: list[Any]
+) -> tuple[float, list[float]]:
+    """MB/s through a FIFO queue of ``shards`` shards (4 producers of ``batches``
+    batches of 32 frames, one consumer), and each node's server CPU seconds."""
+    import anyio
+
+    frames = np.random.default_rng(0).integers(0, 255, (32, *SHAPE), dtype=np.uint8)
+    total = 4 * batches * 32
+    async with connect(url, cluster=cluster, max_call_bytes=64 << 20) as srv:
+        q = await srv.fifo_queue(
+            f"bq-{shards}-{time.monotonic_ns()}", 2000, np.uint8, SHAPE, shards=shards
+        )
+        await q.enqueue_many(frames)  # (warm: connections to every node)
+        await q.dequeue_many(32)
+
+        async def produce() -> None:
+            for _ in range(batches):
+                await q.enqueue_many(frames)
+
+        async def consume() -> None:
+            left = total
+            while left:
+                left -= len(await q.dequeue_many(32))
+
+        cpu0 = _cpu(nodes)
+        start = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(produce)
+            tg.start_soon(consume)
+        seconds = time.perf_counter() - start
+        return total * frames[0].nbytes / seconds / 1e6, [b - a for a, b in zip(cpu0, _cpu(nodes))]
+
+
+def _queue_rows(one: list[float], three: list[float], cpu3: list[float], ports: list[int]) -> None:
+    m1, m3 = statistics.median(one), statistics.median(three)
+    print("FIFO queue, 4 producers enqueue_many(32) / 1 consumer dequeue_many(32), MB/s (median)")
+    print(f"{'one server, 1 shard':<32}{m1:>10.1f}")
+    print(f"{'3-node cluster, 3 shards':<32}{m3:>10.1f}")
+    print(f"{'ratio (3 shards / 1)':<32}{m3 / m1:>10.2f}   (target >= 0.9)")
+    total = sum(cpu3)
+    for port, c in zip(ports, cpu3):
+        print(f"{'cluster node :' + str(port) + ' cpu s':<32}{c:>10.3f}")
+    mean = total / len(cpu3)
+    ratio = max(cpu3) / mean if mean > 0 else float("nan")
+    print(f"{'cluster max/mean node CPU':<32}{ratio:>10.2f}   (target <= 1.5)")
+    print()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--items", type=int, default=3000)
     ap.add_argument("--samples", type=int, default=60)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--more-shards", default="6,12,24", help="shard counts on 3 nodes, or ''")
+    ap.add_argument("--queue-batches", type=int, default=40, help="per producer; 0: no queue")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-shards-"))
     (tmp / "one").mkdir()
@@ -119,6 +175,20 @@ def main() -> None:
     more = [int(x) for x in a.more_shards.split(",") if x.strip()]
     scaling: list[tuple[int, float, float, float]] = []  # shards, calls/s, server, client
     try:
+        if a.queue_batches:
+            q1: list[float] = []
+            q3: list[float] = []
+            qcpu = [0.0] * len(ports)
+            for _ in range(a.repeats):
+                q1.append(
+                    asyncio.run(_queue_rate(server.url, False, 1, a.queue_batches, one_node))[0]
+                )
+                r, cpu = asyncio.run(
+                    _queue_rate(cluster.url, True, 3, a.queue_batches, three_nodes)
+                )
+                q3.append(r)
+                qcpu = [x + y for x, y in zip(qcpu, cpu)]
+            _queue_rows(q1, q3, qcpu, ports)
         for _ in range(a.repeats):
             r, cpu, cl = asyncio.run(_rate(server.url, False, 1, a.items, a.samples, one_node))
             one.append(r)
