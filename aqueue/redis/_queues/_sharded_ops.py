@@ -320,9 +320,10 @@ class ShardedPutOp:
                 if status is None:  # closed: the rest follows in the anchor's shard
                     yield from self._drop(regs)
                     return (yield from self._finish())
-                regs.append(sub)
-            if self.anchor is None and regs:
-                yield from self._anchor(regs.pop(0))  # pending from now on
+                if self.anchor is None:
+                    self.anchor = sub  # pending from its first registration on
+                else:
+                    regs.append(sub)
             yield from self._drop(regs)
             # Round 2: no shard had room for it all: the shard with the most room
             # admits the longest prefix that fits, and the rest starts again at
