@@ -29,7 +29,6 @@ from test_redis_contract import (
     test_iteration,
     test_order_and_forms,
     test_progressive_dequeue_larger_than_capacity,
-    test_shapeless_queue,
     waiting,
 )
 
@@ -53,7 +52,6 @@ __all__ = [
     "test_iteration",
     "test_order_and_forms",
     "test_progressive_dequeue_larger_than_capacity",
-    "test_shapeless_queue",
 ]
 
 
@@ -395,3 +393,14 @@ async def test_a_shuffle_queue_mixes_across_shards_and_keeps_min_after_dequeue_i
     assert sorted(got + rest) == [b + i for b in (0, 100, 200) for i in range(8)]
     with pytest.raises(aqueue.ElementSpecError, match=r"at most capacity - min_after_dequeue"):
         await server.random_shuffle_queue(qname + "x", 8, 6, np.int64, (), shards=3)
+
+
+async def test_shapeless_queue(server: Any, qname: str) -> None:
+    """shapes=None over shards: elements keep their own shapes (in any order across
+    calls); batch dequeues are refused."""
+    q = await server.fifo_queue(qname, 10, np.float32, shards=3)
+    await q.enqueue(np.zeros((2, 3), np.float32))
+    await q.enqueue(np.ones(5, np.float32))
+    with pytest.raises(aqueue.ElementSpecError, match="declared shapes"):
+        await q.dequeue_many(2)
+    assert {(await q.dequeue()).shape, (await q.dequeue()).shape} == {(2, 3), (5,)}
