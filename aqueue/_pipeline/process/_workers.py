@@ -27,7 +27,7 @@ watched as the first ones; their drivers start at once and wait for them.
 
 Retiring. A map cut by its tuner parks the drivers above its limit at their next burst
 (``tune/_gate.py``), holding nothing: the burst in hand finished and was handed on.
-``shrink(keep, parked_for)`` then watches the workers from slot ``keep`` up: a worker
+``resize(limit, parked_for)`` then watches the workers from slot ``limit`` up: a worker
 whose driver has stayed parked ``RETIRE_AFTER_S`` is *retired*: claimed (``state``
 ``"retiring"``, ``started`` clear, only while no call uses it), its socket shut down
 (it reads end-of-file and exits), given ``GRACE_S`` before SIGKILL, reaped, its socket
@@ -35,9 +35,9 @@ closed; its process's mappings of the arena go with it. The grace period is the
 hysteresis: a cut the tuner undoes at once (the consumer waited again, within about a
 second) finds its workers still there and costs no spawn (~0.25 s, ~0.6 s on a busy
 machine), while a cut that holds gives back the processes and their memory.
-``grow(slots)`` (a later raise) starts a new process for each retired worker of
-``slots`` (one still retiring gets it once reaped); its driver, admitted by the gate,
-waits in its next send until it is there. A retiring worker's exit is not a death.
+A later raise (``resize`` again) starts a new process for each retired worker below
+the new limit (one still retiring gets it once reaped); its driver, admitted by the
+gate, waits in its next send until it is there. A retiring worker's exit is not a death.
 ``live`` counts the worker processes that exist now.
 
 The end. ``stop()`` (the run is finishing) shuts every worker's socket down: a worker
@@ -192,24 +192,22 @@ class WorkerPool:
             self._tg.start_soon(self._spawn, new, self._death)
         return new
 
-    def shrink(self, keep: int, parked_for: Callable[[int], float | None]) -> None:
-        """A tuner cut the map to ``keep`` workers (event loop's thread): retire each
-        worker from slot ``keep`` up once ``parked_for(slot)`` (seconds its driver has
-        been parked, None while it is not) reaches ``RETIRE_AFTER_S``; the watch ends
-        at the tuner's next change."""
+    def resize(self, limit: int, parked_for: Callable[[int], float | None]) -> None:
+        """A tuner set the map's limit to ``limit`` workers (event loop's thread): each
+        retired worker below it gets a new process (one still retiring, once reaped),
+        and each live one from ``limit`` up is retired once ``parked_for(slot)``
+        (seconds its driver has been parked, None while it is not) reaches
+        ``RETIRE_AFTER_S``; that watch ends at the tuner's next change."""
         self._cuts += 1
-        if self._tg is not None and not self.stopping:
-            self._tg.start_soon(self._retire_parked, keep, parked_for, self._cuts)
-
-    def grow(self, slots: range) -> None:
-        """A tuner raised the map to admit ``slots`` again (event loop's thread): each
-        retired worker of them gets a new process (one still retiring, once reaped)."""
-        self._cuts += 1
-        for w in self.workers[slots.start : slots.stop]:
+        for w in self.workers[:limit]:
             if w.state == "retiring":
                 w.wanted = True
             elif w.state == "retired":
                 self._restart(w)
+        for w in self.workers[limit:]:
+            w.wanted = False
+        if self._tg is not None and not self.stopping and len(self.workers) > limit:
+            self._tg.start_soon(self._retire_parked, limit, parked_for, self._cuts)
 
     def _restart(self, w: Worker) -> None:
         w.wanted = False

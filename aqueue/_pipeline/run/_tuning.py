@@ -13,10 +13,9 @@ has started until the run ends; its sleeps end as soon as the run does.
   the last queue.
 - ``apply`` puts a decision into force: the map's gate takes the new limit (a cut parks
   the workers above it at their next burst; a process map's pool retires the worker
-  processes whose drivers stay parked, ``WorkerPool.shrink``, and a raise gives the
-  retired ones of the slots it admits new processes, ``WorkerPool.grow``); a raise
-  above the workers started so far has the run add workers with the next slots
-  (``PipelineRun.add_workers``).
+  processes whose drivers stay parked, and a raise gives the retired ones of the slots
+  it admits new processes: ``WorkerPool.resize``); a raise above the workers started
+  so far has the run add workers with the next slots (``PipelineRun.add_workers``).
 - A resume (``open(state=...)``) starts each tuned map at the concurrency recorded in
   the state (``settings``: what a checkpoint records), within its range today; who set
   it is then ``"checkpoint"`` until the tuner changes it.
@@ -195,10 +194,7 @@ class Tuning:
         gate.resize(decision.new)
         pool = self._run.pools.get(i) if self._run is not None else None
         if pool is not None:  # worker processes: a cut that holds retires the parked ones
-            if decision.new < decision.old:
-                pool.shrink(decision.new, gate.parked_for)
-            else:
-                pool.grow(range(decision.old, min(decision.new, self.started[i])))
+            pool.resize(decision.new, gate.parked_for)
         if decision.new > self.started[i] and self._run is not None:
             self._run.add_workers(i, range(self.started[i], decision.new))
             self.started[i] = decision.new
