@@ -137,10 +137,13 @@ async def _queue_rate(
         return total * frames[0].nbytes / seconds / 1e6, [b - a for a, b in zip(cpu0, _cpu(nodes))]
 
 
-def _queue_rows(one: list[float], three: list[float], cpu3: list[float], ports: list[int]) -> None:
+def _queue_rows(
+    one: list[float], c1: list[float], three: list[float], cpu3: list[float], ports: list[int]
+) -> None:
     m1, m3 = statistics.median(one), statistics.median(three)
     print("FIFO queue, 4 producers enqueue_many(32) / 1 consumer dequeue_many(32), MB/s (median)")
     print(f"{'one server, 1 shard':<32}{m1:>10.1f}")
+    print(f"{'3-node cluster, 1 shard':<32}{statistics.median(c1):>10.1f}")
     print(f"{'3-node cluster, 3 shards':<32}{m3:>10.1f}")
     print(f"{'ratio (3 shards / 1)':<32}{m3 / m1:>10.2f}   (target >= 0.9)")
     total = sum(cpu3)
@@ -177,18 +180,22 @@ def main() -> None:
     try:
         if a.queue_batches:
             q1: list[float] = []
+            qc1: list[float] = []
             q3: list[float] = []
             qcpu = [0.0] * len(ports)
             for _ in range(a.repeats):
                 q1.append(
                     asyncio.run(_queue_rate(server.url, False, 1, a.queue_batches, one_node))[0]
                 )
+                qc1.append(
+                    asyncio.run(_queue_rate(cluster.url, True, 1, a.queue_batches, three_nodes))[0]
+                )
                 r, cpu = asyncio.run(
                     _queue_rate(cluster.url, True, 3, a.queue_batches, three_nodes)
                 )
                 q3.append(r)
                 qcpu = [x + y for x, y in zip(qcpu, cpu)]
-            _queue_rows(q1, q3, qcpu, ports)
+            _queue_rows(q1, qc1, q3, qcpu, ports)
         for _ in range(a.repeats):
             r, cpu, cl = asyncio.run(_rate(server.url, False, 1, a.items, a.samples, one_node))
             one.append(r)

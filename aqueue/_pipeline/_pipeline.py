@@ -230,7 +230,8 @@ class Pipeline(Generic[T]):
                 Worker processes are added rarely, one or a few at a time, once the
                 consumer has waited on them for a few seconds (a spawn costs a
                 fraction of a second), up to the CPU budget; a cut parks the extra
-                ones, idle, until the pipeline closes. A number is never changed.
+                ones, and once it has held for a couple of seconds their processes
+                exit (a later raise spawns new ones). A number is never changed.
             ordered: Deliver in input order even with concurrency > 1 (a slow item then
                 holds back the ones after it); by default in completion order.
             executor: None (by the kind of ``fn``: an async function runs in tasks, a

@@ -387,6 +387,7 @@ class Sampler:
                     concurrency=int(r.concurrency),
                     set_by=getattr(r, "set_by", None),
                     decisions=_new_decisions(r, since, elapsed, read_t),
+                    worker_processes=int(getattr(r, "worker_processes", 0)),
                 )
         return out
 

@@ -196,6 +196,9 @@ class StageReading:
     started from); None for other stages and pipelines."""
     decisions: tuple[StageDecision, ...] = ()
     """The tuner's decisions on this stage since the previous sample, oldest first."""
+    worker_processes: int = 0
+    """For a process map: its worker processes that exist at this sample (a tuned map's
+    follow its cuts once they hold; ``StageStatistics.worker_processes``); 0 otherwise."""
 
 
 @dataclass(frozen=True)

@@ -135,3 +135,12 @@ def paced(i: int) -> tuple[int, int]:
     """``i`` and the worker's pid, after 4 ms of waiting (one worker keeps 250 items/s)."""
     time.sleep(0.004)
     return i, os.getpid()
+
+
+def sleepy(x: tuple[int, float]) -> tuple[int, int]:
+    """``x = (i, seconds)``: ``i`` and the worker's pid, after ``seconds`` of waiting
+    (the source decides how slow each item is)."""
+    i, seconds = x
+    if seconds:
+        time.sleep(seconds)
+    return i, os.getpid()

@@ -175,7 +175,7 @@ async def test_a_number_given_is_never_tuned() -> None:
         .map(lambda x: x, concurrency="auto", executor="thread", capacity=4, name="auto map")
     )
     got = await _read(pipe, step_s=0.002)
-    assert got == list(range(300))
+    assert sorted(got) == list(range(300))  # (an unordered map: in completion order)
     text = pipe.describe()
     assert "auto map: concurrency" in text
     assert not re.search(r"^\d \S+: capacity", text, re.M)

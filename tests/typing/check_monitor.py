@@ -38,6 +38,7 @@ def on_sample(sample: aqueue.MonitorReading) -> None:
     assert_type(s.items_per_s, float)
     assert_type(s.busy_fraction, float)
     assert_type(s.set_by, str | None)
+    assert_type(s.worker_processes, int)  # (a process map's processes at the sample)
     assert_type(s.decisions, tuple[aqueue.StageDecision, ...])
     for d in s.decisions:
         assert_type(d.time_s, float)

@@ -78,6 +78,12 @@ class StageStatistics:
     decisions: tuple[StageDecision, ...] = ()
     """The tuner's latest decisions on this stage (up to 64 over all stages), oldest
     first, each dated in seconds since the run started."""
+    worker_processes: int = 0
+    """For a process map: its worker processes that exist now (spawned and not yet
+    reaped; 0 for other stages and once the run has ended). With
+    ``concurrency="auto"`` it follows the tuner's cuts once they hold: a process whose
+    driver stays parked past a grace period is ended and reaped, and a later raise
+    spawns new ones."""
 
     @property
     def busy_fraction(self) -> float:

@@ -14,7 +14,8 @@ file               what it holds
 ``_inplace.py``    batches written in place (``BatchWriter``), handed to the batch stage
                    as one record each (``BatchRecord``)
 ``_workers.py``    a process map's worker processes (``WorkerPool``): start (spawn),
-                   workers added to a running map, death, the end
+                   workers added to a running map, workers retired after a tuner's
+                   cut holds and started again by a raise, death, the end
 ``_proc.py``       one worker process seen from the main process (``Worker``): its
                    spawn, a burst's send and receive, its death and its socket's end
 ``_handoff.py``    a burst's hand-off seen from the main process: what was sent,

@@ -242,7 +242,7 @@ def map_step(
         ordered: Deliver in turn.
         writer: The stage's batch writer, when a batch stage follows.
     """
-    meter, label, control = stage.meter, stage.label, stage.control
+    meter, label, control, gate = stage.meter, stage.label, stage.control, stage.gate
     w = meter.worker()
     slot = worker.index
     pace = _Pace(len(worker.pool.workers))
@@ -370,8 +370,8 @@ def map_step(
                 if last is not None:
                     return hand_on(last)
                 meter.got(t0)
-            if len(sent) < WINDOW and not control.pausing:
-                taken(False)
+            if len(sent) < WINDOW and not control.pausing and (gate is None or gate.admits(slot)):
+                taken(False)  # (not past a tuned map's cut: its driver must drain to park)
             out, seq, where = sent.popleft()
             reply = _receive(worker, out, seq, label, ledger, w, pace, sizes)
             if not isinstance(where, Buffer):

@@ -2,7 +2,12 @@
 process: its start (spawn), one call (a burst sent, its results received from shared
 memory), its death, its end. ``WorkerPool`` (``_workers.py``) owns the workers of a
 run's stage and holds the rules they follow; its module docstring describes a call,
-the end and the invariants.
+the end, a retirement and the invariants.
+
+A worker's ``state``, changed on the event loop's thread only: ``"live"`` (starting
+or started), ``"retiring"`` (its driver is parked and a tuner's cut held: its process
+is being ended) and ``"retired"`` (ended and reaped; ``start`` gives it a new process
+when the tuner wants it again). ``started`` is set while its driver may use it.
 """
 
 from __future__ import annotations
@@ -62,10 +67,18 @@ class Worker:
         self.lock = threading.Lock()  # held by the driver during a call
         self.death: WorkerProcessError | None = None
         self.ready_s = 0.0  # seconds from the pool's start to this worker's first answer
+        self.answered = False  # its process (the first, or a new one) answered a burst
+        self.state = "live"  # "live", "retiring" or "retired" (see the module docstring)
+        self.wanted = False  # the tuner wants it back while it retires: start it again
         self._status_lock = threading.Lock()
 
     def start(self) -> None:
-        """Spawn the process (on the pool's helper thread)."""
+        """Spawn the process (on the pool's helper thread): the first, or a new one
+        after a retirement (which starts afresh: no chunk sent, no answer yet)."""
+        self.known = set()
+        self.answered = False
+        self.death = None
+        self.exitcode = None
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe(duplex=True)
         args: tuple[Any, ...] = (child, self.pool.fn_bytes)
@@ -109,30 +122,33 @@ class Worker:
             WorkerProcessError: The worker died.
             QueueClosedError: The run is stopping (a clean end).
         """
-        if not self.started.is_set():
-            while not self.started.wait(0.1):
-                check()
         sent = Sent(len(items), row0, cols)
         pool = self.pool
-        with self._call(sent), self.lock:
-            conn = self.conn
-            if pool.stopping or conn is None:
-                raise QueueClosedError("the pipeline is stopping")
-            first = None
-            if scratch > 0:
-                block = pool.arena.alloc(scratch)
-                sent.blocks.append(block)
-                first = self._share(block)
-            if spec is not None:
-                self._send_chunks({c[0] for c in spec if c is not None})
-            try:
-                message = _dumps(("b", items, row0, spec, first, want_layout))
-            except Exception as exc:
-                sent.error = unpicklable(pool.label, items, exc)
-                self._drop(sent)
+        while True:
+            if not self.started.is_set():  # (starting, or retired and starting again)
+                while not self.started.wait(0.1):
+                    check()
+            with self._call(sent), self.lock:
+                if not self.started.is_set():
+                    continue  # (retired meanwhile: wait for its new process)
+                conn = self.conn
+                if pool.stopping or conn is None:
+                    raise QueueClosedError("the pipeline is stopping")
+                first = None
+                if scratch > 0:
+                    block = pool.arena.alloc(scratch)
+                    sent.blocks.append(block)
+                    first = self._share(block)
+                if spec is not None:
+                    self._send_chunks({c[0] for c in spec if c is not None})
+                try:
+                    message = _dumps(("b", items, row0, spec, first, want_layout))
+                except Exception as exc:
+                    sent.error = unpicklable(pool.label, items, exc)
+                    self._drop(sent)
+                    return sent
+                conn.send_bytes(message)
                 return sent
-            conn.send_bytes(message)
-        return sent
 
     def receive(self, sent: Sent) -> Reply:
         """The results of ``sent``, the oldest burst sent and not received (with, in
@@ -155,8 +171,10 @@ class Worker:
                     data = conn.recv_bytes()
                     tag = data[:1]
                     if tag == b"R":
-                        if not self.ready_s:
-                            self.ready_s = time.perf_counter() - pool.t0
+                        if not self.answered:
+                            self.answered = True
+                            if not self.ready_s:  # (the run's start-up: the first only)
+                                self.ready_s = time.perf_counter() - pool.t0
                         return read_reply(data, sent, pool.arena, self.pid)  # (adopts or frees)
                     if tag == b"M":
                         need = pickle.loads(data[1:])
@@ -235,12 +253,37 @@ class Worker:
             code = self.exit_status(_EXIT_WAIT_S)
             self.death = WorkerProcessError(
                 f"pipeline stage {self.pool.label}: worker process {self.pid} "
-                f"{describe_exit(code, self.ready_s > 0)}",
+                f"{describe_exit(code, self.answered)}",
                 stage=self.pool.label,
                 pid=self.pid,
                 exitcode=code,
             )
         return self.death
+
+    def claim(self) -> bool:
+        """Begin a retirement (event loop's thread): True, and ``state`` is
+        ``"retiring"`` and ``started`` clear (so its driver waits for a new process
+        before its next send), if the worker is live and started and no call uses it
+        now; else False and nothing changed."""
+        if not self.lock.acquire(blocking=False):
+            return False
+        try:
+            if self.state != "live" or self.proc is None or not self.started.is_set():
+                return False
+            self.state = "retiring"
+            self.started.clear()
+            return True
+        finally:
+            self.lock.release()
+
+    def end(self, grace: float) -> None:
+        """End a retiring worker (a helper thread; its socket already shut down): wait
+        up to ``grace`` s for it to exit, kill it if it has not, reap it."""
+        if self.exit_status(grace) is None:
+            proc = self.proc
+            if proc is not None:
+                proc.kill()
+        self.reap(5.0)
 
     def shutdown(self) -> None:
         """Shut the socket down: the worker and the driver both read end-of-file."""

@@ -194,6 +194,8 @@ def process_notes(
         s = stats[i]
         per_item = s.handoff_s / s.items_in * 1e6 if s.items_in else 0.0
         ready = f"ready after {pool.ready_s:.2f} s" if pool.ready_s else "not all ready"
+        if pool.retired:  # (a tuned map whose cuts held: its parked processes ended)
+            ready += f"; {pool.live} running, {pool.retired} retired after the tuner's cuts"
         line = (
             f"{i} {specs[i].label}: {s.concurrency} worker processes (spawn, {ready}); "
             f"hand-off {per_item:.0f} µs of main-process CPU per item "

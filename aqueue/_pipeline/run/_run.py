@@ -413,6 +413,11 @@ class PipelineRun:
                 for i, s in enumerate(specs)
             )
         out = stage_statistics(specs, self.queues, self.meters, self.elapsed, self.row_counts())
+        if self.pools:  # the worker processes that exist now
+            out = tuple(
+                s if (pool := self.pools.get(i)) is None else replace(s, worker_processes=pool.live)
+                for i, s in enumerate(out)
+            )
         tuning = self.tuning
         if tuning is None:
             return out

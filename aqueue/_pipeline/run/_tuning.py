@@ -8,11 +8,14 @@ has started until the run ends; its sleeps end as soon as the run does.
 
 - ``reading`` turns the run's counters into a ``Reading``: items from the queues'
   totals, busy seconds from the meters, starved and blocked seconds from their
-  cumulative waits, the workers a gate admits (for a process map, those that answered
-  a first burst), the consumer's wait on the last queue.
+  cumulative waits, the workers a gate admits (for a process map, those whose process,
+  the first or a new one after a retirement, answered a burst), the consumer's wait on
+  the last queue.
 - ``apply`` puts a decision into force: the map's gate takes the new limit (a cut parks
-  the workers above it at their next burst); a raise above the workers started so far
-  has the run add workers with the next slots (``PipelineRun.add_workers``).
+  the workers above it at their next burst; a process map's pool retires the worker
+  processes whose drivers stay parked, and a raise gives the retired ones of the slots
+  it admits new processes: ``WorkerPool.resize``); a raise above the workers started
+  so far has the run add workers with the next slots (``PipelineRun.add_workers``).
 - A resume (``open(state=...)``) starts each tuned map at the concurrency recorded in
   the state (``settings``: what a checkpoint records), within its range today; who set
   it is then ``"checkpoint"`` until the tuner changes it.
@@ -148,7 +151,7 @@ class Tuning:
             workers = min(gate.limit, self.started[i]) if gate is not None else run.workers[i]
             pool = run.pools.get(i)
             if pool is not None and gate is not None:  # (one starting: once it answered)
-                workers = sum(1 for w in pool.workers[: gate.limit] if w.ready_s > 0)
+                workers = sum(1 for w in pool.workers[: gate.limit] if w.answered)
             empty_s, full_s, size = self.buffers.read(run.queues, i)
             stages.append(
                 StageReading(
@@ -189,6 +192,9 @@ class Tuning:
         i = decision.stage
         self.last[i] = decision
         gate.resize(decision.new)
+        pool = self._run.pools.get(i) if self._run is not None else None
+        if pool is not None:  # worker processes: a cut that holds retires the parked ones
+            pool.resize(decision.new, gate.parked_for)
         if decision.new > self.started[i] and self._run is not None:
             self._run.add_workers(i, range(self.started[i], decision.new))
             self.started[i] = decision.new

@@ -14,6 +14,9 @@ replaces. ``resize`` and ``close`` are called on the event loop's thread; ``park
 (workers waiting at the gate now) is read by a checkpoint, for which a parked worker
 is at rest: it holds nothing and takes nothing.
 
+``parked_for(slot)`` says how long the thread of ``slot`` has been parked (a process
+map retires the worker process of a driver parked long enough: ``process/_workers.py``).
+
 Invariants: passing costs one comparison when the slot is admitted; a parked worker
 never holds an item or an ordered map's turn; ``check`` runs before each wait and
 after it, so a stopping run ends parked workers cleanly (it raises); after
@@ -24,6 +27,7 @@ test).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import anyio
@@ -40,7 +44,7 @@ class Gate:
         limit: How many workers may work at first (>= 0).
     """
 
-    __slots__ = ("_changed", "_closed", "_cond", "_limit", "parked")
+    __slots__ = ("_changed", "_closed", "_cond", "_limit", "_since", "parked")
 
     def __init__(self, limit: int) -> None:
         if limit < 0:
@@ -49,6 +53,7 @@ class Gate:
         self._closed = False
         self._cond = threading.Condition()
         self._changed: anyio.Event | None = None  # created by the first parked task
+        self._since: dict[int, float] = {}  # parked threads: slot -> when it parked
         self.parked = 0
 
     @property
@@ -80,6 +85,15 @@ class Gate:
         if changed is not None:
             changed.set()
 
+    def parked_for(self, slot: int) -> float | None:
+        """Seconds the thread of ``slot`` has been parked, while the limit still keeps
+        it out (None: it is not parked, or it may go on now)."""
+        with self._cond:
+            since = self._since.get(slot)
+            if since is None or slot < self._limit or self._closed:
+                return None
+            return time.monotonic() - since
+
     def _count(self, k: int) -> None:
         with self._cond:
             self.parked += k
@@ -92,12 +106,14 @@ class Gate:
             return
         with self._cond:
             self.parked += 1
+            self._since[slot] = time.monotonic()
             try:
                 while slot >= self._limit and not self._closed:
                     check()
                     self._cond.wait(_POLL_S)
             finally:
                 self.parked -= 1
+                del self._since[slot]
         check()
 
     async def pass_task(self, slot: int, check: Callable[[], None]) -> None:
