@@ -193,14 +193,16 @@ class RedisServer(ReplayTables, TrajectoryTables):
         (its element type is inferred as theirs: one array, a tuple, or a dict with
         ``names``).
 
-        ``shards``: None (as stored, else 1) or a count (see ``aqueue.redis``).
+        ``shards``: how many shards hold the queue (None: as stored, else the number
+        of primaries on a cluster, 1 on one server; ``1 <= shards <= capacity`` on
+        both); a queue of several shards has no thread view.
+
         Raises:
             ElementSpecError: A bad argument (as in process, or ``shards``), a dtype AQ1
                 cannot carry, or a queue of that name exists with other settings.
         """
         c = self._conn
-        default, owner_of = c.shard_layout()
-        kw = {**self._timings(), "shards": shards, "default_shards": default, "owner_of": owner_of}
+        kw = self._queue_options(shards)
         hs = await run(
             open_queue("fifo", name, capacity, 0, dtypes, shapes, names, None, **kw), c.live()
         )
@@ -308,8 +310,7 @@ class RedisServer(ReplayTables, TrajectoryTables):
             ElementSpecError: As ``fifo_queue``.
         """
         c = self._conn
-        default, owner_of = c.shard_layout()
-        kw = {**self._timings(), "shards": shards, "default_shards": default, "owner_of": owner_of}
+        kw = self._queue_options(shards)
         op = open_queue(
             "shuffle", name, capacity, min_after_dequeue, dtypes, shapes, names, seed, **kw
         )
@@ -324,6 +325,17 @@ class RedisServer(ReplayTables, TrajectoryTables):
             ElementSpecError: ``name`` holds a replay table (use ``delete_table``).
         """
         return await run(delete_queue(name), self._conn.live())
+
+    def _queue_options(self, shards: Any) -> dict[str, Any]:
+        """What ``open_queue`` takes beside the queue's own settings: the timings and
+        where a new queue's shards go (``Connection.shard_layout``)."""
+        default, owner_of = self._conn.shard_layout()
+        return {
+            **self._timings(),
+            "shards": shards,
+            "default_shards": default,
+            "owner_of": owner_of,
+        }
 
     def _timings(self) -> dict[str, Any]:
         c = self._conn

@@ -60,8 +60,9 @@ class RedisQueue(Generic[T]):
         # Over several shards (``_shards``): every shard's handle, shard 0 (``handle``)
         # first, and where this object's next call starts (its home shard rotates).
         self._hs = list(shards) if len(shards) > 1 else []
+        self._all = self._hs or [handle]  # every shard's handle (one: the queue's)
         self._turn = itertools.count(random.randrange(max(1, len(self._hs))))
-        self._capacity = sum(h.capacity for h in self._hs) if self._hs else handle.capacity
+        self._capacity = sum(h.capacity for h in self._all)
         self._t = transport
         self._sync = sync
         self._producers = producers
@@ -211,7 +212,7 @@ class RedisQueue(Generic[T]):
         return (await self.statistics()).closed
 
     async def statistics(self) -> aqueue.QueueStatistics:
-        """A snapshot of the queue's counters, read in one server call.
+        """A snapshot of the queue's counters, read in one server call per shard.
 
         ``size``, ``capacity``, ``closed``, ``enqueued_total``, ``dequeued_total`` and
         ``peak_size`` are the server's exact figures for all processes.
@@ -220,8 +221,7 @@ class RedisQueue(Generic[T]):
         crashed one is until its registration expires). ``time_full_s`` and
         ``time_empty_s`` are measured by this process only, for its own waiters.
         """
-        h = self._h
-        v = await run(total_stats(self._hs) if self._hs else _shared.stats(h), self._t)
+        v = await run(total_stats(self._all), self._t)
         return aqueue.QueueStatistics(
             size=v[0],
             capacity=self._capacity,
@@ -244,17 +244,11 @@ class RedisQueue(Generic[T]):
         had admitted stay). Every waiting dequeue, in every process, is woken and gets
         data or OutOfRangeError.
         """
-        if self._hs:
-            run_blocking(close_all(self._hs, "1" if cancel_pending_enqueues else "0"), self._sync)
-        else:
-            run_blocking(_close(self._h, cancel_pending_enqueues), self._sync)
+        run_blocking(close_all(self._all, "1" if cancel_pending_enqueues else "0"), self._sync)
 
     async def aclose(self, cancel_pending_enqueues: bool = False) -> None:
         """Close the queue for every process (as ``close()``), awaited."""
-        if self._hs:
-            await run(close_all(self._hs, "1" if cancel_pending_enqueues else "0"), self._t)
-        else:
-            await run(_close(self._h, cancel_pending_enqueues), self._t)
+        await run(close_all(self._all, "1" if cancel_pending_enqueues else "0"), self._t)
 
     # -- producers (for the QueueRunner) -------------------------------------------------
 
@@ -331,8 +325,3 @@ class RedisRandomShuffleQueue(RedisQueue[T]):
     def seed(self) -> int | None:
         """The seed of this client's random numbers, or None."""
         return self._h.seed
-
-
-def _close(h: QueueHandle, cancel_pending_enqueues: bool) -> Op[None]:
-    """``aq_close``, with the flag that cancels pending enqueues."""
-    return _shared.close(h, "1" if cancel_pending_enqueues else "0")

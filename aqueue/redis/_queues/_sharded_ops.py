@@ -47,11 +47,11 @@ from typing import Any
 import aqueue
 
 from .._core._handle import gone_text
-from .._core._shared import stats, text
+from .._core._shared import text
 from .._core._transport import Call, Op, Read, WaitAny
 from ._handle import QueueHandle
 from ._ops import DONE, MORE, WAIT, PutOp, TakeOp
-from ._shards import ends_all
+from ._shards import read_rows
 
 __all__ = ["ShardedPutOp", "ShardedTakeOp"]
 
@@ -76,6 +76,12 @@ def release(live: list[Any]) -> Op[None]:
             error = exc
     if error is not None:
         raise error
+
+
+def drop(live: list[Any], subs: list[Any]) -> Op[None]:
+    """Undo ``subs`` now (deregister, give back) and forget them from ``live``."""
+    live[:] = [s for s in live if s not in subs]
+    yield from release(list(subs))
 
 
 def guarded(steps: Op[Any], live: list[Any]) -> Op[Any]:
@@ -147,24 +153,16 @@ class ShardedTakeOp:
     def _probe(self) -> Op[list[list[int]]]:
         """Every shard's counters (``aq_stats``: size first, the waiting enqueues at
         6); a shard still open once shard 0 closed is closed."""
-        rows = []
-        for h in self.hs:
-            try:
-                rows.append((yield from stats(h)))
-            except aqueue.QueueClosedError:  # gone: as a one-shard take says it
-                raise aqueue.OutOfRangeError(
-                    f"{gone_text('queue', h.name)}: it cannot serve a dequeue of {self.n}",
-                    queue_name=h.name,
-                    requested=self.n,
-                    size=0,
-                ) from None
-        yield from ends_all(list(self.hs), rows)
-        return rows
-
-    def _drop(self, subs: list[Any]) -> Op[None]:
-        """Undo ``subs`` now (and forget them)."""
-        self.live[:] = [s for s in self.live if s not in subs]
-        yield from release(list(subs))
+        try:
+            return (yield from read_rows(list(self.hs), end=True))
+        except aqueue.QueueClosedError:  # gone: as a one-shard take says it
+            name = self.hs[0].name
+            raise aqueue.OutOfRangeError(
+                f"{gone_text('queue', name)}: it cannot serve a dequeue of {self.n}",
+                queue_name=name,
+                requested=self.n,
+                size=0,
+            ) from None
 
     def _allocate(self, sizes: list[int], want: int) -> list[int]:
         """How many to take from each shard: for FIFO from the largest first (ties:
@@ -216,7 +214,7 @@ class ShardedTakeOp:
                 values = yield Read(sub.payload_keys(k))
             got.append((sub, [b"" if v is None else v for v in values[:k]]))
         if short:
-            yield from self._drop(this_round)
+            yield from drop(self.live, this_round)
             return False
         self.held.extend(got)
         return True
@@ -247,7 +245,7 @@ class ShardedTakeOp:
             keys = [f"{sub.h.prefix}ev:data:{sub.lease}" for sub in regs]
             yield WaitAny(keys, self.hs[0].wait_timeout)
         self.live[:] = [s for s in self.live if s.stage != "done"]
-        yield from self._drop(regs)
+        yield from drop(self.live, regs)
         return finals == len(self.hs)
 
     def _ack(self) -> Op[bool]:
@@ -315,16 +313,16 @@ class ShardedPutOp:
                     sub.hint = 0
                 status = yield from self._put(sub)
                 if status is DONE:
-                    yield from self._drop(regs)
+                    yield from drop(self.live, regs)
                     return
                 if status is None:  # closed: the rest follows in the anchor's shard
-                    yield from self._drop(regs)
+                    yield from drop(self.live, regs)
                     return (yield from self._finish())
                 if self.anchor is None:
                     self.anchor = sub  # pending from its first registration on
                 else:
                     regs.append(sub)
-            yield from self._drop(regs)
+            yield from drop(self.live, regs)
             # Round 2: no shard had room for it all: the shard with the most room
             # admits the longest prefix that fits, and the rest starts again at
             # round 1. (Waiting for room for the whole batch instead could wait
@@ -344,7 +342,7 @@ class ShardedPutOp:
                 if sub.pos > 0 or self.anchor is None:
                     yield from self._anchor(sub)
                 else:
-                    yield from self._drop([sub])  # (the room went meanwhile)
+                    yield from drop(self.live, [sub])  # (the room went meanwhile)
                 continue
             # No room anywhere: wait on every shard (the anchor's shard through the
             # anchor), then look again.
@@ -356,17 +354,17 @@ class ShardedPutOp:
                 sub.hint = 0  # a probe: registered for one element
                 status = yield from self._put(sub)
                 if status is None:
-                    yield from self._drop(regs)
+                    yield from drop(self.live, regs)
                     return (yield from self._finish())
                 if status is DONE:
-                    yield from self._drop(regs)
+                    yield from drop(self.live, regs)
                     return
                 regs.append(sub)
                 if sub.pos > 0:
                     break
             if regs and regs[-1].pos > 0:
                 keep = regs.pop()
-                yield from self._drop(regs)
+                yield from drop(self.live, regs)
                 yield from self._anchor(keep)
                 continue
             waits = regs if self.anchor is None else [self.anchor, *regs]
@@ -376,7 +374,7 @@ class ShardedPutOp:
                 waits[woke[0]].h.room = int(woke[1])
             if self.anchor is None and regs:
                 yield from self._anchor(regs.pop(0))  # stays pending across a close
-            yield from self._drop(regs)
+            yield from drop(self.live, regs)
 
     def _sub(self, h: QueueHandle, atomic: bool) -> PutOp:
         """A one-shard put of what is not admitted yet, in ``live``."""
@@ -404,7 +402,7 @@ class ShardedPutOp:
         if status is DONE:
             self.live.remove(sub)
             if self.anchor is not None and self.anchor is not sub:
-                yield from self._drop([self.anchor])
+                yield from drop(self.live, [self.anchor])
             self.anchor = None
         return status
 
@@ -413,7 +411,7 @@ class ShardedPutOp:
         op keeps between rounds, so a close finds it pending; the old one goes."""
         old, self.anchor = self.anchor, sub
         if old is not None and old is not sub:
-            yield from self._drop([old])
+            yield from drop(self.live, [old])
 
     def _finish(self) -> Op[None]:
         """The rest of the batch in the anchor's shard, where it is pending (as on
@@ -437,8 +435,3 @@ class ShardedPutOp:
                 self.live.remove(sub)
                 self.anchor = None
                 return
-
-    def _drop(self, subs: list[Any]) -> Op[None]:
-        """Deregister ``subs`` now (and forget them)."""
-        self.live[:] = [s for s in self.live if s not in subs]
-        yield from release(list(subs))

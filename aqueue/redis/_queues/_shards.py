@@ -27,8 +27,8 @@ import json
 from typing import Any
 
 from .._core._handle import key_prefix
-from .._core._shared import stats
-from .._core._transport import Call, Op, Read
+from .._core._shared import close, stats
+from .._core._transport import Op, Read
 
 __all__ = [
     "Layout",
@@ -36,6 +36,7 @@ __all__ = [
     "ends_all",
     "parse_layout",
     "read_layout",
+    "read_rows",
     "total_stats",
 ]
 
@@ -56,9 +57,10 @@ def parse_layout(value: Any) -> Layout:
 
 
 def close_all(handles: list[Any], cancel: str) -> Op[None]:
-    """``aq_close`` on shards K-1..1, then shard 0 (see the module docstring)."""
+    """``aq_close`` on shards K-1..1, then shard 0 (see the module docstring); one
+    handle: the queue of one shard."""
     for h in reversed(handles):
-        yield Call("aq_close", h.key, [h.gen, cancel])
+        yield from close(h, cancel)
 
 
 def ends_all(handles: list[Any], rows: list[list[int]]) -> Op[None]:
@@ -67,20 +69,26 @@ def ends_all(handles: list[Any], rows: list[list[int]]) -> Op[None]:
     if rows[0][1]:
         for h, row in zip(handles[1:], rows[1:]):
             if not row[1]:
-                yield Call("aq_close", h.key, [h.gen, str(rows[0][2])])
+                yield from close(h, str(rows[0][2]))
 
 
-def total_stats(handles: list[Any], end: bool = False) -> Op[list[int]]:
-    """The counters of every shard summed (closed: shard 0's; the peak: the largest of
-    the shards' peaks, since the shards' peaks need not coincide; the waiting tasks:
-    the most any shard has, since a sharded op that waits registers on every shard);
-    with ``end``, the
-    shards still open once shard 0 closed are closed (``ends_all``)."""
+def read_rows(handles: list[Any], end: bool = False) -> Op[list[list[int]]]:
+    """Every shard's ``aq_stats`` counters, shard 0 first (QueueClosedError: a shard
+    is gone); with ``end``, the shards still open once shard 0 closed are closed
+    (``ends_all``)."""
     rows = []
     for h in handles:
         rows.append((yield from stats(h)))
     if end:
         yield from ends_all(handles, rows)
+    return rows
+
+
+def total_stats(handles: list[Any], end: bool = False) -> Op[list[int]]:
+    """The counters of every shard (``read_rows``) summed; closed: shard 0's; the peak:
+    the largest of the shards' peaks, since they need not coincide; the waiting tasks:
+    the most any shard has, since a sharded op that waits registers on every shard."""
+    rows = yield from read_rows(handles, end)
     total = [sum(col) for col in zip(*rows)]
     total[1], total[2] = rows[0][1], rows[0][2]
     for col in (5, 6, 7):
