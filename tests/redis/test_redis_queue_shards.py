@@ -374,7 +374,7 @@ async def test_a_shuffle_queue_mixes_across_shards_and_keeps_min_after_dequeue_i
     2 per shard: a dequeue_many(9) draws from every shard (not the fullest first), two
     of them leave 2 in each; one more waits until close, which releases the rest."""
     q = await server.random_shuffle_queue(qname, 30, 6, np.int64, (), shards=3, seed=3)
-    assert q.shards == 3
+    assert (q.shards, q.capacity, q.min_after_dequeue) == (3, 30, 6)  # the totals
     for base in (0, 100, 200):
         await q.enqueue_many(np.arange(base, base + 8))
     assert sorted(lengths(raw, qname).values()) == [8, 8, 8]

@@ -101,7 +101,7 @@ class RedisQueue(Generic[T]):
     def min_after_dequeue(self) -> int:
         """Elements a dequeue leaves behind while the queue is open (0 but for a
         shuffling queue)."""
-        return self._h.min_after_dequeue
+        return sum(h.min_after_dequeue for h in self._all)  # (split among the shards)
 
     @property
     def names(self) -> tuple[str, ...] | None:
