@@ -221,19 +221,41 @@ async def trainer(url: str, name: str, actors: int, screens: int, batch: int, sp
     after its actor processes have stopped, so nothing stays on a shared server."""
     task = asyncio.current_task()
     assert task is not None
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    stopped_by: list[int] = []
+
+    def stop(code: int) -> None:
+        if not stopped_by:  # (a second Ctrl-C does not cut the cleanup short)
+            stopped_by.append(code)
+            task.cancel()
+
+    # Both signals cancel this task from the loop, between two steps. (A Ctrl-C left to
+    # Python raises KeyboardInterrupt wherever the interpreter is, on Python 3.10 also
+    # inside the loop's read of a Redis reply: that call's task then ends failed.)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, stop, INTERRUPTED)
+    loop.add_signal_handler(signal.SIGTERM, stop, TERMINATED)
     names = [name, f"{name}-ready", f"{name}-sent"]
-    async with aqueue.redis.connect(url) as server:
-        for n in names:
-            await server.delete_queue(n)
-        procs: list[Actors] = []
-        try:
-            return await train(server, url, name, actors, screens, batch, spawn, procs)
-        finally:
-            for p in procs:
-                p.stop()  # before the deletes: a running actor may still open a queue
+    try:
+        async with aqueue.redis.connect(url) as server:
             for n in names:
                 await server.delete_queue(n)
+            procs: list[Actors] = []
+            try:
+                return await train(server, url, name, actors, screens, batch, spawn, procs)
+            finally:
+                for p in procs:
+                    p.stop()  # before the deletes: a running actor may still open a queue
+                for n in names:
+                    await server.delete_queue(n)
+    except asyncio.CancelledError:
+        if not stopped_by:
+            raise
+        say(
+            "trainer: interrupted (Ctrl-C)."
+            if stopped_by[0] == INTERRUPTED
+            else "trainer: stopped (SIGTERM)."
+        )
+        return stopped_by[0]
 
 
 async def train(
@@ -391,11 +413,8 @@ def main() -> int:
         spawn = args.role == "both"
         return asyncio.run(trainer(url, name, args.actors, args.screens, args.batch, spawn))
     except KeyboardInterrupt:  # one line for this process (each actor prints its own)
-        say("trainer: interrupted (Ctrl-C).")
+        say("trainer: interrupted (Ctrl-C).")  # (before the trainer's handlers were set)
         return INTERRUPTED
-    except asyncio.CancelledError:  # SIGTERM (the trainer's handler cancelled it)
-        say("trainer: stopped (SIGTERM).")
-        return TERMINATED
     finally:
         if proc is not None:
             proc.send_signal(signal.SIGTERM)
