@@ -6,6 +6,7 @@ standard library and numpy only), so that a spawned worker starts quickly.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import signal
@@ -144,3 +145,19 @@ def sleepy(x: tuple[int, float]) -> tuple[int, int]:
     if seconds:
         time.sleep(seconds)
     return i, os.getpid()
+
+
+_BLOB = bytes(4 << 20)  # what ``crunch`` hashes
+
+
+def crunch(i: int) -> int:
+    """CPU-bound work that releases the GIL, as decoding an image does: a few ms of
+    hashing on whichever core is free."""
+    hashlib.sha256(_BLOB).digest()
+    return i
+
+
+def nap(i: int) -> int:
+    """A call that waits 4 ms and computes nothing."""
+    time.sleep(0.004)
+    return i

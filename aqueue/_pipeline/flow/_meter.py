@@ -71,6 +71,13 @@ class StageStatistics:
     ``items_out`` it is the hand-off's cost per item; over ``elapsed_s``, the share of
     one core it takes."""
 
+    cpu_s: float | None = None
+    """For a thread or process map: CPU seconds its work used, summed over its workers
+    (a thread map's worker threads in the function; a process map's worker processes,
+    their own threads included). Over ``busy_s`` it tells computing from waiting: near
+    1.0 the function holds a core, near 0.0 it waits (on I/O, a service, the GIL).
+    None for other stages (tasks share the event loop's thread)."""
+
     set_by: str | None = None
     """Who set ``concurrency``, for a map of a run with ``concurrency="auto"`` maps:
     ``"user"``, ``"tuner"``, ``"default"`` (the tuner's start, not changed yet) or
@@ -95,10 +102,13 @@ class Worker:
     """Per-step bookkeeping: busy time, seconds per item, and when the last burst was
     handed back."""
 
-    __slots__ = ("busy", "handoff", "held", "item_s", "returned", "turn")
+    __slots__ = ("busy", "cpu", "handoff", "held", "item_s", "returned", "turn")
 
     def __init__(self) -> None:
         self.busy = 0.0
+        # CPU seconds of that work (thread and process maps: the tuner's CPU budget;
+        # tasks share the event loop's thread, which is measured instead)
+        self.cpu = 0.0
         self.handoff = 0.0  # process maps: the driver thread's CPU seconds
         self.item_s = 0.0  # moving average of seconds per item (0: none worked on yet)
         self.returned = 0.0  # perf_counter() when the step last returned a burst
@@ -167,6 +177,10 @@ class Meter:
     @property
     def busy(self) -> float:
         return sum(w.busy for w in self.workers)
+
+    @property
+    def cpu(self) -> float:
+        return sum(w.cpu for w in self.workers)
 
     @property
     def handoff(self) -> float:

@@ -206,6 +206,7 @@ def _receive(
     ledger.received(seq, reply.results)
     n, cpu = out.n, _cpu() - cpu0 + out.cpu
     w.busy += reply.busy_s
+    w.cpu += reply.cpu_s
     per = reply.busy_s / n
     w.item_s = per if w.item_s == 0.0 else 0.75 * w.item_s + 0.25 * per
     w.handoff += cpu

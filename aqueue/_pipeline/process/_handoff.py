@@ -63,6 +63,7 @@ class Reply:
 
     results: list[Any]
     busy_s: float  # seconds the worker spent in fn
+    cpu_s: float  # CPU seconds the worker process used while in fn
     write_s: float  # seconds the worker spent writing and pickling the results
     layout: list[tuple[np.dtype[Any], tuple[int, ...]]] | None  # arrays of the first item
     scratch_bytes: int  # bytes of scratch space the results took
@@ -115,7 +116,7 @@ def read_reply(data: bytes, sent: Sent, arena: Arena, pid: int | None) -> Reply:
     blocks, row0, cols = sent.blocks, sent.row0, sent.cols
     reader = _Reader(f, arena, blocks, cols)
     try:
-        n, busy, write_s, layout, failure = pickle.load(f)
+        n, busy, cpu_s, write_s, layout, failure = pickle.load(f)
         wanted = 0 if cols is None else sum(c is not None for c in cols)
         results = []
         foreign = 0
@@ -130,7 +131,7 @@ def read_reply(data: bytes, sent: Sent, arena: Arena, pid: int | None) -> Reply:
                 arena.free(block)
         blocks.clear()
     error = None if failure is None else remote_failure(failure, pid)
-    return Reply(results, busy, write_s, layout, reader.scratch, foreign, error)
+    return Reply(results, busy, cpu_s, write_s, layout, reader.scratch, foreign, error)
 
 
 def remote_failure(failure: tuple[Any, ...], pid: int | None) -> BaseException:

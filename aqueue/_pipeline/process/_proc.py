@@ -160,7 +160,7 @@ class Worker:
             QueueClosedError: The run is stopping (a clean end).
         """
         if sent.error is not None:  # (never sent)
-            return Reply([], 0.0, 0.0, None, 0, 0, sent.error)
+            return Reply([], 0.0, 0.0, 0.0, None, 0, 0, sent.error)
         pool = self.pool
         try:
             with self._call(sent), self.lock:

@@ -23,7 +23,9 @@ Messages, main process -> worker (pickled tuples, ``Connection.send``):
 
 Messages, worker -> main process (``Connection.send_bytes``; the first byte says which):
 
-- ``R`` + a pickle stream: the header ``(n, busy_s, write_s, layout, failure)``, then
+- ``R`` + a pickle stream: the header ``(n, busy_s, cpu_s, write_s, layout, failure)``
+  (``cpu_s``: the worker process's CPU seconds while in ``fn``, its own threads'
+  included), then
   the ``n`` results, each pickled with *persistent ids* for its arrays (``("r", k)``:
   row of column ``k``; ``("a", block, offset, dtype, shape)``: in the burst's
   ``block``-th scratch block, 0 the one sent with the burst, then one per ``s`` in
@@ -153,14 +155,14 @@ class _Server:
         fn = self.fn
         results = []
         failure = None
-        t0 = _perf()
+        t0, c0 = _perf(), time.process_time()
         for i, x in enumerate(items):
             try:
                 results.append(fn(x))
             except Exception as exc:
                 failure = self.failure(i, exc)
                 break
-        t1 = _perf()
+        t1, cpu = _perf(), time.process_time() - c0
         columns = None
         if cols is not None:
             columns = [
@@ -189,7 +191,7 @@ class _Server:
                 break
             if j == 0:
                 layout = writer.layout
-        header = (len(results), t1 - t0, _perf() - t1, layout, failure)
+        header = (len(results), t1 - t0, cpu, _perf() - t1, layout, failure)
         head = pickle.dumps(header, protocol=pickle.HIGHEST_PROTOCOL)
         self.conn.send_bytes(b"R" + head + body.getvalue())
 

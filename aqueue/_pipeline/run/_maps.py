@@ -42,6 +42,7 @@ __all__ = ["SLICE_S", "async_map_step", "thread_map_step"]
 
 SLICE_S = 0.001  # seconds a task worker runs items before it hands on what it has done
 _perf = time.perf_counter
+_cpu = time.thread_time  # a thread map's CPU: its worker threads' own
 
 
 def thread_map_step(
@@ -76,6 +77,7 @@ def thread_map_step(
             finally:
                 turns.count_taking(-1)
         t1 = meter.got(t0)
+        c1 = _cpu()
         out: list[Any] = []
         keep = out.append  # (bound once: the loop costs what a comprehension does)
         try:
@@ -84,6 +86,7 @@ def thread_map_step(
         except Exception as exc:
             noted(exc, label)
             failed.append(exc)
+        w.cpu += _cpu() - c1
         w.returned = w.worked(t1, len(out))
         if turns is not None:
             turns.wait(seq, out)

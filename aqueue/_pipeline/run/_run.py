@@ -307,6 +307,15 @@ class PipelineRun:
         cap = self.queues[i].capacity
         return items_in, st.enqueued_total, m.busy, m.get_wait_s, m.put_wait_s, m.occ_sum, cap
 
+    def cpu(self, i: int) -> float | None:
+        """CPU seconds stage ``i``'s work used so far: a thread map's worker threads',
+        a process map's worker processes' (in its function); None for other stages (a
+        task's CPU is the event loop thread's, measured as a whole)."""
+        spec = self.specs[i]
+        if spec.kind != "map" or spec.executor not in ("thread", "process"):
+            return None
+        return self.meters[i].cpu
+
     @property
     def parked(self) -> dict[int, int]:
         """Workers parked at each tuned map's gate now (a checkpoint counts them at rest)."""

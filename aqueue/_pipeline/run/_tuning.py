@@ -65,6 +65,8 @@ class _Run(Protocol):
 
     def counters(self, i: int) -> tuple[int, int, float, float, float, float, int]: ...
 
+    def cpu(self, i: int) -> float | None: ...
+
     def consumer(self) -> tuple[int, float]: ...
 
 
@@ -161,6 +163,7 @@ class Tuning:
                     starved,
                     blocked,
                     max(workers, 1),
+                    cpu_s=run.cpu(i),
                     occupancy_s=occ,
                     capacity=cap,
                     item_bytes=size,

@@ -1,0 +1,67 @@
+"""The CPU a thread or process map's work uses, through the public API:
+``StageStatistics.cpu_s`` tells a stage that computes from one that waits, and the
+tuner keeps a CPU-bound thread map within the CPU budget because it measures it.
+
+No test measures time: the ratios compared are far apart (hashing holds a core for
+all of its call, sleeping for none of it), with room for a loaded machine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import proc_fns
+import pytest
+
+import aqueue
+from aqueue import Pipeline
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+
+
+async def _read(pipe: Pipeline[Any], autotune: aqueue.Autotune | None = None) -> list[Any]:
+    got: list[Any] = []
+    with anyio.fail_after(90):  # a hang fails the test (not a speed threshold)
+        async with pipe.open(autotune=autotune) as items:
+            async for x in items:
+                got.append(x)
+    return got
+
+
+@pytest.mark.parametrize("executor", ["thread", "process"])
+async def test_statistics_tell_a_stage_that_computes_from_one_that_waits(executor: str) -> None:
+    pipe = (
+        Pipeline(range(60))
+        .map(proc_fns.crunch, executor=executor, concurrency=2, name="computes")
+        .map(proc_fns.nap, executor=executor, concurrency=2, name="waits")
+    )
+    assert [s.cpu_s for s in pipe.statistics()] == [None, 0.0, 0.0]
+    assert sorted(await _read(pipe)) == list(range(60))
+    _, computes, waits = pipe.statistics()
+    assert computes.cpu_s is not None and waits.cpu_s is not None
+    assert computes.cpu_s > 0.3 * computes.busy_s  # (loaded, a thread waits for a core)
+    assert waits.cpu_s < 0.2 * waits.busy_s
+
+
+async def test_a_task_map_has_no_cpu_of_its_own() -> None:
+    async def same(x: int) -> int:
+        return x
+
+    pipe = Pipeline(range(10)).map(same)
+    assert sorted(await _read(pipe)) == list(range(10))
+    assert pipe.statistics()[1].cpu_s is None
+
+
+async def test_a_cpu_bound_thread_map_stays_within_the_cpu_budget() -> None:
+    # One core's budget and a map that holds a core per call: without its CPU measured,
+    # the tuner's slow start doubles it (1, 2, 4) until a raise brings nothing; with
+    # it, the CPU per second of work stops it at the budget.
+    pipe = Pipeline(range(400)).map(
+        proc_fns.crunch, executor="thread", concurrency=aqueue.Auto(start=1)
+    )
+    got = await _read(pipe, autotune=aqueue.Autotune(cpu=1))
+    assert sorted(got) == list(range(400))
+    st = pipe.statistics()[1]
+    assert all(d.new <= 2 for d in st.decisions), st.decisions
+    assert st.cpu_s is not None and st.cpu_s > 0.3 * st.busy_s
