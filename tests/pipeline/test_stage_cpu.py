@@ -39,7 +39,8 @@ async def test_statistics_tell_a_stage_that_computes_from_one_that_waits(executo
     assert [s.cpu_s for s in pipe.statistics()] == [None, 0.0, 0.0]
     assert sorted(await _read(pipe)) == list(range(60))
     _, computes, waits = pipe.statistics()
-    assert computes.cpu_s is not None and waits.cpu_s is not None
+    assert computes.cpu_s is not None
+    assert waits.cpu_s is not None
     assert computes.cpu_s > 0.3 * computes.busy_s  # (loaded, a thread waits for a core)
     assert waits.cpu_s < 0.2 * waits.busy_s
 
@@ -64,4 +65,5 @@ async def test_a_cpu_bound_thread_map_stays_within_the_cpu_budget() -> None:
     assert sorted(got) == list(range(400))
     st = pipe.statistics()[1]
     assert all(d.new <= 2 for d in st.decisions), st.decisions
-    assert st.cpu_s is not None and st.cpu_s > 0.3 * st.busy_s
+    assert st.cpu_s is not None
+    assert st.cpu_s > 0.3 * st.busy_s
