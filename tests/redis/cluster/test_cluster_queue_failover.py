@@ -19,13 +19,10 @@ both and prints them; every element that arrives was sent, and the elements of o
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from typing import Any
-
 import anyio
 import numpy as np
 import pytest
+from failover_util import FAILOVER_TIMEOUT, HANG_GUARD, Log, call, kill_and_promote, until
 from redis_cluster_util import ClusterProc, cluster_server
 
 import aqueue
@@ -33,39 +30,7 @@ import aqueue.redis
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
 
-FAILOVER_TIMEOUT = 6.0  # the fixture's node timeout (1 s) plus 5 s
-HANG_GUARD = FAILOVER_TIMEOUT + 30.0  # (a hang guard for one call, not a speed check)
 BATCH = 8
-
-
-class Log:
-    """What one worker saw: when each call returned, the errors with their time."""
-
-    def __init__(self) -> None:
-        self.returned: list[float] = []
-        self.errors: list[tuple[float, BaseException]] = []
-
-    def after(self, t: float) -> int:
-        return sum(1 for r in self.returned if r > t)
-
-
-async def _call(log: Log, fn: Any, *args: Any, guard: bool = True) -> Any:
-    """One call (under the hang guard unless it may wait for data): its reply, or None
-    once its error is logged."""
-    try:
-        with anyio.fail_after(HANG_GUARD if guard else None):
-            reply = await fn(*args)
-    except aqueue.redis.ServerConnectionError as exc:
-        log.errors.append((time.monotonic(), exc))
-        await anyio.sleep(0.05)  # (the slot map is read again meanwhile)
-        return None
-    log.returned.append(time.monotonic())
-    return reply
-
-
-async def _until(predicate: Callable[[], bool]) -> None:
-    while not predicate():  # noqa: ASYNC110 - set by the workers' results
-        await anyio.sleep(0.02)
 
 
 @pytest.fixture
@@ -77,10 +42,7 @@ async def test_sharded_queue_survives_a_primary_killed(failover_cluster: Cluster
     cluster = failover_cluster
     victim = cluster.primaries()[1]
     put, take, wait = Log(), Log(), Log()
-    acked: list[tuple[float, np.ndarray]] = []  # (when, the batch) per enqueue returned
     got: list[int] = []
-    kill_at: list[float] = []
-    promoted_at: list[float] = []
     server = cluster_server(
         cluster.url, failover_timeout=FAILOVER_TIMEOUT, wait_timeout=0.5, lease_time=2.0
     )
@@ -93,19 +55,19 @@ async def test_sharded_queue_survives_a_primary_killed(failover_cluster: Cluster
             while not coord.should_stop():
                 batch = np.arange(v, v + BATCH, dtype=np.int64)
                 done = len(put.returned)
-                await _call(put, q.enqueue_many, batch)
+                await call(put, q.enqueue_many, batch)
                 if len(put.returned) > done:  # (acknowledged)
-                    acked.append((put.returned[-1], batch))
+                    put.acked.append((put.returned[-1], batch))
                 v += BATCH
 
         async def consumer(coord: aqueue.Coordinator) -> None:
             while not coord.should_stop():
-                rows = await _call(take, q.dequeue_many, BATCH)
+                rows = await call(take, q.dequeue_many, BATCH)
                 if rows is not None:
                     got.extend(rows.tolist())
 
         async def waiter() -> None:
-            rows = await _call(wait, empty.dequeue_many, 2, guard=False)
+            rows = await call(wait, empty.dequeue_many, 2, guard=False)
             if rows is not None:
                 assert rows.tolist() == [-1, -2]
 
@@ -114,50 +76,50 @@ async def test_sharded_queue_survives_a_primary_killed(failover_cluster: Cluster
                 coord.start_soon(producer, coord)
                 coord.start_soon(consumer, coord)
                 coord.start_soon(waiter)
-                await _until(lambda: len(put.returned) >= 20 and len(take.returned) >= 10)
+                await until(lambda: len(put.returned) >= 20 and len(take.returned) >= 10)
                 while (await empty.statistics()).tasks_waiting_dequeue < 1:  # noqa: ASYNC110
                     await anyio.sleep(0.02)  # (the state lives on the server)
-                kill_at.append(time.monotonic())
-                await anyio.to_thread.run_sync(cluster.kill, victim)
-                await anyio.to_thread.run_sync(cluster.wait_promoted, victim)
-                promoted_at.append(time.monotonic())
-                await _until(
-                    lambda: min(put.after(promoted_at[0]), take.after(promoted_at[0])) >= 10
-                )
+                kill_at, promoted_at = await kill_and_promote(cluster, victim, [put, take])
                 with anyio.fail_after(HANG_GUARD):
                     await empty.enqueue_many(np.array([-1, -2], dtype=np.int64))
-                    await _until(lambda: bool(wait.returned or wait.errors))
+                    await until(lambda: bool(wait.returned or wait.errors))
                 coord.request_stop()
         assert coord.exceptions == ()
 
-        # One end of data across the shards, after the failover.
-        await q.aclose()
+        # One end of data across the shards, after the failover (a call that meets a
+        # connection the kill broke raises ServerConnectionError, and is made again).
+        end = Log()
         with anyio.fail_after(HANG_GUARD):
+            while not end.returned:
+                await call(end, q.aclose)
             while True:
                 try:
-                    got.extend((await q.dequeue_up_to(256)).tolist())
+                    rows = await call(end, q.dequeue_up_to, 256)
                 except aqueue.OutOfRangeError:
                     break
+                if rows is not None:
+                    got.extend(rows.tolist())
         assert (await q.statistics()).size == 0
 
-    for log in (put, take, wait):
-        assert all(t > kill_at[0] for t, _ in log.errors)  # (no error before the kill)
+    for log in (put, take, wait, end):
+        assert all(t > kill_at for t, _ in log.errors)  # (no error before the kill)
     # Every element that arrived was sent (an unacknowledged enqueue, one that failed
     # with the kill, may have gone in: at most the batch in flight past the last one).
-    sent = max(int(b[-1]) for _, b in acked) + 1
+    sent = max(int(b[-1]) for _, b in put.acked) + 1
     assert all(0 <= v < sent + BATCH for v in got)  # (nothing foreign)
     first: dict[int, int] = {}
     for at, v in enumerate(got):
         first.setdefault(v, at)
-    for _, batch in acked:  # one enqueue_many stays in order (first arrivals)
+    for _, batch in put.acked:  # one enqueue_many stays in order (first arrivals)
         arrived = [int(v) for v in batch if int(v) in first]
         assert sorted(arrived, key=first.__getitem__) == arrived, (batch, got)
-    confirmed = np.concatenate([b for _, b in acked])
+    confirmed = np.concatenate([b for _, b in put.acked])
     lost = [int(v) for v in confirmed if int(v) not in first]
     twice = len(got) - len(first)
     print(
         f"queue failover: {len(confirmed)} enqueued and acknowledged, {len(lost)} lost, "
         f"{twice} came twice; errors: producer {len(put.errors)}, consumer "
         f"{len(take.errors)}, waiting consumer {len(wait.errors)} (returned: "
-        f"{len(wait.returned)}); kill to promotion {promoted_at[0] - kill_at[0]:.1f} s"
+        f"{len(wait.returned)}), drain {len(end.errors)}; kill to promotion "
+        f"{promoted_at - kill_at:.1f} s"
     )

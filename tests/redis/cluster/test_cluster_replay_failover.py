@@ -18,13 +18,11 @@ shard may lose any (a key names its shard), which is asserted.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 import numpy as np
 import pytest
+from failover_util import FAILOVER_TIMEOUT, HANG_GUARD, Log, call, kill_and_promote, until
 from redis_cluster_util import ClusterProc, cluster_server
 
 import aqueue
@@ -33,41 +31,7 @@ from aqueue.redis._core._shards import shard_of_tag
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
 
-FAILOVER_TIMEOUT = 6.0  # the fixture's node timeout (1 s) plus 5 s
-HANG_GUARD = FAILOVER_TIMEOUT + 30.0  # (a hang guard for one call, not a speed check)
 BATCH = 16
-
-
-@dataclass
-class Log:
-    """What one worker saw: the keys each insert returned with the time it returned,
-    the errors with the time they came, and how many calls returned."""
-
-    acked: list[tuple[float, np.ndarray]] = field(default_factory=list)
-    errors: list[tuple[float, BaseException]] = field(default_factory=list)
-    returned: list[float] = field(default_factory=list)
-
-    def after(self, t: float) -> int:
-        return sum(1 for r in self.returned if r > t)
-
-
-async def _call(log: Log, fn: Any, *args: Any, guard: bool = True, **kw: Any) -> Any:
-    """One call (under the hang guard unless it may wait for data): its reply, or None
-    once its error is logged."""
-    try:
-        with anyio.fail_after(HANG_GUARD if guard else None):
-            reply = await fn(*args, **kw)
-    except aqueue.redis.ServerConnectionError as exc:
-        log.errors.append((time.monotonic(), exc))
-        await anyio.sleep(0.05)  # (the slot map is read again meanwhile)
-        return None
-    log.returned.append(time.monotonic())
-    return reply
-
-
-async def _until(predicate: Callable[[], bool]) -> None:
-    while not predicate():  # noqa: ASYNC110 - set by the workers' results
-        await anyio.sleep(0.02)
 
 
 def _shard_on(cluster: ClusterProc, name: str, port: int) -> int:
@@ -86,8 +50,6 @@ def _shard_on(cluster: ClusterProc, name: str, port: int) -> int:
 async def _round(cluster: ClusterProc, victim: int, n: int) -> int:
     """Kill ``victim`` while the workers run; the acknowledged inserts lost."""
     ins, smp, wait = Log(), Log(), Log()
-    kill_at: list[float] = []
-    promoted_at: list[float] = []
     server = cluster_server(cluster.url, failover_timeout=FAILOVER_TIMEOUT, wait_timeout=0.5)
     async with server as srv:
         table = await srv.replay_table(
@@ -129,17 +91,17 @@ async def _round(cluster: ClusterProc, victim: int, n: int) -> int:
             v = 0
             while not coord.should_stop():
                 values = np.arange(v, v + BATCH, dtype=np.int64)
-                keys = await _call(ins, table.insert_many, values, priorities=np.ones(BATCH))
+                keys = await call(ins, table.insert_many, values, priorities=np.ones(BATCH))
                 if keys is not None:
                     ins.acked.append((time.monotonic(), np.asarray(keys)))
                 v += BATCH
 
         async def sampler(coord: aqueue.Coordinator) -> None:
             while not coord.should_stop():
-                await _call(smp, table.sample, 8)
+                await call(smp, table.sample, 8)
 
         async def waiter() -> None:
-            got = await _call(wait, starved.sample, 1, guard=False)
+            got = await call(wait, starved.sample, 1, guard=False)
             if got is not None:
                 assert got.data.shape == (1,)
 
@@ -148,38 +110,32 @@ async def _round(cluster: ClusterProc, victim: int, n: int) -> int:
                 coord.start_soon(inserter, coord)
                 coord.start_soon(sampler, coord)
                 coord.start_soon(waiter)
-                await _until(lambda: len(ins.returned) >= 20 and len(smp.returned) >= 5)
+                await until(lambda: len(ins.returned) >= 20 and len(smp.returned) >= 5)
                 while (await starved.statistics()).samples_waiting < 1:  # noqa: ASYNC110
                     await anyio.sleep(0.02)  # (the state lives on the server)
-                kill_at.append(time.monotonic())
-                await anyio.to_thread.run_sync(cluster.kill, victim)
-                await anyio.to_thread.run_sync(cluster.wait_promoted, victim)
-                promoted_at.append(time.monotonic())
-                await _until(
-                    lambda: min(ins.after(promoted_at[0]), smp.after(promoted_at[0])) >= 10
-                )
+                kill_at, promoted_at = await kill_and_promote(cluster, victim, [ins, smp])
                 with anyio.fail_after(HANG_GUARD):
                     for i in range(200):  # (until that shard has ten)
                         if wait.returned or wait.errors:
                             break
                         await starved.insert(np.int64(i))
                         await anyio.sleep(0.01)
-                    await _until(lambda: bool(wait.returned or wait.errors))
+                    await until(lambda: bool(wait.returned or wait.errors))
                 coord.request_stop()
         assert coord.exceptions == ()
 
-        before = [keys for t, keys in ins.acked if t < kill_at[0]]
+        before = [keys for t, keys in ins.acked if t < kill_at]
         acked = np.concatenate(before)
         found = await table.update_priorities(acked, np.ones(len(acked)))
         lost = acked[~found]
     assert set((lost % 3).tolist()) <= {victim_shard}, (lost, victim_shard)
     for log in (ins, smp, wait):
-        assert all(t > kill_at[0] for t, _ in log.errors)
+        assert all(t > kill_at for t, _ in log.errors)
     print(
         f"failover round {n}: {len(acked)} inserts acknowledged before the kill, "
         f"{len(lost)} lost; errors: inserter {len(ins.errors)}, sampler {len(smp.errors)}, "
         f"waiting sampler {len(wait.errors)} (returned: {len(wait.returned)}); kill to promotion "
-        f"{promoted_at[0] - kill_at[0]:.1f} s"
+        f"{promoted_at - kill_at:.1f} s"
     )
     return len(lost)
 
