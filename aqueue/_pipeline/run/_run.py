@@ -308,13 +308,10 @@ class PipelineRun:
         return items_in, st.enqueued_total, m.busy, m.get_wait_s, m.put_wait_s, m.occ_sum, cap
 
     def cpu(self, i: int) -> float | None:
-        """CPU seconds stage ``i``'s work used so far: a thread map's worker threads',
-        a process map's worker processes' (in its function); None for other stages (a
-        task's CPU is the event loop thread's, measured as a whole)."""
+        """CPU seconds stage ``i``'s work used: a thread or process map's (None else)."""
         spec = self.specs[i]
-        if spec.kind != "map" or spec.executor not in ("thread", "process"):
-            return None
-        return self.meters[i].cpu
+        thread_or_process = spec.kind == "map" and spec.executor in ("thread", "process")
+        return self.meters[i].cpu if thread_or_process else None
 
     @property
     def parked(self) -> dict[int, int]:
