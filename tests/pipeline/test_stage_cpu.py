@@ -4,7 +4,8 @@ tuner reads it (its reasons name a thread map's CPU, which bounds it by the CPU
 budget).
 
 No test measures time: the ratios compared are far apart (hashing holds a core for
-all of its call, sleeping for none of it), with room for a loaded machine.
+all of its call, sleeping for none of it; a loaded machine gives the hashing thread
+less of a core, 26% of its work time in one suite run beside two others).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ async def test_statistics_tell_a_stage_that_computes_from_one_that_waits(executo
     _, computes, waits = pipe.statistics()
     assert computes.cpu_s is not None
     assert waits.cpu_s is not None
-    assert computes.cpu_s > 0.3 * computes.busy_s  # (loaded, a thread waits for a core)
+    # (loaded, a thread waits for a core: its CPU per second of work falls)
+    assert computes.cpu_s / computes.busy_s > 4 * waits.cpu_s / waits.busy_s
     assert waits.cpu_s < 0.2 * waits.busy_s
 
 
@@ -77,4 +79,4 @@ async def test_the_tuner_reads_a_thread_maps_cpu() -> None:
     assert raises, st.decisions
     assert any(re.search(r"cpu-bound|CPU \d+% of its work time", r) for r in raises), raises
     assert st.cpu_s is not None
-    assert st.cpu_s > 0.3 * st.busy_s
+    assert st.cpu_s > 0.1 * st.busy_s
