@@ -5,7 +5,7 @@ numbers and the room hint.
 Invariants (besides the core Handle's):
 - ``capacity``, ``min_after_dequeue`` and the spec are the ones stored on the server
   (``_open`` checked them);
-- ``room`` is a process-local hint, never the server's state.
+- ``room`` and ``filled`` are process-local hints, never the server's state.
 """
 
 from __future__ import annotations
@@ -58,6 +58,14 @@ class QueueHandle(Handle):
         self._rng_lock = threading.Lock()
         # The free room the last aq_put reply of this process reported (a hint only).
         self.room = capacity
+        # Elements the queue held when this process last looked (a probe, or a put's
+        # reply, less what its takes took since): where a sharded dequeue takes first.
+        self.filled = 0
+
+    @property
+    def shuffled(self) -> bool:
+        """Whether this is a shuffle queue (its takes draw random numbers)."""
+        return self._rng is not None
 
     def rands(self, n: int) -> list[str]:
         """``n`` uniform floats in [0, 1) for a shuffle take (none for FIFO), drawn once

@@ -304,6 +304,7 @@ class PutOp:
         admitted = int(reply[1])
         self.pos += admitted
         self.hint = self.h.room = int(reply[2])
+        self.h.filled = self.h.capacity - self.h.room
         if self.pos == len(self.payloads):
             self.registered = False
             return DONE

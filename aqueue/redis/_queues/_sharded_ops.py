@@ -15,8 +15,14 @@ part is always a prefix of the batch (``pos``). Between rounds the op keeps one
 registration (the ``anchor``): a plain close lets it finish there, as a pending
 enqueue finishes on one server.
 
-``ShardedTakeOp`` (dequeue, dequeue_many, dequeue_up_to, dequeue_burst): each round
-reads every shard's size (``aq_stats``; a shuffle shard can give its size less its part
+``ShardedTakeOp`` (dequeue, dequeue_many, dequeue_up_to, dequeue_burst): on a FIFO
+queue it first tries one take from the shard this process last saw fullest (each
+handle's ``filled`` hint: the last probe's size or put's reply, less what this
+process's takes took since) when the hint says it holds the whole take: one call and
+its ack, as on one server. A take that comes back short (the hint was stale: another
+consumer was faster) is given back, as a short take of a round is, and the op goes on
+with the rounds; it tries the hint once per op, so a stale hint costs one call. Each
+round reads every shard's size (``aq_stats``; a shuffle shard can give its size less its part
 of ``min_after_dequeue`` while open), allocates what it takes to the shards with data
 (FIFO: largest first; shuffle: each element's shard drawn in proportion to what the
 shards can give, so a take mixes across shards), and takes exactly that many from each
@@ -113,6 +119,9 @@ class ShardedTakeOp:
 
     def _steps(self) -> Op[Any]:
         hs, n = self.hs, self.n
+        hinted = self._hinted()  # one take where the hint says the whole take is
+        if hinted is not None and (yield from self._take(hinted)) and (yield from self._ack()):
+            return self._result()
         final = False  # every shard answered "final" in the last registration round
         while True:
             rows = yield from self._probe()
@@ -150,11 +159,29 @@ class ShardedTakeOp:
                 if done and (yield from self._ack()):
                     return self._result()
 
+    def _hinted(self) -> list[int] | None:
+        """The allocation of the hinted take (all from the shard this process saw
+        fullest, ties from this op's start), or None: a shuffle queue (its takes mix
+        across shards in proportion to their sizes, which only a probe reads), a take
+        larger than the capacity, or no shard hinted to hold it whole."""
+        hs, k = self.hs, len(self.hs)
+        if hs[0].shuffled or self.progressive:
+            return None
+        s = min(range(k), key=lambda s: (-hs[s].filled, (s - self.start) % k))
+        want = self.n if self.mode in ("one", "many") else min(self.n, hs[s].filled)
+        if want <= 0 or hs[s].filled < want:
+            return None
+        return [want if i == s else 0 for i in range(k)]
+
     def _probe(self) -> Op[list[list[int]]]:
         """Every shard's counters (``aq_stats``: size first, the waiting enqueues at
-        6); a shard still open once shard 0 closed is closed."""
+        6); a shard still open once shard 0 closed is closed. Each shard's ``filled``
+        hint is its size."""
         try:
-            return (yield from read_rows(list(self.hs), end=True))
+            rows = yield from read_rows(list(self.hs), end=True)
+            for h, row in zip(self.hs, rows):
+                h.filled = row[0]
+            return rows
         except aqueue.QueueClosedError:  # gone: as a one-shard take says it
             name = self.hs[0].name
             raise aqueue.OutOfRangeError(
@@ -214,8 +241,12 @@ class ShardedTakeOp:
                 values = yield Read(sub.payload_keys(k))
             got.append((sub, [b"" if v is None else v for v in values[:k]]))
         if short:
+            for sub in this_round:
+                sub.h.filled = 0  # (stale: the next probe reads it)
             yield from drop(self.live, this_round)
             return False
+        for sub, payloads in got:
+            sub.h.filled = max(0, sub.h.filled - len(payloads))
         self.held.extend(got)
         return True
 
