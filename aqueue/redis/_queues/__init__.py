@@ -12,7 +12,8 @@ file                   what it holds
 ``_ops.py``            the queue's own operations, sans I/O: TakeOp, PutOp (with their
                        undo, the ``aq_leave`` call)
 ``_shards.py``         a queue over shards, sans I/O: its stored layout (shard 0 is the
-                       one-shard queue), closing and counting every shard
+                       one-shard queue), closing and counting every shard, and the
+                       undo of a sharded op's one-shard steps
 ``_sharded_ops.py``    ShardedPutOp, ShardedTakeOp: the operations over shards,
                        composed of the one-shard steps, with their undo
 ``_queue.py``          RedisQueue: each public operation checks its arguments,

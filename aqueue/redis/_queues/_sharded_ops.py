@@ -54,51 +54,12 @@ import aqueue
 
 from .._core._handle import gone_text
 from .._core._shared import text
-from .._core._transport import Call, Op, Read, WaitAny
+from .._core._transport import Op, Read, WaitAny
 from ._handle import QueueHandle
 from ._ops import DONE, MORE, WAIT, PutOp, TakeOp
-from ._shards import read_rows
+from ._shards import drop, guarded, read_rows, release
 
 __all__ = ["ShardedPutOp", "ShardedTakeOp"]
-
-
-def release(live: list[Any]) -> Op[None]:
-    """The ``aq_leave`` of every sub-step in ``live`` (emptied first), the last taken
-    first (each lease goes back to the head of its shard, so a shard's elements keep
-    their order), each run even when an earlier one's wait for its reply was cancelled
-    (the call itself ran)."""
-    todo = list(live)
-    live.clear()
-    error: BaseException | None = None
-    for sub in reversed(todo):
-        call: Call | None = sub.leave_call()
-        if call is None:
-            continue
-        try:
-            yield call
-        except aqueue.QueueError:
-            pass  # unreachable or gone: the server's expiries undo it
-        except BaseException as exc:  # a cancellation: the call ran; undo the rest too
-            error = exc
-    if error is not None:
-        raise error
-
-
-def drop(live: list[Any], subs: list[Any]) -> Op[None]:
-    """Undo ``subs`` now (deregister, give back) and forget them from ``live``."""
-    live[:] = [s for s in live if s not in subs]
-    yield from release(list(subs))
-
-
-def guarded(steps: Op[Any], live: list[Any]) -> Op[Any]:
-    """``steps``; when it ends with an exception, ``release(live)`` first."""
-    try:
-        return (yield from steps)
-    except GeneratorExit:
-        raise
-    except BaseException:
-        yield from release(live)
-        raise
 
 
 class ShardedTakeOp:

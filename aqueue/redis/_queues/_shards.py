@@ -1,4 +1,5 @@
-"""A queue over shards, sans I/O: its layout, opening, deleting, closing and counting.
+"""A queue over shards, sans I/O: its layout, opening, deleting, closing and counting,
+and the undo of a sharded op's one-shard steps (``release``, ``drop``, ``guarded``).
 
 A queue of K shards is K queues of today's engine on the server, each under a hash tag
 of its own, so every function stays atomic in one slot of a Redis Cluster:
@@ -26,17 +27,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import aqueue
+
 from .._core._handle import key_prefix
 from .._core._shared import close, stats
-from .._core._transport import Op, Read
+from .._core._transport import Call, Op, Read
 
 __all__ = [
     "Layout",
     "close_all",
+    "drop",
     "ends_all",
+    "guarded",
     "parse_layout",
     "read_layout",
     "read_rows",
+    "release",
     "total_stats",
 ]
 
@@ -94,3 +100,42 @@ def total_stats(handles: list[Any], end: bool = False) -> Op[list[int]]:
     for col in (5, 6, 7):
         total[col] = max(row[col] for row in rows)
     return total
+
+
+def release(live: list[Any]) -> Op[None]:
+    """The ``aq_leave`` of every sub-step in ``live`` (emptied first), the last taken
+    first (each lease goes back to the head of its shard, so a shard's elements keep
+    their order), each run even when an earlier one's wait for its reply was cancelled
+    (the call itself ran)."""
+    todo = list(live)
+    live.clear()
+    error: BaseException | None = None
+    for sub in reversed(todo):
+        call: Call | None = sub.leave_call()
+        if call is None:
+            continue
+        try:
+            yield call
+        except aqueue.QueueError:
+            pass  # unreachable or gone: the server's expiries undo it
+        except BaseException as exc:  # a cancellation: the call ran; undo the rest too
+            error = exc
+    if error is not None:
+        raise error
+
+
+def drop(live: list[Any], subs: list[Any]) -> Op[None]:
+    """Undo ``subs`` now (deregister, give back) and forget them from ``live``."""
+    live[:] = [s for s in live if s not in subs]
+    yield from release(list(subs))
+
+
+def guarded(steps: Op[Any], live: list[Any]) -> Op[Any]:
+    """``steps``; when it ends with an exception, ``release(live)`` first."""
+    try:
+        return (yield from steps)
+    except GeneratorExit:
+        raise
+    except BaseException:
+        yield from release(live)
+        raise
