@@ -11,25 +11,16 @@ less of a core, 26% of its work time in one suite run beside two others).
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import anyio
 import proc_fns
 import pytest
+from support import collect
 
 import aqueue
 from aqueue import Pipeline
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
-
-
-async def _read(pipe: Pipeline[Any], autotune: aqueue.Autotune | None = None) -> list[Any]:
-    got: list[Any] = []
-    with anyio.fail_after(90):  # a hang fails the test (not a speed threshold)
-        async with pipe.open(autotune=autotune) as items:
-            async for x in items:
-                got.append(x)
-    return got
 
 
 @pytest.mark.parametrize("executor", ["thread", "process"])
@@ -40,7 +31,7 @@ async def test_statistics_tell_a_stage_that_computes_from_one_that_waits(executo
         .map(proc_fns.nap, executor=executor, concurrency=2, name="waits")
     )
     assert [s.cpu_s for s in pipe.statistics()] == [None, 0.0, 0.0]
-    assert sorted(await _read(pipe)) == list(range(60))
+    assert sorted(await collect(pipe)) == list(range(60))
     _, computes, waits = pipe.statistics()
     assert computes.cpu_s is not None
     assert waits.cpu_s is not None
@@ -54,7 +45,7 @@ async def test_a_task_map_has_no_cpu_of_its_own() -> None:
         return x
 
     pipe = Pipeline(range(10)).map(same)
-    assert sorted(await _read(pipe)) == list(range(10))
+    assert sorted(await collect(pipe)) == list(range(10))
     assert pipe.statistics()[1].cpu_s is None
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "fused",
     "iterable_source",
     "map_stage",
+    "measures_cpu",
     "prefetch_stage",
     "producer_source",
     "queue_source",
@@ -103,6 +104,12 @@ def threaded(spec: StageSpec) -> bool:
     """Whether a (non-source) stage's workers are threads (see ``PipelineRun._steps``):
     a process map's are too (each drives one worker process)."""
     return spec.kind == "batch" or (spec.kind == "map" and spec.executor in ("thread", "process"))
+
+
+def measures_cpu(spec: StageSpec) -> bool:
+    """Whether a stage's CPU is measured per stage (``Meter.cpu``): a thread or process
+    map's (a task's CPU is the event loop thread's, measured as a whole)."""
+    return spec.kind == "map" and spec.executor in ("thread", "process")
 
 
 def fused(specs: Sequence[StageSpec], i: int) -> bool:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..._queues._fifo import StageQueue
-from ..defs._stage_spec import StageSpec
+from ..defs._stage_spec import StageSpec, measures_cpu
 from ..flow._meter import Meter, StageStatistics, percentiles
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ def zero_statistics(specs: Sequence[StageSpec]) -> tuple[StageStatistics, ...]:
             items_out=0,
             items_dropped=0,
             concurrency=s.concurrency,
-            cpu_s=0.0 if s.kind == "map" and s.executor in _WORKERS else None,
+            cpu_s=0.0 if measures_cpu(s) else None,
             **zero,
         )
         for s in specs
@@ -154,13 +154,10 @@ def stage_statistics(
                 get_wait_p99_s=g99,
                 elapsed_s=elapsed,
                 handoff_s=m.handoff,
-                cpu_s=m.cpu if spec.kind == "map" and spec.executor in _WORKERS else None,
+                cpu_s=m.cpu if measures_cpu(spec) else None,
             )
         )
     return tuple(out)
-
-
-_WORKERS = ("thread", "process")  # map executors whose CPU is measured per stage
 
 
 def free_threaded() -> bool:

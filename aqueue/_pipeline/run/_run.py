@@ -53,7 +53,7 @@ from ..._queues._fifo import StageQueue
 from ..._running._coordinator import Coordinator
 from ..._running._producers import NewThreads, ThreadRecord
 from ..._running._runner import QueueRunner, Supervisor
-from ..defs._stage_spec import StageSpec, capacity, fused, threaded
+from ..defs._stage_spec import StageSpec, capacity, fused, measures_cpu, threaded
 from ..defs._state import PipelineState
 from ..flow._bursts import noted
 from ..flow._control import Control, Stage
@@ -309,9 +309,7 @@ class PipelineRun:
 
     def cpu(self, i: int) -> float | None:
         """CPU seconds stage ``i``'s work used: a thread or process map's (None else)."""
-        spec = self.specs[i]
-        thread_or_process = spec.kind == "map" and spec.executor in ("thread", "process")
-        return self.meters[i].cpu if thread_or_process else None
+        return self.meters[i].cpu if measures_cpu(self.specs[i]) else None
 
     @property
     def parked(self) -> dict[int, int]:
