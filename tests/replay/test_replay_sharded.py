@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from replay_support import item, items, shared_tables, values
+from replay_support import item, items, shared_tables, values, waiting
 from test_replay_contract import (
     test_a_sample_larger_than_memory_is_refused_at_the_call,
     test_bad_arguments_raise_and_change_nothing,
@@ -371,7 +371,47 @@ async def test_an_insert_waits_only_while_no_shard_admits_it(where: tuple[Any, A
         tg.start_soon(insert)
         await anyio.sleep(0.3)
         assert not got  # every shard refuses it
+        # registered on every shard, it is one insert waiting, not one per shard
+        assert (await t.statistics()).inserts_waiting == 1
         s = await t.sample(1)  # one shard admits one more: the insert goes there
     assert got[0] % 3 == int(s.keys[0]) % 3
     st = await t.statistics()
     assert (st.inserts, st.inserts_waiting, st.size) == (7, 0, 7)
+
+
+# -- an empty table -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["server", "cluster"])
+async def test_a_sample_of_an_empty_table_waits_registered_and_any_shard_wakes_it(
+    kind: str, raw_redis: Any, request: pytest.FixtureRequest
+) -> None:
+    """A sample of an empty sharded table is one sample waiting (not none, not one per
+    shard), and an insert on whichever shard ends its wait at once, not after
+    ``wait_timeout`` (long here: a poll would outlast the guard)."""
+    opts = {"lease_time": 30.0, "wait_timeout": 8.0}
+    if kind == "server":
+        server = connect(raw_redis.url, **opts)
+    else:
+        from redis_cluster_util import cluster_server
+
+        server = cluster_server(request.getfixturevalue("redis_cluster").url, **opts)
+    async with server as srv:
+        t = await srv.replay_table(fresh(), 30, np.float32, (3,), shards=3)
+        shards = set()
+        for v in range(3):  # the inserts go to the shards in turn: each shard once
+            got: list[Any] = []
+            with anyio.fail_after(4):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_sample_into, t, got)
+                    await waiting(t, samples=1)
+                    shards.add(int(await t.insert(item(v))) % 3)
+            assert values(got[0].data) == [v]
+            st = await t.statistics()
+            assert (st.samples, st.samples_waiting) == (v + 1, 0)
+            await t.delete(got[0].keys)  # empty again
+        assert shards == {0, 1, 2}
+
+
+async def _sample_into(t: Any, got: list[Any]) -> None:
+    got.append(await t.sample(1))

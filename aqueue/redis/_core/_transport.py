@@ -30,8 +30,10 @@ and returns its result (``Op[T]``). It does no I/O of its own. Three requests:
   keys may live on different nodes), one ``BLPOP`` each; the reply is ``(index,
   token)`` of the first that pops, or None on timeout. The other waits are cancelled:
   a token they popped meanwhile is lost, which costs its waiter at most one
-  ``seconds`` (as an abandoned wait does). The thread driver refuses it (the thread
-  views of sharded queues are refused before they get here).
+  ``seconds`` (as an abandoned wait does). The thread driver waits on the first key
+  only: an op that yields it must look again after ``seconds`` (a sharded table's do;
+  the thread views of sharded queues, whose ops wait for as long as a wake-up takes,
+  are refused before they get here).
 
 A transport performs them: ``AsyncTransport`` for the event loop (``RedisAsyncio`` on
 asyncio, ``RedisThreads`` elsewhere), ``SyncTransport`` for threads (``RedisSync``).
@@ -364,8 +366,9 @@ def run_blocking(
                     steps.reply = [_sync_call(transport, c) for c in request.calls]
                 elif isinstance(request, Wait):
                     steps.reply = transport.wait(request.key, steps.seconds(request))
-                elif isinstance(request, WaitAny):
-                    raise RuntimeError("a thread cannot wait on several keys at once")
+                elif isinstance(request, WaitAny):  # the first key's (see above)
+                    token = transport.wait(request.keys[0], steps.seconds(request))
+                    steps.reply = None if token is None else (0, token)
                 else:
                     steps.reply = transport.read(request.keys)
             except BaseException as exc:  # thrown into the op at its yield

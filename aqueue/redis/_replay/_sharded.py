@@ -10,14 +10,17 @@ own tag, ``_core/_shards.py``) it composes the shards' calls in ``Parallel`` rou
   asks every shard whether its limiter admits the batch now; the first that does, in an
   order rotating per call from a random start, gets it (``InsertOp``'s call; the other
   probes' registrations are withdrawn). When none admits, the op stays registered on
-  every shard, waits on the first one's wake-up (``wait_timeout`` at most) and probes
-  again, so any shard's room ends the wait within ``wait_timeout``; so does an insert
-  that finds its chosen shard taken meanwhile (it never waits on one shard alone,
-  which could wait for samples that wait for inserts in another);
+  every shard, waits for the first wake-up of any (``WaitAny``; a thread view waits on
+  the first shard's, so another shard's room ends its wait within ``wait_timeout``)
+  and probes again; so does an insert that finds its chosen shard taken meanwhile (it
+  never waits on one shard alone, which could wait for samples that wait for inserts
+  in another);
 - a sample of n (Uniform or Prioritized) is exact across shards: round 1 ``rt_probe``
   reads each shard's total weight W_s (its size for Uniform, its sum of priority^alpha
   for Prioritized); the client draws k ~ Multinomial(n, W_s / sum W) with the table's
-  seeded generator; round 2 ``rt_hold`` draws k_s in each shard with today's code but
+  seeded generator (when every shard is empty, the op registers on every shard as a
+  sample of one, waits for any wake-up as an insert does, withdraws, and reads the
+  totals again); round 2 ``rt_hold`` draws k_s in each shard with today's code but
   counts nothing: the draws are *held*, reserved against the shard's limiter; round 3
   ``rt_commit`` counts them (times sampled, the limiter's samples) on every shard. A
   draw's probability is (W_s / sum W) * p(i | s), its weights are over the whole table
@@ -54,7 +57,7 @@ from aqueue._replay._results import ReplaySample
 
 from .._core import _shared
 from .._core._shared import text
-from .._core._transport import Call, Op, Parallel, Wait
+from .._core._transport import Call, Op, Parallel, Wait, WaitAny
 from . import _ops as ops
 from ._handle import TableHandle
 from ._open import shard_limiter
@@ -164,7 +167,8 @@ class TableOps:
     # -- state ----------------------------------------------------------------------------
 
     def stats(self) -> Op[list[int]]:
-        """The counters of ``rt_stats``, summed over the shards (closed: the root's)."""
+        """The counters of ``rt_stats``, summed over the shards (closed: the root's; the
+        waits: the largest shard's)."""
         if self.k == 1:
             return (yield from _shared.stats(self.h))
         replies = yield Parallel([Call("rt_stats", h.key, [h.gen], ro=True) for h in self.handles])
@@ -174,6 +178,10 @@ class TableOps:
         rows = [[int(x) for x in r] for r in replies]
         total = [sum(col) for col in zip(*rows)]
         total[9] = rows[0][9]
+        # The waits (seconds, waiters): the most any shard has, since a sharded op that
+        # waits is registered on every shard (a summed waiter would count K times).
+        for col in (5, 6, 7, 8):
+            total[col] = max(row[col] for row in rows)
         return total
 
     def close(self) -> Op[None]:
@@ -231,8 +239,8 @@ class TableOps:
                     raise aqueue.QueueClosedError(f"replay table '{self.h.name}' is closed")
                 if "go" not in status:
                     waited = True
-                    h0 = self.handles[order[0]]
-                    yield Wait(f"{h0.prefix}wk:{wid}", h0.wait_timeout)
+                    wakes = [f"{self.handles[s].prefix}wk:{wid}" for s in order]
+                    yield WaitAny(wakes, self.h.wait_timeout)
                     continue
                 chosen = order[status.index("go")]
                 yield Parallel(  # (the chosen shard's registration goes with its insert)
@@ -312,6 +320,40 @@ class ShardedSample:
             out.append(Call("rt_release", h.key, [h.gen, self.wid, member], keep=True))
         return out
 
+    def _await_items(self) -> Op[None]:
+        """Every shard was empty: register on every shard as a sample of one (an
+        ``rt_hold`` of one draw, which waits there while the shard is empty), wait for
+        the first wake-up (``wait_timeout`` at most), then withdraw everywhere (a draw
+        that an insert let one hold meanwhile is released with it)."""
+        hs = self.t.handles
+        member = f"1:{self.wid}"
+        calls = []
+        for h in hs:
+            out = [f"{h.prefix}o:{self.wid}.1"]
+            args = [h.gen, self.wid, 1, h.reg_ms, h.lease_ms, "0.5"]
+            calls.append(Call("rt_hold", h.key, args, fetch=out, drop=out))
+        leave = [Call("rt_release", h.key, [h.gen, self.wid, member], keep=True) for h in hs]
+        try:
+            replies = yield Parallel(calls)
+            _raise_first(replies)
+            status = [text(r[0][0]) for r in replies]
+            if "gone" in status:
+                raise self.t.h.gone()
+            if "ok" not in status:  # (an insert came meanwhile: no wait)
+                wakes = [f"{h.prefix}wk:{self.wid}" for h in hs]
+                yield WaitAny(wakes, self.t.h.wait_timeout)
+        except GeneratorExit:
+            raise
+        except BaseException:
+            try:
+                yield Parallel(leave)
+            except GeneratorExit:
+                raise
+            except BaseException:
+                pass  # (the registrations expire on the server)
+            raise
+        yield Parallel(leave)
+
     def _oor(self, size: int) -> aqueue.OutOfRangeError:
         name = self.t.h.name
         why = (
@@ -341,7 +383,7 @@ class ShardedSample:
                 break
             if all(closed):
                 raise self._oor(0)
-            yield Wait(f"{t.h.prefix}wk:{self.wid}", t.h.wait_timeout)  # empty: poll
+            yield from self._await_items()
         share = weights / weights.sum()
 
         def draw(rng: np.random.Generator) -> tuple[Any, list[Any], Any]:

@@ -15,7 +15,7 @@ from redis.exceptions import RedisClusterException
 from redis_cluster_util import ClusterProc
 
 from aqueue.redis._core._cluster import ClusterAsyncio, ClusterSync
-from aqueue.redis._core._cluster._routing import fcall_slot, slot_of
+from aqueue.redis._core._cluster._routing import fcall_slot, known_slot, slot_of
 from aqueue.redis._core._transport import Call
 
 pytestmark = pytest.mark.timeout(60)
@@ -83,6 +83,18 @@ def test_fcall_slot_reads_the_keys_of_an_fcall_only() -> None:
     assert fcall_slot(("GET",)) is None
     with pytest.raises(RedisClusterException, match="one slot"):
         fcall_slot(("FCALL", "aq_take", 2, "aq:{a}:meta", "aq:{b}:meta"))
+
+
+def test_known_slot_routes_aqueue_payload_commands_by_their_first_key() -> None:
+    keys = ("aq:{t}:e:x.1", "aq:{t}:e:x.2")
+    assert known_slot(("MGET", *keys)) == slot_of("{t}")
+    assert known_slot((b"mset", keys[0], b"v", keys[1], b"w")) == slot_of("{t}")
+    assert known_slot(("DEL", keys[1].encode())) == slot_of("{t}")
+    assert known_slot(("FCALL", "aq_take", 1, keys[0])) == slot_of("{t}")
+    # Not aqueue's keys, or not a keyed command: redis-py decides.
+    assert known_slot(("MGET", "plain", "{t}x")) is None
+    assert known_slot(("GET", keys[0])) is None
+    assert known_slot(("MGET",)) is None
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])

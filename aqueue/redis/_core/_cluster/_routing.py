@@ -9,7 +9,10 @@ cluster clients taught three things.
    here; the clients override the methods that look it up (``_determine_slot``
    async; ``determine_slot`` and ``_get_command_keys`` sync, whose pipelines are a
    class of their own) for FCALL/FCALL_RO and leave every other command, and all that
-   follows the lookup (MOVED/ASK/TRYAGAIN handling), to redis-py.
+   follows the lookup (MOVED/ASK/TRYAGAIN handling), to redis-py. The MSET, MGET and
+   DEL that travel with a call (staged payloads, fetched payloads) name aqueue keys of
+   that one tag, so their slot is the first key's (``known_slot``): redis-py would
+   hash every key of them (32 per batch), about a tenth of a queue's client CPU.
 2. A slot-map refresh that leaves calls in flight alone (async): redis-py closes
    every connection of its client to force one (after CLUSTERDOWN, which every node
    answers while a replica is elected), failing other tasks' calls on healthy nodes.
@@ -20,7 +23,9 @@ cluster clients taught three things.
 Invariants:
 - an FCALL's slot is that of its keys, all of which must share one slot (the
   server would refuse the call with CROSSSLOT; here it fails before anything is
-  sent); an FCALL without keys goes to a random primary, as in redis-py;
+  sent); an FCALL without keys goes to a random primary, as in redis-py; an
+  MSET/MGET/DEL whose first key is aqueue's (``aq:{``) goes to that key's slot, and
+  the server refuses it with CROSSSLOT if another key is elsewhere;
 - the clients never retry a command that may have reached the server: redis-py's
   cluster retry count is 0 (``cluster_options``), because a function call is not
   idempotent; ``_faults`` retries what provably did not run;
@@ -49,10 +54,12 @@ __all__ = [
     "SyncClusterPipeline",
     "cluster_options",
     "fcall_slot",
+    "known_slot",
     "slot_of",
 ]
 
 _FCALLS = frozenset({"FCALL", "FCALL_RO"})
+_KEYED = frozenset({"MSET", "MGET", "DEL"})  # their first argument is a key
 
 
 def slot_of(key: str | bytes) -> int:
@@ -81,6 +88,24 @@ def fcall_slot(args: tuple[Any, ...]) -> int | None:
             f"{args[0]} {args[1]!r}: all keys must be in one slot (hash tag), got {keys!r}"
         )
     return slots.pop()
+
+
+def known_slot(args: tuple[Any, ...]) -> int | None:
+    """The slot of a command ``args`` (name first) that aqueue knows without redis-py:
+    an FCALL's (``fcall_slot``), or an MSET/MGET/DEL's whose first key is aqueue's
+    (``aq:{tag}:...``, the tag that all of the command's keys share); else None.
+
+    Raises:
+        RedisClusterException: an FCALL's keys are in more than one slot.
+    """
+    if len(args) >= 2:
+        name = args[0].decode() if isinstance(args[0], bytes) else str(args[0])
+        if name.upper() in _KEYED:
+            key = args[1]
+            if isinstance(key, str):
+                key = key.encode()
+            return key_slot(key) if isinstance(key, bytes) and key.startswith(b"aq:{") else None
+    return fcall_slot(args)
 
 
 class _FreshConnection:
@@ -125,7 +150,7 @@ class AsyncClusterClient(redis.asyncio.cluster.RedisCluster):
             node.connection_class = fresh
 
     async def _determine_slot(self, command: str, *args: Any) -> int:
-        slot = fcall_slot((command, *args))
+        slot = known_slot((command, *args))
         if slot is not None:
             return slot
         return await super()._determine_slot(command, *args)
@@ -170,7 +195,7 @@ class SyncClusterClient(redis.cluster.RedisCluster):
     (``_get_command_keys``)."""
 
     def determine_slot(self, *args: Any) -> int | None:
-        slot = fcall_slot(args)
+        slot = known_slot(args)
         if slot is not None:
             return slot
         found: int | None = super().determine_slot(*args)
