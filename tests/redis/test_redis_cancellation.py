@@ -28,6 +28,9 @@ import aqueue.redis
 pytestmark = [pytest.mark.timeout(90), pytest.mark.usefixtures("payload_storage")]
 
 DELAYS = [0.0, 0.0002, 0.0005, 0.001, 0.002, 0.004, 0.5]
+# The scope body requires more cancelled puts than this (a module that reuses the body
+# where puts rarely wait, and covers them elsewhere, may lower it).
+MIN_PUT_CANCELS = 5
 
 
 def verify(calls: list[tuple[list[int], bool]], out: list[int]) -> None:
@@ -125,7 +128,7 @@ async def test_random_scope_cancellations(
     # single-element enqueues that were cancelled may or may not be in: a prefix too
     verify(calls, out)
     assert payload_keys(redis_server, qname) == []  # none staged, leased or put back left
-    assert stats["put cancelled"] > 5
+    assert stats["put cancelled"] > MIN_PUT_CANCELS
     assert stats["get cancelled"] > 5
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
+from redis_util import until
 from shards_util import ShardedServer
 from test_redis_contract import (
     test_bad_input_changes_nothing,
@@ -393,6 +394,38 @@ async def test_a_shuffle_queue_mixes_across_shards_and_keeps_min_after_dequeue_i
     assert sorted(got + rest) == [b + i for b in (0, 100, 200) for i in range(8)]
     with pytest.raises(aqueue.ElementSpecError, match=r"at most capacity - min_after_dequeue"):
         await server.random_shuffle_queue(qname + "x", 8, 6, np.int64, (), shards=3)
+
+
+async def test_a_take_from_a_full_shuffle_queue_holds_what_the_shards_can_give(
+    server: Any, qname: str
+) -> None:
+    """A full shuffle queue (6 over 3 shards, min_after_dequeue 2: each shard keeps its
+    part) with an enqueue waiting for room: a dequeue_up_to(6), more than the shards can
+    give while open, holds what they can give, which lets the enqueue in (it does not
+    ask a shard for its kept part over and over); close ends the take with every
+    element once."""
+    q = await server.random_shuffle_queue(qname, 6, 2, np.int64, (), shards=3, seed=1)
+    for v in range(6):
+        await q.enqueue(v)
+    got: list[int] = []
+
+    async def take() -> None:
+        got.extend(ints(await q.dequeue_up_to(6)))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(q.enqueue, 6)
+            await waiting(q, put=1)
+            tg.start_soon(take)
+
+            async def enqueued() -> bool:  # the enqueue went in; the take waits for more
+                s = await q.statistics()
+                return (s.tasks_waiting_enqueue, s.tasks_waiting_dequeue) == (0, 1)
+
+            await until(enqueued, limit_s=5)
+            await q.aclose()
+        got += ints(await q.dequeue_up_to(10))
+    assert sorted(got) == list(range(7))
 
 
 async def test_shapeless_queue(server: Any, qname: str) -> None:

@@ -26,6 +26,12 @@ and returns its result (``Op[T]``). It does no I/O of its own. Three requests:
   op at that yield (so it undoes), except a native asyncio cancellation of a round of
   ``keep`` calls that all succeeded: the round returns its replies and the
   cancellation comes at the caller's next await, as for one ``keep`` call.
+- ``Checkpoint``: nothing to perform; a point where the op may be cancelled. Every
+  call is shielded, so an op that loops on calls alone (a sharded op's rounds when a
+  race makes it start over) would never see a cancel scope's cancellation; the async
+  driver delivers a pending one here, thrown into the op at that yield, and the thread
+  driver raises TimeoutError here once the call's deadline has passed. An op yields it
+  where everything it holds is in its undo list;
 - ``WaitAny``: ``Wait`` on several keys at once (the shards of a sharded queue, whose
   keys may live on different nodes), one ``BLPOP`` each; the reply is ``(index,
   token)`` of the first that pops, or None on timeout. The other waits are cancelled:
@@ -64,12 +70,14 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 import anyio
+import anyio.lowlevel
 
 from aqueue._waiting._backend import in_event_loop
 
 __all__ = [
     "AsyncTransport",
     "Call",
+    "Checkpoint",
     "Deadline",
     "Op",
     "Parallel",
@@ -135,7 +143,12 @@ class WaitAny:
     seconds: float
 
 
-Request: TypeAlias = Call | Read | Wait | Parallel | WaitAny
+@dataclass(frozen=True)
+class Checkpoint:
+    """A point where the op may be cancelled (see the module docstring)."""
+
+
+Request: TypeAlias = Call | Read | Wait | Parallel | WaitAny | Checkpoint
 Op: TypeAlias = Generator[Request, Any, T]
 """An operation: yields requests, receives their replies, returns its result."""
 
@@ -340,6 +353,9 @@ async def run(op: Op[T], transport: AsyncTransport, waits: Waits | None = None) 
                     steps.reply = await transport.wait(request.key, steps.seconds(request))
                 elif isinstance(request, WaitAny):
                     steps.reply = await _wait_any(transport, request.keys, request.seconds)
+                elif isinstance(request, Checkpoint):
+                    await anyio.lowlevel.checkpoint_if_cancelled()
+                    steps.reply = None
                 else:
                     steps.reply = await transport.read(request.keys)
             except BaseException as exc:  # thrown into the op at its yield
@@ -366,6 +382,10 @@ def run_blocking(
                     steps.reply = [_sync_call(transport, c) for c in request.calls]
                 elif isinstance(request, Wait):
                     steps.reply = transport.wait(request.key, steps.seconds(request))
+                elif isinstance(request, Checkpoint):
+                    if deadline is not None:
+                        deadline.clip(0.0)  # (TimeoutError once it has passed)
+                    steps.reply = None
                 elif isinstance(request, WaitAny):  # the first key's (see above)
                     token = transport.wait(request.keys[0], steps.seconds(request))
                     steps.reply = None if token is None else (0, token)

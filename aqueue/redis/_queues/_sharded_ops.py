@@ -36,13 +36,15 @@ shard is final the mode's end rule applies (OutOfRange, or what is left for
 rounds (as a progressive take does on one server). Once the op holds all it needs it
 acknowledges shard by shard.
 
-Cancellation-safety: every sub-step that may hold something (a lease, a registration,
-acknowledged payloads) is in ``live`` until it is resolved. When the op leaves early
-(cancellation of either kind, an error) it yields the ``aq_leave`` of each, in turn,
-shielded as every call is: leases go back (at the head of their shard, in order),
-registrations go, and payloads whose ack already ran go back from the op's own copy,
-so nothing is lost or duplicated. One shard's ack and another's undo never race: the
-op yields one request at a time.
+Cancellation-safety: each round of either op begins with a ``Checkpoint``, where a
+cancel scope's cancellation arrives even when the rounds make calls only (every call is
+shielded): nothing is in flight there. Every sub-step that may hold something (a lease,
+a registration, acknowledged payloads) is in ``live`` until it is resolved. When the op
+leaves early (cancellation of either kind, an error) it yields the ``aq_leave`` of each,
+in turn, shielded as every call is: leases go back (at the head of their shard, in
+order), registrations go, and payloads whose ack already ran go back from the op's own
+copy, so nothing is lost or duplicated. One shard's ack and another's undo never race:
+the op yields one request at a time.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ import aqueue
 
 from .._core._handle import gone_text
 from .._core._shared import text
-from .._core._transport import Op, Read, WaitAny
+from .._core._transport import Checkpoint, Op, Read, WaitAny
 from ._handle import QueueHandle
 from ._ops import DONE, MORE, WAIT, PutOp, TakeOp
 from ._shards import drop, guarded, read_rows, release
@@ -85,6 +87,7 @@ class ShardedTakeOp:
             return self._result()
         final = False  # every shard answered "final" in the last registration round
         while True:
+            yield Checkpoint()  # (a round may end without a wait: a cancel scope ends it)
             rows = yield from self._probe()
             # What each shard can give: its size less its part of min_after_dequeue
             # while open (a shuffle queue's; 0 for FIFO).
@@ -104,12 +107,14 @@ class ShardedTakeOp:
                 )
             if want == 0:
                 full = [
-                    min(row[0], need) if row[0] >= h.capacity and row[6] else 0
-                    for h, row in zip(hs, rows)
+                    min(size, need) if row[0] >= h.capacity and row[6] else 0
+                    for h, row, size in zip(hs, rows, sizes)
                 ]
                 if not final and any(full):
                     # Full shards hold elements their producers wait to follow (a
-                    # batch continues in its shard): hold these, so the rest comes.
+                    # batch continues in its shard): hold these, so the rest comes
+                    # (what the shard can give: a shuffle shard keeps its part of
+                    # min_after_dequeue, and a take of more would wait, and loop).
                     yield from self._take(full)
                     continue
                 final = yield from self._wait(sizes)
@@ -294,6 +299,7 @@ class ShardedPutOp:
     def _steps(self) -> Op[None]:
         root = self.hs[0]
         while True:
+            yield Checkpoint()  # (a round may end without a wait: a cancel scope ends it)
             rest = self.payloads[self.pos :]
             # Round 1: the whole rest into one shard (a shard whose room hint is
             # smaller gets a probe without payloads, which reports its room).

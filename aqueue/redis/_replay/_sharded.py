@@ -34,7 +34,9 @@ own tag, ``_core/_shards.py``) it composes the shards' calls in ``Parallel`` rou
 - statistics are the shards' sums (``closed`` is the root's); closing closes every
   shard; a root found closed (its last producer ended) closes the others.
 
-Cancellation: a sample is counted only by round 3, whose calls are sent together and
+Cancellation: every round 1 of either op begins with a ``Checkpoint``, where a cancel
+scope's cancellation arrives even when the op starts over without waiting (every call is
+shielded). A sample is counted only by round 3, whose calls are sent together and
 each run to its end (``Parallel``); an op that ends before it (a cancellation, a
 timeout, an error) releases every hold it may have (``rt_release``: idempotent, so it
 is sent to every shard it drew on), and a killed client's holds expire after
@@ -57,7 +59,7 @@ from aqueue._replay._results import ReplaySample
 
 from .._core import _shared
 from .._core._shared import text
-from .._core._transport import Call, Op, Parallel, Wait, WaitAny
+from .._core._transport import Call, Checkpoint, Op, Parallel, Wait, WaitAny
 from . import _ops as ops
 from ._handle import TableHandle
 from ._open import shard_limiter
@@ -222,6 +224,7 @@ class TableOps:
         waited = False
         try:
             while True:
+                yield Checkpoint()  # (a race can start a round over without a wait)
                 if sink:
                     self.h.check_released()
                 calls = []
@@ -367,6 +370,7 @@ class ShardedSample:
         t, n = self.t, self.n
         hs = t.handles
         while True:  # round 1: every shard's size and total weight
+            yield Checkpoint()
             replies = yield Parallel([Call("rt_probe", h.key, [h.gen], keep=True) for h in hs])
             _raise_first(replies)
             if any(text(r[0]) == "gone" for r in replies):
