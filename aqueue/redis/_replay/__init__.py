@@ -14,7 +14,8 @@ file                   what it holds
                        their undo, the ``rt_leave`` call), update, delete, the record of
                        its statistics
 ``_sharded.py``        TableOps: the table's operations over its shards (one shard:
-                       the ops above); the exact sharded sample (probe, hold, commit)
+                       the ops above)
+``_sharded_sample.py`` ShardedSample: the exact sharded sample (probe, hold, commit)
 ``_table.py``          RedisReplayTable: each operation checks its arguments (the
                        in-process checks), checkpoints and runs its op with ``run``
 ``_tables.py``         ReplayTables: ``server.replay_table`` and ``delete_table`` (a
