@@ -264,14 +264,19 @@ class SampleOp:
 def sample_of(data: Any, reply: list[Any], n: int) -> ReplaySample[Any]:
     """The sample of ``data`` (its draws' payloads, decoded) and an ``rt_sample`` reply:
     the size then, and per draw its key, priority, probability and times sampled."""
-    draws = np.frombuffer(reply[2], dtype="<f8").reshape(n, 4)
+    return sample_from(data, np.frombuffer(reply[2], dtype="<f8").reshape(n, 4), int(reply[1]))
+
+
+def sample_from(data: Any, draws: Any, size: int) -> ReplaySample[Any]:
+    """The sample of ``data`` and its draws' rows (key, priority, probability, times
+    sampled, as float64), the table's size then."""
     return ReplaySample(
         data,
         draws[:, 0].astype(np.int64),
         draws[:, 1].copy(),
         draws[:, 2].copy(),
         draws[:, 3].astype(np.int64),
-        int(reply[1]),
+        size,
     )
 
 

@@ -16,6 +16,7 @@ from aqueue._replay._results import ReplaySample
 
 from .._core._shared import text
 from .._core._transport import Call, Checkpoint, Op, Parallel, Wait, WaitAny
+from ._ops import sample_from
 
 if TYPE_CHECKING:
     from ._sharded import TableOps
@@ -185,11 +186,4 @@ class ShardedSample:
             draws.append(d)
         every = np.concatenate(draws)[perm]
         data = t.h.spec.pack(list(t.h.codec.decode_batch([payloads[i] for i in perm])))
-        return ReplaySample(
-            data,
-            every[:, 0].astype(np.int64),
-            every[:, 1].copy(),
-            every[:, 2].copy(),
-            every[:, 3].astype(np.int64),
-            size,
-        )
+        return sample_from(data, every, size)
