@@ -196,18 +196,25 @@ async def test_same_callable_listed_k_times_runs_k_concurrent_producers() -> Non
 
 
 class ThreadAffineEnv:
-    """A game environment that must only ever be used from one thread."""
+    """A game environment that must only ever be used from one thread.
 
-    def __init__(self, base: int) -> None:
+    Its first frame waits at ``started`` until every environment has made its first
+    call, so each one runs on some thread before the consumer can take everything
+    (on a busy machine one or two producers could otherwise fill the queue alone).
+    """
+
+    def __init__(self, base: int, started: threading.Barrier) -> None:
         self.base = base
         self.frame = 0
         self.owner: int | None = None
+        self.started = started
 
     def grab_screen(self) -> int:
         """Return the next frame number; fail if called from a second thread."""
         me = threading.get_ident()
         if self.owner is None:
             self.owner = me
+            self.started.wait(timeout=10)
         if self.owner != me:
             raise AssertionError("grab_screen called from a second thread")
         self.frame += 1
@@ -217,7 +224,8 @@ class ThreadAffineEnv:
 async def test_thread_producers_are_thread_affine_and_each_item_arrives_once() -> None:
     """Each sync producer keeps one dedicated thread; every frame arrives exactly once."""
     q = int_queue(16)
-    envs = [ThreadAffineEnv(base) for base in (0, 10_000, 20_000, 30_000)]
+    started = threading.Barrier(4)
+    envs = [ThreadAffineEnv(base, started) for base in (0, 10_000, 20_000, 30_000)]
     runner = QueueRunner(q, [env.grab_screen for env in envs])
     got: list[int] = []
     async with Coordinator() as coord:
