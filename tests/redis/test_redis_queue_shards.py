@@ -428,6 +428,72 @@ async def test_a_take_from_a_full_shuffle_queue_holds_what_the_shards_can_give(
     assert sorted(got) == list(range(7))
 
 
+# -- a process's line of enqueues ------------------------------------------------------
+
+
+async def full_queue(server: Any, qname: str) -> Any:
+    """A FIFO queue of 6 over 3 shards, full (0..5)."""
+    q = await server.fifo_queue(qname, 6, np.int64, (), shards=3)
+    for v in range(6):
+        await q.enqueue(v)
+    return q
+
+
+async def test_enqueues_of_one_process_wait_in_line_and_a_close_lets_each_finish(
+    server: Any, qname: str
+) -> None:
+    """Three enqueues of one process into a full queue: one waits for room, the others
+    wait in line (on hold, counted as waiting), however long they wait (past their
+    registrations' lifetime, so the holds are renewed); a plain close then lets every
+    one of them finish, as a close lets pending enqueues finish on one server."""
+    q = await full_queue(server, qname)
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            for base in (10, 20, 30):
+                tg.start_soon(q.enqueue_many, np.arange(base, base + 2))
+            await waiting(q, put=3)
+            await anyio.sleep(2.0)  # (a registration lives 4 * 0.1 + 1 s here)
+            assert (await q.statistics()).tasks_waiting_enqueue == 3
+            await q.aclose()
+            got = [int(await q.dequeue()) for _ in range(12)]
+        with pytest.raises(aqueue.OutOfRangeError):
+            await q.dequeue()
+    assert sorted(got) == [*range(6), 10, 11, 20, 21, 30, 31]
+
+
+async def test_a_cancelled_enqueue_in_line_holds_nothing_and_the_turn_passes_on(
+    server: Any, qname: str
+) -> None:
+    """Three single enqueues wait on a full queue (one holds the process's turn, two
+    wait in line). Cancelling the holder and then one in line leaves one waiting; a
+    dequeue lets that one in (the turn passed on); the cancelled ones put nothing and
+    leave no registration or hold behind."""
+    q = await full_queue(server, qname)
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            scopes = [anyio.CancelScope() for _ in range(3)]
+
+            async def put(v: int, scope: anyio.CancelScope) -> None:
+                with scope:
+                    await q.enqueue(v)
+
+            for v, scope in zip((100, 101, 102), scopes):
+                tg.start_soon(put, v, scope)
+                await waiting(q, put=v - 99)  # (100 came first: it holds the turn)
+            for n, scope in ((2, scopes[0]), (1, scopes[1])):
+                scope.cancel()
+
+                async def settled(n: int = n) -> bool:
+                    return (await q.statistics()).tasks_waiting_enqueue == n
+
+                await until(settled, limit_s=1.0)  # (before a stale hold would expire)
+            first = int(await q.dequeue())
+        await q.aclose()
+        rest = ints(await q.dequeue_up_to(10))
+    assert scopes[2].cancelled_caught is False
+    assert sorted([first, *rest]) == [*range(6), 102]
+
+
 async def test_shapeless_queue(server: Any, qname: str) -> None:
     """shapes=None over shards: elements keep their own shapes (in any order across
     calls); batch dequeues are refused."""

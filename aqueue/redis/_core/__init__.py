@@ -10,10 +10,12 @@ file                   what it holds
 ``_spec.py``           the in-process ElementSpec and argument checks, reused; the
                        dtypes AQ1 carries; the name check (aqueue's, plus no braces)
 ``_codec.py``          AQ1: elements to bytes and back (msgpack header + raw bytes)
-``_transport.py``      what an operation asks (Call, Read, Wait, Parallel); the
+``_transport.py``      what an operation asks (Call, Read, Wait, Parallel, ...); the
                        AsyncTransport and SyncTransport protocols; the two drivers ``run`` and
                        ``run_blocking``; the wait clock; the thread views' event-loop
                        check
+``_line.py``           one line per process at a shared object: the Gate and Ungate
+                       requests, and how the drivers perform them
 ``_clients.py``        the transports over redis-py: RedisAsyncio (asyncio), RedisThreads
                        (trio: the sync client in worker threads), RedisSync (threads);
                        errors mapped, the library loaded again where it went missing

@@ -40,6 +40,8 @@ and returns its result (``Op[T]``). It does no I/O of its own. Three requests:
   only: an op that yields it must look again after ``seconds`` (a sharded table's do;
   the thread views of sharded queues, whose ops wait for as long as a wake-up takes,
   are refused before they get here).
+- ``Gate``, ``Ungate``: a process's own line at a shared object (``_line``): wait for
+  the turn, give it back; the driver gives back what the op still holds when it ends.
 
 A transport performs them: ``AsyncTransport`` for the event loop (``RedisAsyncio`` on
 asyncio, ``RedisThreads`` elsewhere), ``SyncTransport`` for threads (``RedisSync``).
@@ -74,17 +76,21 @@ import anyio.lowlevel
 
 from aqueue._waiting._backend import in_event_loop
 
+from ._line import Gate, Ungate, enter, enter_blocking, leave
+
 __all__ = [
     "AsyncTransport",
     "Call",
     "Checkpoint",
     "Deadline",
+    "Gate",
     "Op",
     "Parallel",
     "Read",
     "Request",
     "Steps",
     "SyncTransport",
+    "Ungate",
     "Wait",
     "WaitAny",
     "WaitClock",
@@ -148,7 +154,7 @@ class Checkpoint:
     """A point where the op may be cancelled (see the module docstring)."""
 
 
-Request: TypeAlias = Call | Read | Wait | Parallel | WaitAny | Checkpoint
+Request: TypeAlias = Call | Read | Wait | Parallel | WaitAny | Checkpoint | Gate | Ungate
 Op: TypeAlias = Generator[Request, Any, T]
 """An operation: yields requests, receives their replies, returns its result."""
 
@@ -260,7 +266,7 @@ class Steps(Generic[T]):
     its next request; the wait accounting and the deadline. The drivers only perform
     the requests."""
 
-    __slots__ = ("_deadline", "_op", "_waiting", "_waits", "error", "reply", "result")
+    __slots__ = ("_deadline", "_op", "_waiting", "_waits", "error", "held", "reply", "result")
 
     def __init__(self, op: Op[T], waits: Waits | None, deadline: Deadline | None = None) -> None:
         self._op = op
@@ -270,6 +276,7 @@ class Steps(Generic[T]):
         self.reply: Any = None
         self.error: BaseException | None = None  # performing the last request failed
         self.result: T
+        self.held: list[Any] = []  # the locks of the turns the op holds (``Gate``)
 
     def next(self) -> Request | None:
         """The op's next request, or None when it returned (its ``result`` is set).
@@ -294,7 +301,10 @@ class Steps(Generic[T]):
         return wait.seconds if self._deadline is None else self._deadline.clip(wait.seconds)
 
     def end(self) -> None:
-        """On every way out: leave the wait accounting if the op waited."""
+        """On every way out: give back the turns the op holds; leave the wait
+        accounting if the op waited."""
+        while self.held:
+            self.held.pop().release()
         if self._waiting:
             self._waiting = False
             assert self._waits is not None
@@ -356,6 +366,12 @@ async def run(op: Op[T], transport: AsyncTransport, waits: Waits | None = None) 
                 elif isinstance(request, Checkpoint):
                     await anyio.lowlevel.checkpoint_if_cancelled()
                     steps.reply = None
+                elif isinstance(request, Gate):
+                    steps.reply = await enter(request)
+                    if steps.reply:
+                        steps.held.append(request.line.alock)
+                elif isinstance(request, Ungate):
+                    leave(steps.held, request.line.alock)
                 else:
                     steps.reply = await transport.read(request.keys)
             except BaseException as exc:  # thrown into the op at its yield
@@ -386,6 +402,12 @@ def run_blocking(
                     if deadline is not None:
                         deadline.clip(0.0)  # (TimeoutError once it has passed)
                     steps.reply = None
+                elif isinstance(request, Gate):
+                    steps.reply = enter_blocking(request)
+                    if steps.reply:
+                        steps.held.append(request.line.tlock)
+                elif isinstance(request, Ungate):
+                    leave(steps.held, request.line.tlock)
                 elif isinstance(request, WaitAny):  # the first key's (see above)
                     token = transport.wait(request.keys[0], steps.seconds(request))
                     steps.reply = None if token is None else (0, token)

@@ -14,8 +14,10 @@ file                   what it holds
 ``_shards.py``         a queue over shards, sans I/O: its stored layout (shard 0 is the
                        one-shard queue), closing and counting every shard, and the
                        undo of a sharded op's one-shard steps
-``_sharded_ops.py``    ShardedPutOp, ShardedTakeOp: the operations over shards,
-                       composed of the one-shard steps, with their undo
+``_sharded_put.py``    ShardedPutOp: the enqueue over shards, composed of the one-shard
+                       steps, with its undo and its process's line
+``_sharded_ops.py``    ShardedTakeOp: the dequeue over shards, composed of the
+                       one-shard steps, with its undo
 ``_queue.py``          RedisQueue: each public operation checks its arguments,
                        checkpoints and runs its op with ``run``
 ``_blocking.py``       BlockingRedisQueue (``q.blocking()``): the same ops with

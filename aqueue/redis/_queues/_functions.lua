@@ -24,6 +24,8 @@
 --               them too (expired entries go whenever one is added)
 --   ev:data     zset "<need>:<wid>" -> deadline: dequeues waiting for data
 --   ev:space    zset "<need>:<wid>" -> deadline: enqueues waiting for room
+--   ev:held     zset wid -> deadline: enqueues on hold (pending; over shards, waiting
+--               for their process's turn, not for room here: aq_put's hold)
 --   ev:data:<wid>, ev:space:<wid>   one waiter's wake-up list (BLPOP), short TTL
 --   ev:want:<wid>   how many elements a waiting enqueue still has to send (the share
 --               of the room its wake-up gives it), expires with its registration
@@ -133,7 +135,7 @@ local function close(q, cancel)
   if cancel then
     redis.call('HSET', q.meta, 'cancel', '1')
     q.cancel = true
-    redis.call('DEL', q.P .. 'pending')
+    redis.call('DEL', q.P .. 'pending', q.P .. 'ev:held')
   end
 end
 
@@ -200,6 +202,7 @@ local function reap(q, now)
   end
   redis.call('ZREMRANGEBYSCORE', P .. 'ev:data', '-inf', now)
   redis.call('ZREMRANGEBYSCORE', P .. 'ev:space', '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', P .. 'ev:held', '-inf', now)
   local gone = redis.call('ZREMRANGEBYSCORE', P .. 'pending', '-inf', now) > 0
   if redis.call('ZREMRANGEBYSCORE', P .. 'producers', '-inf', now) > 0
       and redis.call('EXISTS', P .. 'producers') == 0 and not q.closed then
@@ -339,6 +342,10 @@ end
 -- payload e:<ref> the caller's MSET wrote in the same transaction (deleted if not
 -- admitted), or a small payload itself.
 -- (total counts the refs sent and the elements the caller still holds)
+-- atomic '2' ("hold"): all or nothing, and when not admitted the caller stays pending
+-- without waiting for room here (ev:held: it waits in its process's line for a turn;
+-- a close still lets it finish); its registration for room goes, and the room it was
+-- told of passes on.
 -- -> {'ok', admitted, free} | {'closed', cancel} | {'gone'}
 local function aq_put(keys, args)
   local q, now = begin(keys, args)
@@ -346,13 +353,14 @@ local function aq_put(keys, args)
     drop_staged(prefix(keys[1]), args, 6)
     return {'gone'}
   end
-  local P, wid, atomic = q.P, args[2], args[3] == '1'
+  local P, wid, atomic, hold = q.P, args[2], args[3] ~= '0', args[3] == '2'
   local total, wait_ms = tonumber(args[4]), tonumber(args[5])
   local k = #args - 5
   local member = (atomic and total or 1) .. ':' .. wid
   if q.closed and (q.cancel or not redis.call('ZSCORE', P .. 'pending', wid)) then
     redis.call('ZREM', P .. 'pending', wid)
     redis.call('ZREM', P .. 'ev:space', member)
+    redis.call('ZREM', P .. 'ev:held', wid)
     drop_staged(P, args, 6)
     return {'closed', q.cancel and 1 or 0}
   end
@@ -371,13 +379,20 @@ local function aq_put(keys, args)
   drop_staged(P, args, 6 + admit)
   if total - admit > 0 then
     redis.call('ZADD', P .. 'pending', now + wait_ms, wid)
-    if admit < k or k == 0 then
+    if hold then
+      redis.call('ZREM', P .. 'ev:space', member)
+      redis.call('ZADD', P .. 'ev:held', now + wait_ms, wid)
+      redis.call('DEL', P .. 'ev:want:' .. wid)
+      wake(q, false, false)  -- (room it was told of passes on to the next waiter)
+    elseif admit < k or k == 0 then
       redis.call('ZADD', P .. 'ev:space', now + wait_ms, member)
+      redis.call('ZREM', P .. 'ev:held', wid)
       redis.call('SET', P .. 'ev:want:' .. wid, total - admit, 'PX', wait_ms)
     end
   else
     redis.call('ZREM', P .. 'pending', wid)
     redis.call('ZREM', P .. 'ev:space', member)
+    redis.call('ZREM', P .. 'ev:held', wid)
   end
   if admit > 0 or (q.closed and total - admit <= 0) then wake(q, true, false) end
   return {'ok', admit, q.cap - n}
@@ -397,6 +412,7 @@ local function aq_leave(keys, args)
   local P, L, wid = q.P, args[2], args[4]
   redis.call('ZREM', P .. 'ev:data', args[5])
   redis.call('ZREM', P .. 'ev:space', args[6])
+  redis.call('ZREM', P .. 'ev:held', wid)
   redis.call('ZREM', P .. 'pending', wid)
   redis.call('DEL', P .. 'ev:data:' .. wid, P .. 'ev:space:' .. wid, P .. 'ev:want:' .. wid)
   local status = 0
@@ -474,7 +490,8 @@ local function aq_open(keys, args)
 end
 
 -- aq_stats (read-only): ARGV gen -> {size, closed, cancel, enq, deq, peak,
--- waiting enqueues, waiting dequeues, producers, leases} or {} when gone
+-- waiting enqueues, waiting dequeues, producers, leases, enqueues on hold} or {} when
+-- gone
 local function aq_stats(keys, args)
   local q = load(keys, args[1])
   if not q then return {} end
@@ -484,7 +501,7 @@ local function aq_stats(keys, args)
   return {size(q), closed and 1 or 0, q.cancel and 1 or 0, tonumber(m[1]), tonumber(m[2]),
           tonumber(m[3]), redis.call('ZCOUNT', P .. 'ev:space', now, '+inf'),
           redis.call('ZCOUNT', P .. 'ev:data', now, '+inf'), live,
-          redis.call('ZCARD', P .. 'leases')}
+          redis.call('ZCARD', P .. 'leases'), redis.call('ZCOUNT', P .. 'ev:held', now, '+inf')}
 end
 
 -- aq_delete: wake every waiter (they then find the queue gone), drop every key, the
@@ -521,7 +538,8 @@ local function aq_delete(keys, args)
   for _, L in ipairs(redis.call('ZRANGE', P .. 'voids', 0, -1)) do ks[#ks + 1] = P .. 'void:' .. L end
   del_all(ks)
   redis.call('DEL', meta, P .. 'items', P .. 'slots', P .. 'leases', P .. 'ev:data',
-             P .. 'ev:space', P .. 'pending', P .. 'producers', P .. 'voids', P .. 'layout')
+             P .. 'ev:space', P .. 'ev:held', P .. 'pending', P .. 'producers', P .. 'voids',
+             P .. 'layout')
   return 1
 end
 

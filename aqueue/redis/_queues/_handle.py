@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._core._handle import Handle, Product
+from .._core._line import Line
 from .._core._spec import ElementSpec
 
 __all__ = ["QUEUES", "QueueHandle"]
@@ -61,6 +62,8 @@ class QueueHandle(Handle):
         # Elements the queue held when this process last looked (a probe, or a put's
         # reply, less what its takes took since): where a sharded dequeue takes first.
         self.filled = 0
+        # This process's line of enqueues waiting for room over shards (the root's).
+        self.line = Line()
 
     @property
     def shuffled(self) -> bool:

@@ -75,6 +75,7 @@ class _Sentinel:
 WAIT: Final = _Sentinel("WAIT")  # the op must wait for a wake-up
 MORE: Final = _Sentinel("MORE")  # the op continues at once (next chunk)
 DONE: Final = _Sentinel("DONE")
+_MODE: Final = ("0", "1", "2")  # aq_put's atomic argument: progressive, atomic, hold
 
 
 class TakeOp:
@@ -223,6 +224,7 @@ class PutOp:
         "calls",
         "h",
         "hint",
+        "hold",
         "member",
         "payloads",
         "pos",
@@ -246,6 +248,9 @@ class PutOp:
         self.wid = uuid.uuid4().hex
         self.member = f"{len(payloads) if atomic else 1}:{self.wid}"
         self.calls = 0
+        # Atomic, and not admitted: pending without waiting for room (``aq_put``'s
+        # hold; a sharded enqueue waiting in its process's line).
+        self.hold = False
 
     def run(self) -> Op[None]:
         """The operation: it returns once every payload was admitted."""
@@ -275,7 +280,8 @@ class PutOp:
         self.registered = True  # from now on the server may hold a registration
         h = self.h
         self.calls += 1
-        args: list[Any] = [h.gen, self.wid, "1" if self.atomic else "0", remaining, h.reg_ms]
+        mode = _MODE[2 if self.hold else self.atomic]
+        args: list[Any] = [h.gen, self.wid, mode, remaining, h.reg_ms]
         stage = []
         e = f"{h.prefix}e:{self.wid}.{self.calls}."
         for i, p in enumerate(self.payloads[self.pos : self.pos + k]):

@@ -37,7 +37,8 @@ from .._core._transport import AsyncTransport, Op, SyncTransport, WaitClock, run
 from ._blocking import BlockingRedisQueue
 from ._handle import QueueHandle
 from ._ops import PutOp, TakeOp
-from ._sharded_ops import ShardedPutOp, ShardedTakeOp
+from ._sharded_ops import ShardedTakeOp
+from ._sharded_put import ShardedPutOp
 from ._shards import close_all, total_stats
 
 __all__ = ["RedisFIFOQueue", "RedisQueue", "RedisRandomShuffleQueue"]

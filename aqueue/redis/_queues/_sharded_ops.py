@@ -1,19 +1,5 @@
-"""The operations of a queue over shards (``_shards``), sans I/O, composed of the
+"""The dequeue over a queue's shards (``_shards``), sans I/O, composed of the
 one-shard steps of ``_ops`` (each shard is a queue of today's engine):
-
-``ShardedPutOp`` (enqueue, enqueue_many): a call's elements go to *one* shard, whole
-and in order, whenever one shard has room for them all. Round 1 offers the whole batch
-to the shards one by one (all or nothing), this call's home shard first (it rotates
-per call) when its room hint fits, then by room hint; a shard whose hint is smaller
-gets a probe without payloads, which reports its room. When none took it whole, round
-2 sends it to the shard with the most room, which admits the longest prefix that fits,
-and the rest starts again at round 1: so a batch for which no shard has room whole is
-split into consecutive runs, each in order in one shard, and an enqueue waits only when
-no shard has room for one element (the capacity is the total, as on one server): then
-it waits registered on every shard at once (``WaitAny``) and looks again. The admitted
-part is always a prefix of the batch (``pos``). Between rounds the op keeps one
-registration (the ``anchor``): a plain close lets it finish there, as a pending
-enqueue finishes on one server.
 
 ``ShardedTakeOp`` (dequeue, dequeue_many, dequeue_up_to, dequeue_burst): on a FIFO
 queue it first tries one take from the shard this process last saw fullest (each
@@ -36,7 +22,7 @@ shard is final the mode's end rule applies (OutOfRange, or what is left for
 rounds (as a progressive take does on one server). Once the op holds all it needs it
 acknowledges shard by shard.
 
-Cancellation-safety: each round of either op begins with a ``Checkpoint``, where a
+Cancellation-safety: each round begins with a ``Checkpoint``, where a
 cancel scope's cancellation arrives even when the rounds make calls only (every call is
 shielded): nothing is in flight there. Every sub-step that may hold something (a lease,
 a registration, acknowledged payloads) is in ``live`` until it is resolved. When the op
@@ -58,10 +44,10 @@ from .._core._handle import gone_text
 from .._core._shared import text
 from .._core._transport import Checkpoint, Op, Read, WaitAny
 from ._handle import QueueHandle
-from ._ops import DONE, MORE, WAIT, PutOp, TakeOp
+from ._ops import TakeOp
 from ._shards import drop, guarded, read_rows, release
 
-__all__ = ["ShardedPutOp", "ShardedTakeOp"]
+__all__ = ["ShardedTakeOp"]
 
 
 class ShardedTakeOp:
@@ -107,7 +93,7 @@ class ShardedTakeOp:
                 )
             if want == 0:
                 full = [
-                    min(size, need) if row[0] >= h.capacity and row[6] else 0
+                    min(size, need) if row[0] >= h.capacity and (row[6] or row[10]) else 0
                     for h, row, size in zip(hs, rows, sizes)
                 ]
                 if not final and any(full):
@@ -267,169 +253,3 @@ class ShardedTakeOp:
         if self.mode == "one":
             return h.unpack(h.codec.decode_one(payloads[0]))
         return h.spec.pack(list(h.codec.decode_batch(payloads)))
-
-
-class ShardedPutOp:
-    """One enqueue or enqueue_many over the shards ``hs`` (see the module docstring)."""
-
-    def __init__(self, hs: Sequence[QueueHandle], payloads: list[bytes], start: int) -> None:
-        self.hs = hs
-        self.payloads = payloads
-        self.start = start % len(hs)
-        self.live: list[Any] = []
-        self.pos = 0  # how many of ``payloads`` are admitted (a prefix)
-        self.anchor: PutOp | None = None  # the registration kept between rounds
-        # A batch larger than one call may carry is never sent whole: probes only.
-        self.whole = sum(len(p) for p in payloads) <= hs[0].max_call_bytes
-
-    def run(self) -> Op[None]:
-        """The operation: it returns once every payload was admitted."""
-        return guarded(self._steps(), self.live)
-
-    def _order(self, count: int) -> list[int]:
-        """The shards to try for ``count`` elements: the home shard first if its room
-        hint fits them, then by room hint, largest first."""
-        k = len(self.hs)
-        rest = sorted(range(k), key=lambda s: (-self.hs[s].room, (s - self.start) % k))
-        if self.hs[self.start].room >= count:
-            rest.remove(self.start)
-            return [self.start, *rest]
-        return rest
-
-    def _steps(self) -> Op[None]:
-        root = self.hs[0]
-        while True:
-            yield Checkpoint()  # (a round may end without a wait: a cancel scope ends it)
-            rest = self.payloads[self.pos :]
-            # Round 1: the whole rest into one shard (a shard whose room hint is
-            # smaller gets a probe without payloads, which reports its room).
-            regs: list[PutOp] = []
-            for s in self._order(len(rest)):
-                root.check_released()
-                sub = self._sub(self.hs[s], atomic=True)
-                if not self.whole:
-                    sub.hint = 0
-                status = yield from self._put(sub)
-                if status is DONE:
-                    yield from drop(self.live, regs)
-                    return
-                if status is None:  # closed: the rest follows in the anchor's shard
-                    yield from drop(self.live, regs)
-                    return (yield from self._finish())
-                if self.anchor is None:
-                    self.anchor = sub  # pending from its first registration on
-                else:
-                    regs.append(sub)
-            yield from drop(self.live, regs)
-            # Round 2: no shard had room for it all: the shard with the most room
-            # admits the longest prefix that fits, and the rest starts again at
-            # round 1. (Waiting for room for the whole batch instead could wait
-            # forever beside a consumer that waits for it: the total has room.)
-            best = max(self.hs, key=lambda h: h.room)
-            if best.room > 0:
-                root.check_released()
-                sub = self._sub(best, atomic=False)
-                status = yield from self._put(sub)
-                while status is MORE:
-                    root.check_released()
-                    status = yield from self._put(sub)
-                if status is None:
-                    return (yield from self._finish())
-                if status is DONE:
-                    return
-                if sub.pos > 0 or self.anchor is None:
-                    yield from self._anchor(sub)
-                else:
-                    yield from drop(self.live, [sub])  # (the room went meanwhile)
-                continue
-            # No room anywhere: wait on every shard (the anchor's shard through the
-            # anchor), then look again.
-            regs = []
-            for h in self.hs:
-                if self.anchor is not None and h is self.anchor.h:
-                    continue
-                sub = self._sub(h, atomic=False)
-                sub.hint = 0  # a probe: registered for one element
-                status = yield from self._put(sub)
-                if status is None:
-                    yield from drop(self.live, regs)
-                    return (yield from self._finish())
-                if status is DONE:
-                    yield from drop(self.live, regs)
-                    return
-                regs.append(sub)
-                if sub.pos > 0:
-                    break
-            if regs and regs[-1].pos > 0:
-                keep = regs.pop()
-                yield from drop(self.live, regs)
-                yield from self._anchor(keep)
-                continue
-            waits = regs if self.anchor is None else [self.anchor, *regs]
-            keys = [f"{sub.h.prefix}ev:space:{sub.wid}" for sub in waits]
-            woke = yield WaitAny(keys, root.wait_timeout)
-            if woke is not None:
-                waits[woke[0]].h.room = int(woke[1])
-            if self.anchor is None and regs:
-                yield from self._anchor(regs.pop(0))  # stays pending across a close
-            yield from drop(self.live, regs)
-
-    def _sub(self, h: QueueHandle, atomic: bool) -> PutOp:
-        """A one-shard put of what is not admitted yet, in ``live``."""
-        sub = PutOp(h, self.payloads, atomic=atomic)
-        left = len(self.payloads) - self.pos
-        sub.pos = self.pos
-        sub.hint = min(left, h.room)
-        sub.member = f"{left if atomic else 1}:{sub.wid}"  # (as aq_put registers it)
-        self.live.append(sub)
-        return sub
-
-    def _put(self, sub: PutOp) -> Op[Any]:
-        """One ``aq_put`` of ``sub``: its status (DONE, MORE, WAIT), with ``pos``
-        moved by what it admitted; None when the queue is closed and this op has an
-        anchor (a plain close lets a pending enqueue finish, as on one server)."""
-        before = sub.pos
-        try:
-            status = sub.on_put((yield sub.put_call()))
-        except aqueue.QueueClosedError:
-            self.live.remove(sub)
-            if self.anchor is None:
-                raise
-            return None
-        self.pos += sub.pos - before
-        if status is DONE:
-            self.live.remove(sub)
-            if self.anchor is not None and self.anchor is not sub:
-                yield from drop(self.live, [self.anchor])
-            self.anchor = None
-        return status
-
-    def _anchor(self, sub: PutOp) -> Op[None]:
-        """``sub`` (registered, pending) becomes the anchor: the one registration this
-        op keeps between rounds, so a close finds it pending; the old one goes."""
-        old, self.anchor = self.anchor, sub
-        if old is not None and old is not sub:
-            yield from drop(self.live, [old])
-
-    def _finish(self) -> Op[None]:
-        """The rest of the batch in the anchor's shard, where it is pending (as on
-        one server: progressive, waiting for room there)."""
-        sub = self.anchor
-        assert sub is not None
-        sub.pos = self.pos
-        if sub.atomic:  # progressive there, as a pending enqueue on one server
-            sub.atomic = False
-            sub.member = f"1:{sub.wid}"
-        status = WAIT
-        while True:
-            if status is WAIT:
-                woke = yield WaitAny([f"{sub.h.prefix}ev:space:{sub.wid}"], sub.h.wait_timeout)
-                sub.on_wake(None if woke is None else woke[1])
-            self.hs[0].check_released()
-            before = sub.pos
-            status = sub.on_put((yield sub.put_call()))
-            self.pos += sub.pos - before
-            if status is DONE:
-                self.live.remove(sub)
-                self.anchor = None
-                return

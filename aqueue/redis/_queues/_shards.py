@@ -93,12 +93,14 @@ def read_rows(handles: list[Any], end: bool = False) -> Op[list[list[int]]]:
 def total_stats(handles: list[Any], end: bool = False) -> Op[list[int]]:
     """The counters of every shard (``read_rows``) summed; closed: shard 0's; the peak:
     the largest of the shards' peaks, since they need not coincide; the waiting tasks:
-    the most any shard has, since a sharded op that waits registers on every shard."""
+    the most any shard has, since a sharded op that waits registers on every shard, and
+    the enqueues on hold (each on one shard, waiting for their process's turn)."""
     rows = yield from read_rows(handles, end)
     total = [sum(col) for col in zip(*rows)]
     total[1], total[2] = rows[0][1], rows[0][2]
     for col in (5, 6, 7):
         total[col] = max(row[col] for row in rows)
+    total[6] += total[10]
     return total
 
 
