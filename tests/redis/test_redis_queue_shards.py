@@ -428,6 +428,23 @@ async def test_a_take_from_a_full_shuffle_queue_holds_what_the_shards_can_give(
     assert sorted(got) == list(range(7))
 
 
+async def test_no_shard_is_left_behind_while_a_full_queue_flows(server: Any, qname: str) -> None:
+    """A full FIFO queue (11 per shard) that flows in batches of 4 (take 4, put 4,
+    one process): room comes back where a take took, so a shard that stays a little
+    less full than the others (room for fewer than 4) gets no put; its elements must
+    still be taken in turn, not left behind while the others flow."""
+    q = await server.fifo_queue(qname, 33, np.int64, (), shards=3)
+    for v in range(0, 32, 4):
+        await q.enqueue_many(np.arange(v, v + 4))
+    first = set(range(32))
+    got: list[int] = []
+    with anyio.fail_after(20):
+        for v in range(100, 400, 4):
+            got += ints(await q.dequeue_many(4))
+            await q.enqueue_many(np.arange(v, v + 4))
+    assert first <= set(got), sorted(first - set(got))
+
+
 # -- a process's line of enqueues ------------------------------------------------------
 
 

@@ -1,26 +1,27 @@
 """The dequeue over a queue's shards (``_shards``), sans I/O, composed of the
 one-shard steps of ``_ops`` (each shard is a queue of today's engine):
 
-``ShardedTakeOp`` (dequeue, dequeue_many, dequeue_up_to, dequeue_burst): on a FIFO
-queue it first tries one take from the shard this process last saw fullest (each
-handle's ``filled`` hint: the last probe's size or put's reply, less what this
-process's takes took since) when the hint says it holds the whole take: one call and
-its ack, as on one server. A take that comes back short (the hint was stale: another
-consumer was faster) is given back, as a short take of a round is, and the op goes on
-with the rounds; it tries the hint once per op, so a stale hint costs one call. Each
-round reads every shard's size (``aq_stats``; a shuffle shard can give its size less its part
-of ``min_after_dequeue`` while open), allocates what it takes to the shards with data
-(FIFO: largest first; shuffle: each element's shard drawn in proportion to what the
-shards can give, so a take mixes across shards), and takes exactly that many from each
-(``aq_take`` "many", one lease per shard). When a take comes back short (another
-consumer was faster), what the round took goes back (``aq_leave``) and the round starts
-over. When the shards hold too few, the op registers on every shard for one element more
-than it saw there, waits on all (``WaitAny``), deregisters and starts over; a shard that
-answers "final" (closed and drained of pending enqueues) is counted, and once every
-shard is final the mode's end rule applies (OutOfRange, or what is left for
-``dequeue_up_to``). A take larger than the whole capacity keeps its leases between
-rounds (as a progressive take does on one server). Once the op holds all it needs it
-acknowledges shard by shard.
+``ShardedTakeOp`` (dequeue, dequeue_many, dequeue_up_to, dequeue_burst): on a FIFO queue
+it first tries one take from one shard this process last saw holding the whole take
+(each handle's ``filled`` hint: the last probe's size or put's reply, less what this
+process's takes took since), the first such from the op's start, so the shards take
+turns (the fullest would leave a shard that stays a little less full behind, its
+elements never taken while the others flow): one call and its ack, as on one server. A
+take that comes back short (the hint was stale: another consumer was faster) is given
+back, as a short take of a round is, and the op goes on with the rounds; it tries the
+hint once per op, so a stale hint costs one call. Each round reads every shard's size
+(``aq_stats``; a shuffle shard can give its size less its part of ``min_after_dequeue``
+while open), allocates what it takes to the shards with data (FIFO: largest first;
+shuffle: each element's shard drawn in proportion to what the shards can give, so a take
+mixes across shards), and takes exactly that many from each (``aq_take`` "many", one
+lease per shard). When a take comes back short (another consumer was faster), what the
+round took goes back (``aq_leave``) and the round starts over. When the shards hold too
+few, the op registers on every shard for one element more than it saw there, waits on
+all (``WaitAny``), deregisters and starts over; a shard that answers "final" (closed and
+drained of pending enqueues) is counted, and once every shard is final the mode's end
+rule applies (OutOfRange, or what is left for ``dequeue_up_to``). A take larger than the
+whole capacity keeps its leases between rounds (as a progressive take does on one
+server). Once the op holds all it needs it acknowledges shard by shard.
 
 Cancellation-safety: each round begins with a ``Checkpoint``, where a
 cancel scope's cancellation arrives even when the rounds make calls only (every call is
@@ -112,16 +113,25 @@ class ShardedTakeOp:
                     return self._result()
 
     def _hinted(self) -> list[int] | None:
-        """The allocation of the hinted take (all from the shard this process saw
-        fullest, ties from this op's start), or None: a shuffle queue (its takes mix
-        across shards in proportion to their sizes, which only a probe reads), a take
-        larger than the capacity, or no shard hinted to hold it whole."""
+        """The allocation of the hinted take (all from one shard: the first from this
+        op's start that this process saw holding the whole take, so the shards take
+        turns and none is left behind, else for ``dequeue_up_to`` the fullest), or
+        None: a shuffle queue (its takes mix across shards in proportion to their
+        sizes, which only a probe reads), a take larger than the capacity, or no shard
+        hinted to hold it."""
         hs, k = self.hs, len(self.hs)
         if hs[0].shuffled or self.progressive:
             return None
-        s = min(range(k), key=lambda s: (-hs[s].filled, (s - self.start) % k))
-        want = self.n if self.mode in ("one", "many") else min(self.n, hs[s].filled)
-        if want <= 0 or hs[s].filled < want:
+        turns = [(self.start + i) % k for i in range(k)]
+        whole = [s for s in turns if hs[s].filled >= self.n]
+        if whole:
+            s, want = whole[0], self.n
+        elif self.mode in ("one", "many"):
+            return None
+        else:
+            s = max(turns, key=lambda s: hs[s].filled)
+            want = hs[s].filled
+        if want <= 0:
             return None
         return [want if i == s else 0 for i in range(k)]
 
