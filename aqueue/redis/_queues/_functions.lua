@@ -338,6 +338,13 @@ local function put_count(k, free, atomic)
   return math.max(free, 0)
 end
 
+-- An enqueue ends or leaves: it is no longer pending, waiting for room or on hold.
+local function forget_put(P, wid, member)
+  redis.call('ZREM', P .. 'pending', wid)
+  redis.call('ZREM', P .. 'ev:space', member)
+  redis.call('ZREM', P .. 'ev:held', wid)
+end
+
 -- aq_put: ARGV gen wid atomic total wait_ms entry...  Each entry is a ref, whose
 -- payload e:<ref> the caller's MSET wrote in the same transaction (deleted if not
 -- admitted), or a small payload itself.
@@ -358,9 +365,7 @@ local function aq_put(keys, args)
   local k = #args - 5
   local member = (atomic and total or 1) .. ':' .. wid
   if q.closed and (q.cancel or not redis.call('ZSCORE', P .. 'pending', wid)) then
-    redis.call('ZREM', P .. 'pending', wid)
-    redis.call('ZREM', P .. 'ev:space', member)
-    redis.call('ZREM', P .. 'ev:held', wid)
+    forget_put(P, wid, member)
     drop_staged(P, args, 6)
     return {'closed', q.cancel and 1 or 0}
   end
@@ -390,9 +395,7 @@ local function aq_put(keys, args)
       redis.call('SET', P .. 'ev:want:' .. wid, total - admit, 'PX', wait_ms)
     end
   else
-    redis.call('ZREM', P .. 'pending', wid)
-    redis.call('ZREM', P .. 'ev:space', member)
-    redis.call('ZREM', P .. 'ev:held', wid)
+    forget_put(P, wid, member)
   end
   if admit > 0 or (q.closed and total - admit <= 0) then wake(q, true, false) end
   return {'ok', admit, q.cap - n}
@@ -411,9 +414,7 @@ local function aq_leave(keys, args)
   if not q then return 0 end
   local P, L, wid = q.P, args[2], args[4]
   redis.call('ZREM', P .. 'ev:data', args[5])
-  redis.call('ZREM', P .. 'ev:space', args[6])
-  redis.call('ZREM', P .. 'ev:held', wid)
-  redis.call('ZREM', P .. 'pending', wid)
+  forget_put(P, wid, args[6])
   redis.call('DEL', P .. 'ev:data:' .. wid, P .. 'ev:space:' .. wid, P .. 'ev:want:' .. wid)
   local status = 0
   if L ~= '' then

@@ -75,7 +75,6 @@ class _Sentinel:
 WAIT: Final = _Sentinel("WAIT")  # the op must wait for a wake-up
 MORE: Final = _Sentinel("MORE")  # the op continues at once (next chunk)
 DONE: Final = _Sentinel("DONE")
-_MODE: Final = ("0", "1", "2")  # aq_put's atomic argument: progressive, atomic, hold
 
 
 class TakeOp:
@@ -280,7 +279,7 @@ class PutOp:
         self.registered = True  # from now on the server may hold a registration
         h = self.h
         self.calls += 1
-        mode = _MODE[2 if self.hold else self.atomic]
+        mode = "2" if self.hold else "1" if self.atomic else "0"  # (hold, atomic, progressive)
         args: list[Any] = [h.gen, self.wid, mode, remaining, h.reg_ms]
         stage = []
         e = f"{h.prefix}e:{self.wid}.{self.calls}."

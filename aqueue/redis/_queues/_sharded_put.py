@@ -116,6 +116,8 @@ class ShardedPutOp:
                 else:
                     regs.append(sub)
             yield from drop(self.live, regs)
+            # (The anchor is now this round's first registration, registered for room.)
+            assert self.anchor is not None
             # Round 2: no shard had room for it all: the shard with the most room
             # admits the longest prefix that fits, and the rest starts again at
             # round 1. (Waiting for room for the whole batch instead could wait
@@ -132,7 +134,7 @@ class ShardedPutOp:
                     return (yield from self._finish())
                 if status is DONE:
                     return
-                if sub.pos > 0 or self.anchor is None or self.anchor.hold:
+                if sub.pos > 0:
                     yield from self._anchor(sub)
                 else:
                     yield from drop(self.live, [sub])  # (the room went meanwhile)
@@ -141,7 +143,7 @@ class ShardedPutOp:
             # anchor), then look again.
             regs = []
             for h in self.hs:
-                if self.anchor is not None and h is self.anchor.h and not self.anchor.hold:
+                if h is self.anchor.h:
                     continue
                 sub = self._sub(h, atomic=False)
                 sub.hint = 0  # a probe: registered for one element
@@ -160,14 +162,11 @@ class ShardedPutOp:
                 yield from drop(self.live, regs)
                 yield from self._anchor(keep)
                 continue
-            held = self.anchor is None or self.anchor.hold
-            waits = regs if self.anchor is None or held else [self.anchor, *regs]
+            waits = [self.anchor, *regs]
             keys = [f"{sub.h.prefix}ev:space:{sub.wid}" for sub in waits]
             woke = yield WaitAny(keys, root.wait_timeout)
             if woke is not None:
                 waits[woke[0]].h.room = int(woke[1])
-            if held and regs:
-                yield from self._anchor(regs.pop(0))  # stays pending across a close
             yield from drop(self.live, regs)
 
     def _queue_up(self) -> Op[Any]:
