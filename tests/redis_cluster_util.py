@@ -9,7 +9,8 @@ Each node is Debian's ``redis-server`` with ``--cluster-enabled yes`` on a free 
 (``nodes-<port>.conf`` lives there), no persistence, ``noeviction`` and one random
 password (``masterauth`` too, so replicas can sync). ``redis-cli --cluster create``
 assigns the slots (and the replicas); the start returns once every node reports
-``cluster_state:ok``, knows every other node, and every replica's link is up.
+``cluster_state:ok``, knows every other node, every replica's link is up and every
+primary's writes reach its replicas.
 ``stop_cluster`` stops every process it started (SIGTERM, then SIGKILL, by PID) and
 removes the directories, so no node and no ``nodes-*.conf`` outlives the fixture.
 The binaries come from ``$AQUEUE_REDIS_SERVER`` (``redis-cli`` beside it) or PATH;
@@ -223,8 +224,9 @@ class ClusterProc:
         self.killed.append(port)
 
     def wait_ok(self, limit_s: float = 20.0) -> None:
-        """Until every live node reports ``cluster_state:ok``, knows the same nodes and
-        every replica's link to its primary is up (pytest.fail after ``limit_s``)."""
+        """Until every live node reports ``cluster_state:ok``, knows the same nodes,
+        every replica's link to its primary is up and a write to each primary reaches
+        its replicas (pytest.fail after ``limit_s``)."""
         deadline = time.monotonic() + limit_s
         live = [n for n in self.nodes if n.port not in self.killed]
         last = ""
@@ -274,6 +276,29 @@ def _not_ok(cluster: ClusterProc, live: list[NodeProc]) -> str:
             repl = c.info("replication")
             if repl.get("role") == "slave" and repl.get("master_link_status") != "up":
                 return f"replica {node.port}: link to its primary is down"
+    for node in live:
+        if why := _not_streaming(cluster, node.port):
+            return why
+    return ""
+
+
+def _not_streaming(cluster: ClusterProc, port: int) -> str:
+    """Why a primary's writes may not reach its replicas yet ("" when they do). A
+    replica's link is up once it has loaded the primary's snapshot, but after a
+    diskless sync the primary streams its writes only after that replica's next
+    ``REPLCONF ACK``, up to a second later; a primary killed in that second takes the
+    writes with it. So: one write, and ``WAIT`` until every replica has it."""
+    with cluster.client(port) as c:
+        repl = c.info("replication")
+        replicas = int(repl.get("connected_slaves", 0))
+        if repl.get("role") != "master" or replicas == 0:
+            return ""
+        key = f"{{{cluster.name_on(port, 'sync')}}}:streaming"
+        c.set(key, 1)
+        acked = int(c.execute_command("WAIT", replicas, 200))
+        c.delete(key)
+    if acked < replicas:
+        return f"primary {port}: {acked} of {replicas} replicas have its last write"
     return ""
 
 
