@@ -31,6 +31,7 @@ N = 1500
 # within the first hundred items, and a longer run adds none (measured: still one at
 # 1500), so 300 items give it three times that and save 7 s of waiting.
 N_RECOMMEND = 300
+_STEP_S = 0.0002  # a consumer's own time per item, far above "as fast as it comes"
 
 
 class InFlight:
@@ -292,12 +293,18 @@ def test_bad_auto_ranges_and_autotune_are_refused() -> None:
 
 async def test_autotune_from_the_pipeline_and_from_open(caplog: pytest.LogCaptureFixture) -> None:
     """``Pipeline(..., autotune=...)`` is kept by the stages built from it; ``open``'s
-    wins for its run. Recommend mode changes nothing and logs what it would do."""
+    wins for its run. Recommend mode changes nothing and logs what it would do (for a
+    consumer with a time of its own per item: one that takes whatever comes has no
+    demand to recommend for, and recommend mode makes no slow start)."""
     quiet = aqueue.Autotune(mode="recommend")
     pipe = Pipeline(range(N_RECOMMEND), autotune=quiet)
     pipe = pipe.map(fetch, concurrency=aqueue.Auto(start=1))
-    with caplog.at_level(logging.DEBUG, logger="aqueue"):
-        got = await _read(pipe)
+    got: list[int] = []
+    with caplog.at_level(logging.DEBUG, logger="aqueue"), anyio.fail_after(90):
+        async with pipe.open() as items:
+            async for x in items:
+                got.append(x)
+                time.sleep(_STEP_S)  # noqa: ASYNC251 - a training step that blocks
     assert sorted(got) == list(range(N_RECOMMEND))
     assert pipe.statistics()[1].concurrency == 1
     assert flight.most == 1
