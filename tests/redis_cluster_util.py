@@ -256,8 +256,10 @@ class ClusterProc:
 
 def _not_ok(cluster: ClusterProc, live: list[NodeProc]) -> str:
     """Why the cluster is not ok yet ("" when it is): every live node must see the
-    cluster ok, every node, the shards' primaries and their live replicas."""
+    cluster ok, every node, the shards' primaries and their live replicas; then each
+    primary's writes must reach its replicas."""
     replicas = cluster.shards * cluster.replicas - len(cluster.killed)
+    followed: dict[int, int] = {}  # primary's port: its connected replicas
     for node in live:
         if not node.alive():
             return f"node {node.port} exited"
@@ -276,23 +278,22 @@ def _not_ok(cluster: ClusterProc, live: list[NodeProc]) -> str:
             repl = c.info("replication")
             if repl.get("role") == "slave" and repl.get("master_link_status") != "up":
                 return f"replica {node.port}: link to its primary is down"
-    for node in live:
-        if why := _not_streaming(cluster, node.port):
+            if repl.get("role") == "master" and int(repl.get("connected_slaves", 0)):
+                followed[node.port] = int(repl["connected_slaves"])
+    for port, count in followed.items():
+        if why := _not_streaming(cluster, port, count):
             return why
     return ""
 
 
-def _not_streaming(cluster: ClusterProc, port: int) -> str:
-    """Why a primary's writes may not reach its replicas yet ("" when they do). A
-    replica's link is up once it has loaded the primary's snapshot, but after a
-    diskless sync the primary streams its writes only after that replica's next
-    ``REPLCONF ACK``, up to a second later; a primary killed in that second takes the
-    writes with it. So: one write, and ``WAIT`` until every replica has it."""
+def _not_streaming(cluster: ClusterProc, port: int, replicas: int) -> str:
+    """Why the writes of the primary at ``port`` may not reach its ``replicas`` yet
+    ("" when they do). A replica's link is up once it has loaded the primary's
+    snapshot, but after a diskless sync the primary streams its writes only after that
+    replica's next ``REPLCONF ACK``, up to a second later; a primary killed in that
+    second takes the writes with it. So: one write, and ``WAIT`` until every replica
+    has it."""
     with cluster.client(port) as c:
-        repl = c.info("replication")
-        replicas = int(repl.get("connected_slaves", 0))
-        if repl.get("role") != "master" or replicas == 0:
-            return ""
         key = f"{{{cluster.name_on(port, 'sync')}}}:streaming"
         c.set(key, 1)
         acked = int(c.execute_command("WAIT", replicas, 200))
